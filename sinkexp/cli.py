@@ -1,0 +1,148 @@
+"""The `sinkexp` command line.
+
+    sinkexp train [-m] [--cfg job] [KEY=VALUE ...]   one run, or a Hydra multirun with -m
+
+`train` checks every override first (every combination of a sweep), so a typo, a wrong type or
+an impossible setting ends with one line naming the key and its valid choices, exit code 2, and
+no directory written. Only then does Hydra run the job(s).
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from sinkexp.config import config_hash, from_dictconfig, omegaconf_message, register_schema
+from sinkexp.errors import ConfigError, choices_error
+
+log = logging.getLogger("sinkexp")
+CONFIG_MODULE = "sinkexp.conf"
+USAGE = """usage: sinkexp <command> [args]
+commands:
+  train    train one model, or sweep with -m (sinkexp train --help lists the options)"""
+
+
+def _register_resolvers() -> None:
+    started = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")  # one timestamp per process
+    resolvers = {
+        "sinkexp_utc_now": lambda: started,
+        "sinkexp_sweep_name": lambda name: name if name else started,
+        "sinkexp_config_hash": lambda *, _root_: config_hash(from_dictconfig(_root_)),
+    }
+    for name, resolver in resolvers.items():
+        OmegaConf.register_new_resolver(name, resolver, replace=True)
+
+
+def _expand(overrides: list[str], multirun: bool) -> list[list[str]]:
+    """Every combination of a sweep's values, as lists of plain KEY=VALUE overrides."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    choices = []
+    for override in OverridesParser.create().parse_overrides(overrides):
+        if override.is_sweep_override():
+            if not multirun:
+                raise ConfigError(f"{override.input_line}: a sweep needs -m (sinkexp train -m ...)")
+            key = override.get_key_element()
+            choices.append([f"{key}={value}" for value in override.sweep_string_iterator()])
+        else:
+            choices.append([override.input_line])
+    return [list(combination) for combination in itertools.product(*choices)]
+
+
+def _explain(overrides: list[str], err: Exception) -> ConfigError:
+    """Rewrite a Hydra composition error as one line naming the key and what is valid there."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    loader = GlobalHydra.instance().config_loader()
+    groups = loader.list_groups("")
+    base = hydra.compose("config")
+    for override in OverridesParser.create().parse_overrides(overrides):
+        key = override.key_or_group
+        if key in groups:
+            options = loader.get_group_options(key)
+            if override.value() not in options:
+                return choices_error(key, override.value(), options)
+        elif not override.is_add() and OmegaConf.select(base, key, default=KeyError) is KeyError:
+            parent, _, leaf = key.rpartition(".")
+            node = OmegaConf.select(base, parent) if parent else base
+            valid = sorted(str(k) for k in node.keys()) if isinstance(node, DictConfig) else []
+            where = f"under '{parent}'" if parent else "at the top level"
+            return ConfigError(f"{key}: unknown key; valid keys {where}: {', '.join(valid)}")
+    cause = err.__cause__ or err
+    return ConfigError(omegaconf_message(cause))
+
+
+def preflight(overrides: list[str], multirun: bool) -> None:
+    """Compose and validate every job the overrides describe; raise ConfigError on the first bad one."""
+    from hydra import compose, initialize_config_module
+
+    from sinkexp.runner import resolve_device
+
+    checked = [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
+    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
+        for job in _expand(checked, multirun):
+            try:
+                cfg = compose("config", overrides=job)
+            except Exception as err:
+                raise _explain(job, err) from None
+            resolve_device(from_dictconfig(cfg).device)
+
+
+@hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base="1.3")
+def _train(dict_cfg: DictConfig) -> None:
+    from sinkexp.evaluate.evaluator import format_summary
+    from sinkexp.runner import run
+
+    cfg = from_dictconfig(dict_cfg)
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        summary = run(cfg, run_dir)
+    except Exception:
+        if HydraConfig.get().mode != RunMode.MULTIRUN:
+            raise
+        log.exception("run %s failed (FAILED written); the sweep goes on", run_dir)
+        return
+    print(format_summary(summary))
+    print(f"run directory: {run_dir}")
+
+
+def train(argv: list[str]) -> int:
+    from hydra._internal.utils import get_args_parser
+
+    args = get_args_parser().parse_args(argv)
+    register_schema()
+    _register_resolvers()
+    if not (args.help or args.hydra_help or args.info or args.shell_completion):
+        try:
+            preflight(args.overrides, args.multirun)
+        except ConfigError as err:
+            print(f"sinkexp: error: {err}", file=sys.stderr)
+            return 2
+    sys.argv = ["sinkexp train", *argv]
+    _train()
+    return 0
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        sys.exit(0 if argv else 2)
+    command, rest = argv[0], argv[1:]
+    commands = {"train": train}
+    if command not in commands:
+        print(f"sinkexp: error: unknown command {command!r}; choose one of: {', '.join(commands)}", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(commands[command](rest))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""Typed configuration: the schema, its validation, and the conversion from Hydra's DictConfig.
+
+The YAML files under `configs/` hold values only; the dataclasses here are the schema. Library
+code receives a `Config` (plain dataclasses), never a DictConfig. Every check that can refuse a run
+lives in `validate`, so that a bad value is caught before any directory or tensor is made.
+
+The task section is typed per task: `task.name` picks the task's own dataclass from the task
+registry (`sinkexp.tasks.TASKS`), so adding a task never touches this file.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional, Tuple
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from sinkexp.errors import ConfigError, choices_error
+from sinkexp.tasks import TASKS
+
+
+# The normalisers live in sinkexp.model.attention; this tuple mirrors its registry so the config
+# layer can name the choices without importing torch (checked equal in tests/test_config.py).
+ATTENTION_NAMES = ("softmax", "relu", "relu_len", "relu_raw")
+NORM_PLACEMENTS = ("pre", "post", "sandwich", "none")
+NORM_TYPES = ("layernorm", "rmsnorm")
+MLPS = ("none", "gelu", "relu")
+POSITIONS = ("learned", "sinusoidal", "none")
+OPTIMIZERS = ("adamw", "sgd")
+
+
+@dataclass
+class AttnConfig:
+    name: str = "softmax"
+
+
+@dataclass
+class ModelConfig:
+    n_layers: int = 1
+    n_heads: int = 1
+    d_model: int = 64
+    norm: str = "pre"            # where the norm sits: pre | post | sandwich | none
+    norm_type: str = "layernorm"
+    final_norm: bool = False     # a norm before the readout (GPT-style); off for regression tasks
+    mlp: str = "none"
+    pos: str = "learned"
+    residual: bool = True
+    bias: bool = False
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 1500
+    batch_size: int = 128
+    optim: str = "adamw"
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    betas: Tuple[float, float] = (0.9, 0.999)
+    momentum: float = 0.9        # sgd only
+    grad_clip: float = 1.0       # 0 disables clipping
+    log_every: int = 100
+    checkpoint_every: int = 500
+
+
+@dataclass
+class EvalConfig:
+    every: int = 250             # also evaluated at step 0 and at the last step
+    batch_size: int = 512
+    seed: int = 12345            # the held-out batch is the same for every run seed
+
+
+@dataclass
+class Config:
+    task: Any = MISSING          # the task's own dataclass, chosen by task.name
+    attn: AttnConfig = field(default_factory=AttnConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    seed: int = 0
+    device: str = "auto"         # auto | cpu | cuda | cuda:N; not part of the config hash
+    name: Optional[str] = None      # sweep name (folder under outputs/sweeps); not part of the hash
+
+
+# Keys that do not change a run's result, so they stay out of its hash.
+UNHASHED_KEYS = ("device", "name")
+
+
+def register_schema() -> None:
+    """Make `Config` the schema Hydra checks `configs/config.yaml` against."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name="schema", node=Config)
+
+
+def from_dictconfig(cfg: DictConfig) -> Config:
+    """Turn Hydra's composed config into validated dataclasses (ConfigError on any bad value)."""
+    # Resolve section by section: resolving `hydra` would recurse into the run-dir resolver.
+    container = {key: OmegaConf.to_container(cfg[key], resolve=True) if OmegaConf.is_config(cfg[key])
+                 else cfg[key] for key in cfg if key != "hydra"}
+    task_section = container.pop("task", None) or {}
+    name = task_section.get("name")
+    if name not in TASKS:
+        raise choices_error("task", name, TASKS)
+    task_schema = OmegaConf.structured(TASKS[name].Config)
+    try:
+        task_cfg = OmegaConf.to_object(OmegaConf.merge(task_schema, task_section))
+        rest = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config(task=None)), container))
+    except Exception as err:  # omegaconf's ValidationError / ConfigKeyError carry the full key
+        raise ConfigError(omegaconf_message(err)) from None
+    rest.task = task_cfg
+    validate(rest)
+    return rest
+
+
+def omegaconf_message(err: Exception) -> str:
+    """One line from an OmegaConf error: its first line plus the full key it names."""
+    first = str(err).splitlines()[0]
+    key = getattr(err, "full_key", None)
+    return f"{key}: {first}" if key and key not in first else first
+
+
+def validate(cfg: Config) -> None:
+    """Refuse impossible or unknown settings with one line naming the key."""
+    m, t = cfg.model, cfg.train
+    checks = [
+        ("attn.name", cfg.attn.name, ATTENTION_NAMES),
+        ("model.norm", m.norm, NORM_PLACEMENTS),
+        ("model.norm_type", m.norm_type, NORM_TYPES),
+        ("model.mlp", m.mlp, MLPS),
+        ("model.pos", m.pos, POSITIONS),
+        ("train.optim", t.optim, OPTIMIZERS),
+    ]
+    for key, value, valid in checks:
+        if value not in valid:
+            raise choices_error(key, value, valid)
+    positive = {"model.n_layers": m.n_layers, "model.n_heads": m.n_heads, "model.d_model": m.d_model,
+                "train.steps": t.steps, "train.batch_size": t.batch_size, "train.log_every": t.log_every,
+                "train.checkpoint_every": t.checkpoint_every, "eval.every": cfg.eval.every,
+                "eval.batch_size": cfg.eval.batch_size}
+    for key, value in positive.items():
+        if value < 1:
+            raise ConfigError(f"{key}={value} is not valid; it must be >= 1")
+    if m.d_model % m.n_heads:
+        raise ConfigError(f"model.d_model={m.d_model} is not divisible by model.n_heads={m.n_heads}; "
+                          f"choose n_heads among the divisors of d_model")
+    if t.lr <= 0:
+        raise ConfigError(f"train.lr={t.lr} is not valid; it must be > 0")
+    if not (cfg.device == "auto" or cfg.device == "cpu" or cfg.device.split(":")[0] == "cuda"):
+        raise choices_error("device", cfg.device, ("auto", "cpu", "cuda", "cuda:N"))
+    TASKS[cfg.task.name].validate(cfg.task)
+
+
+def to_dict(cfg: Config) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def config_hash(cfg: Config) -> str:
+    """Eight hex digits over every setting that changes the result (not device, not the sweep name)."""
+    settings = {k: v for k, v in to_dict(cfg).items() if k not in UNHASHED_KEYS}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]

@@ -1,0 +1,121 @@
+"""The block stack, configured by independent axes (norm placement and type, MLP, positions,
+residual); one file for every variant.
+
+    inputs -> embed (+ positions) -> [block] x n_layers -> (final norm) -> readout -> prediction
+
+Capture points (see capture.py): `embed` (residual stream entering block 0), and per block
+`blocks.{l}.attn.{scores,weights,v,mixed}` and `blocks.{l}.resid_post` (residual after the block).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from sinkexp.config import AttnConfig, ModelConfig
+from sinkexp.model.attention import Attention
+from sinkexp.model.capture import Tap
+
+
+def make_norm(kind: str, d_model: int, bias: bool) -> nn.Module:
+    if kind == "layernorm":
+        return nn.LayerNorm(d_model, bias=bias)
+    if kind == "rmsnorm":
+        return nn.RMSNorm(d_model)
+    raise ValueError(f"model.norm_type={kind!r}")
+
+
+def make_mlp(kind: str, d_model: int, bias: bool) -> nn.Module | None:
+    if kind == "none":
+        return None
+    activation = {"gelu": nn.GELU, "relu": nn.ReLU}[kind]
+    return nn.Sequential(nn.Linear(d_model, 4 * d_model, bias=bias), activation(),
+                         nn.Linear(4 * d_model, d_model, bias=bias))
+
+
+def sinusoidal_positions(seq_len: int, d_model: int) -> torch.Tensor:
+    """The fixed sin/cos table of Vaswani et al. 2017, (seq_len, d_model)."""
+    position = torch.arange(seq_len)[:, None]
+    frequency = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(seq_len, d_model)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency[: d_model // 2])
+    return table
+
+
+class Block(nn.Module):
+    """One attention sub-layer and an optional MLP sub-layer.
+
+    norm placement: pre       x + f(N(x))
+                    post      N(x + f(x))
+                    sandwich  x + N'(f(N(x)))
+                    none      x + f(x)
+    With `residual=False` the `x +` is dropped (bare layers, as some tasks' theory uses).
+    """
+
+    def __init__(self, cfg: ModelConfig, attn: AttnConfig):
+        super().__init__()
+        self.placement, self.residual = cfg.norm, cfg.residual
+        self.attn = Attention(cfg.d_model, cfg.n_heads, attn.name, cfg.bias)
+        self.mlp = make_mlp(cfg.mlp, cfg.d_model, cfg.bias)
+        n_sublayers = 1 if self.mlp is None else 2
+        norm = lambda: make_norm(cfg.norm_type, cfg.d_model, cfg.bias)  # noqa: E731
+        identity = [nn.Identity() for _ in range(n_sublayers)]
+        self.norms_in = nn.ModuleList([norm() for _ in range(n_sublayers)]
+                                      if cfg.norm in ("pre", "sandwich") else identity)
+        self.norms_out = nn.ModuleList([norm() for _ in range(n_sublayers)]
+                                       if cfg.norm in ("post", "sandwich") else identity)
+        self.resid_post = Tap()
+
+    def sublayer(self, i: int, x: torch.Tensor, f) -> torch.Tensor:
+        norm_in, norm_out = self.norms_in[i], self.norms_out[i]
+        if self.placement == "post":
+            return norm_out(x + f(x) if self.residual else f(x))
+        update = norm_out(f(norm_in(x)))
+        return x + update if self.residual else update
+
+    def forward(self, x: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+        x = self.sublayer(0, x, lambda h: self.attn(h, visible))
+        if self.mlp is not None:
+            x = self.sublayer(1, x, self.mlp)
+        return self.resid_post(x)
+
+
+class Transformer(nn.Module):
+    """`task` supplies input_dim or vocab_size, output_dim, seq_len and causal."""
+
+    def __init__(self, cfg: ModelConfig, attn: AttnConfig, task):
+        super().__init__()
+        d = cfg.d_model
+        self.causal = task.causal
+        if task.vocab_size is None:
+            self.embed_in = nn.Linear(task.input_dim, d, bias=cfg.bias)
+        else:
+            self.embed_in = nn.Embedding(task.vocab_size, d)
+        if cfg.pos == "learned":
+            self.pos = nn.Parameter(torch.randn(task.seq_len, d) * 0.02)
+        elif cfg.pos == "sinusoidal":
+            self.register_buffer("pos", sinusoidal_positions(task.seq_len, d), persistent=False)
+        else:
+            self.pos = None
+        self.embed = Tap()
+        self.blocks = nn.ModuleList([Block(cfg, attn) for _ in range(cfg.n_layers)])
+        self.final_norm = make_norm(cfg.norm_type, d, cfg.bias) if cfg.final_norm else nn.Identity()
+        self.readout = nn.Linear(d, task.output_dim, bias=cfg.bias)
+
+    def visible(self, T: int, device) -> torch.Tensor:
+        """(T, T) bool: which keys each query sees."""
+        ones = torch.ones(T, T, dtype=torch.bool, device=device)
+        return ones.tril() if self.causal else ones
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        T = inputs.shape[1]
+        x = self.embed_in(inputs)                                           # (B, T, d_model)
+        if self.pos is not None:
+            x = x + self.pos[:T]
+        x = self.embed(x)
+        visible = self.visible(T, x.device)
+        for block in self.blocks:
+            x = block(x, visible)
+        return self.readout(self.final_norm(x))                             # (B, T, output_dim)

@@ -1,0 +1,20 @@
+"""Task registry and the `Batch` every sampler returns.
+
+A task is one file with one class that has:
+  Config            a dataclass (its `name` field is the registry key; YAML in configs/task/)
+  query_types       names of the query types; `Batch.query_type` indexes into it (-1: not a query)
+  causal            whether the model masks future keys
+  input_dim / vocab_size, output_dim, seq_len   what the model's embedding and readout need
+  validate(cfg)     raise ConfigError for impossible settings (a staticmethod)
+  sample(batch_size, generator, device) -> Batch
+  loss(pred, batch) -> (B, T) per-position loss
+  baseline_loss(batch) -> (B, T) per-position loss of the task's trivial reference predictor
+"""
+from sinkexp.tasks.base import Batch
+from sinkexp.tasks.trigger import TriggerTask
+
+__all__ = ["Batch", "TASKS"]
+
+TASKS = {
+    "trigger": TriggerTask,
+}

@@ -1,0 +1,15 @@
+"""The batch every task sampler returns."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Batch:
+    inputs: torch.Tensor      # (B, T, input_dim) float, or (B, T) long for token tasks
+    targets: torch.Tensor     # (B, T, output_dim) float, or (B, T) long
+    loss_mask: torch.Tensor   # (B, T) bool: positions that count in the loss
+    query_type: torch.Tensor  # (B, T) long: index into the task's query_types, -1 = not a query
+    sink: torch.Tensor        # (B,) long: the sink position of each sequence (BOS = 0)

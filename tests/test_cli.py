@@ -1,0 +1,76 @@
+"""Smoke runs of the real `sinkexp` entry point into temporary directories."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sinkexp.evaluate.evaluator import LOSS_COLUMNS, METRIC_COLUMNS
+
+QUICK = ["train.steps=20", "eval.every=10", "train.log_every=5", "train.batch_size=16", "eval.batch_size=32",
+         "device=cpu"]
+
+
+def sinkexp(*args, cwd):
+    env = {**os.environ, "TQDM_DISABLE": "1"}
+    return subprocess.run([sys.executable, "-m", "sinkexp.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_single_run_writes_the_run_directory(tmp_path):
+    result = sinkexp("train", "attn=relu", "model.n_heads=2", *QUICK, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    run_dir = Path(result.stdout.strip().splitlines()[-1].removeprefix("run directory: "))
+    assert run_dir.parent == tmp_path / "outputs/runs/trigger/relu/L1"
+    for name in ("config.yaml", "meta.json", "metrics.csv", "losses.csv", "summary.json", "checkpoint.pt",
+                 "DONE", "train.log", ".hydra/config.yaml"):
+        assert (run_dir / name).exists(), name
+    assert not (run_dir / "FAILED").exists()
+
+    metrics = pd.read_csv(run_dir / "metrics.csv")
+    assert list(metrics.columns) == METRIC_COLUMNS
+    assert sorted(metrics["step"].unique()) == [0, 10, 20]
+    assert set(metrics["query_type"]) == {"trigger", "non_trigger", "all"}
+    assert {"sink_attn", "sink_share", "max_inflow", "sink_rate@0.3", "sink_rate@0.8"} <= set(metrics["metric"])
+    assert set(metrics.loc[metrics["metric"] == "sink_attn", "head"]) == {0, 1}
+    losses = pd.read_csv(run_dir / "losses.csv")
+    assert list(losses.columns) == LOSS_COLUMNS
+    assert {"train", "eval/trigger", "eval/non_trigger", "baseline/trigger"} <= set(losses["split"])
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert set(summary["loss"]) >= {"trigger", "non_trigger"} and set(summary["baseline_loss"]) >= {"trigger"}
+    assert set(summary["sink_attn"]["0"]) >= {"trigger", "non_trigger"}
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["device"]["resolved"] == "cpu" and meta["steps_per_s"] > 0
+    assert meta["config_hash"] == run_dir.name.split("-")[-1]
+    assert "sink_attn[non_trigger]" in result.stdout
+
+
+def test_sweep_writes_one_readable_folder_per_run(tmp_path):
+    result = sinkexp("train", "-m", "attn=softmax,relu", "seed=0,1", "name=smoke", *QUICK, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    done = sorted(p.parent.relative_to(tmp_path / "outputs/sweeps/smoke") for p in tmp_path.rglob("DONE"))
+    assert [str(p.parent) for p in done] == ["trigger/relu/L1"] * 2 + ["trigger/softmax/L1"] * 2
+    assert sorted(p.name.split("-")[0] for p in done) == ["s0", "s0", "s1", "s1"]
+
+
+@pytest.mark.parametrize("args,key", [(["task=nope"], "task"), (["model.n_heads=3"], "model.n_heads"),
+                                      (["model.n_layer=2"], "model.n_layer")])
+def test_bad_input_exits_nonzero_with_one_line_and_no_directory(tmp_path, args, key):
+    result = sinkexp("train", *args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and key in result.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_help_lists_groups_and_cfg_prints_the_composed_config(tmp_path):
+    helped = sinkexp("train", "--help", cwd=tmp_path)
+    assert helped.returncode == 0
+    for group in ("task: trigger", "attn: relu, relu_len, relu_raw, softmax"):
+        assert group in helped.stdout
+    shown = sinkexp("train", "--cfg", "job", "attn=relu", "model.n_layers=3", cwd=tmp_path)
+    assert shown.returncode == 0 and "n_layers: 3" in shown.stdout and "name: relu" in shown.stdout
+    assert not (tmp_path / "outputs").exists()

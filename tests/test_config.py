@@ -1,0 +1,79 @@
+"""Config: every option composes and builds, bad values are refused with one line naming the key."""
+import pytest
+import torch
+
+from sinkexp import config as C
+from sinkexp.cli import preflight
+from sinkexp.config import config_hash
+from sinkexp.errors import ConfigError
+from sinkexp.model import NORMALISERS, Transformer
+from sinkexp.tasks import TASKS
+
+AXES = {"model.norm": C.NORM_PLACEMENTS, "model.norm_type": C.NORM_TYPES, "model.mlp": C.MLPS,
+        "model.pos": C.POSITIONS, "train.optim": C.OPTIMIZERS, "attn": C.ATTENTION_NAMES, "task": tuple(TASKS)}
+
+
+def test_attention_names_mirror_the_normaliser_registry():
+    assert set(C.ATTENTION_NAMES) == set(NORMALISERS)
+
+
+@pytest.mark.parametrize("key,value", [(k, v) for k, values in AXES.items() for v in values])
+def test_every_option_composes_builds_and_runs(make_config, key, value):
+    cfg = make_config(f"{key}={value}", "model.n_layers=2")
+    task = TASKS[cfg.task.name](cfg.task)
+    model = Transformer(cfg.model, cfg.attn, task)
+    batch = task.sample(2, torch.Generator().manual_seed(0), "cpu")
+    loss = task.loss(model(batch.inputs), batch)[batch.loss_mask].mean()
+    loss.backward()
+    assert torch.isfinite(loss)
+
+
+def test_library_code_receives_dataclasses(make_config):
+    cfg = make_config("attn=relu", "model.n_heads=4", "seed=3")
+    assert isinstance(cfg, C.Config) and isinstance(cfg.model, C.ModelConfig)
+    assert type(cfg.task) is TASKS["trigger"].Config
+    assert (cfg.attn.name, cfg.model.n_heads, cfg.seed) == ("relu", 4, 3)
+
+
+def test_hash_ignores_device_and_name_but_not_results(make_config):
+    base = config_hash(make_config())
+    assert config_hash(make_config("device=cpu", "name=x")) == base
+    assert config_hash(make_config("seed=1")) != base
+    assert config_hash(make_config("task.p_trigger=0.3")) != base
+
+
+@pytest.mark.parametrize("overrides,needles", [
+    (["task=nope"], ["task=", "trigger"]),
+    (["attn=nope"], ["attn=", "softmax", "relu_raw"]),
+    (["model.n_layer=2"], ["model.n_layer", "n_layers"]),
+    (["nope=1"], ["nope", "top level"]),
+    (["model.n_layers=two"], ["model.n_layers", "two"]),
+    (["model.n_heads=3"], ["model.d_model=64", "model.n_heads=3"]),
+    (["model.n_layers=0"], ["model.n_layers=0", ">= 1"]),
+    (["task.seq_len=2"], ["task.seq_len=2", ">= 3"]),
+    (["task.p_trigger=1.5"], ["task.p_trigger=1.5", "[0, 1]"]),
+    (["train.steps=0"], ["train.steps=0"]),
+    (["model.norm=middle"], ["model.norm=", "pre", "sandwich"]),
+    (["device=tpu"], ["device=", "auto", "cuda"]),
+])
+def test_bad_input_is_one_line_naming_the_key(make_config, overrides, needles):
+    with pytest.raises(ConfigError) as err:
+        preflight(overrides, multirun=False)
+    message = str(err.value)
+    assert "\n" not in message
+    for needle in needles:
+        assert needle in message
+
+
+def test_every_job_of_a_sweep_is_checked_before_any_runs(make_config):
+    preflight(["attn=softmax,relu", "seed=0,1"], multirun=True)
+    with pytest.raises(ConfigError, match="model.n_heads=3"):
+        preflight(["attn=softmax,relu", "model.n_heads=1,3"], multirun=True)
+    with pytest.raises(ConfigError, match="-m"):
+        preflight(["seed=0,1"], multirun=False)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_cuda_without_a_gpu_is_refused(make_config):
+    with pytest.raises(ConfigError, match="device=cuda"):
+        preflight(["device=cuda"], multirun=False)
