@@ -63,14 +63,18 @@ def _explain(overrides: list[str], err: Exception) -> ConfigError:
 
     loader = GlobalHydra.instance().config_loader()
     groups = loader.list_groups("")
-    base = hydra.compose("config")
-    for override in OverridesParser.create().parse_overrides(overrides):
-        key = override.key_or_group
-        if key in groups:
-            options = loader.get_group_options(key)
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    chosen = []                                         # group choices, checked first
+    for override in parsed:
+        if override.key_or_group in groups:
+            options = loader.get_group_options(override.key_or_group)
             if override.value() not in options:
-                return choices_error(key, override.value(), options)
-        elif not override.is_add() and OmegaConf.select(base, key, default=KeyError) is KeyError:
+                return choices_error(override.key_or_group, override.value(), options)
+            chosen.append(override.input_line)
+    base = hydra.compose("config", overrides=chosen)
+    for override in parsed:
+        key = override.key_or_group
+        if key not in groups and not override.is_add() and OmegaConf.select(base, key, default=KeyError) is KeyError:
             parent, _, leaf = key.rpartition(".")
             node = OmegaConf.select(base, parent) if parent else base
             valid = sorted(str(k) for k in node.keys()) if isinstance(node, DictConfig) else []

@@ -28,6 +28,7 @@ NORM_PLACEMENTS = ("pre", "post", "sandwich", "none")
 NORM_TYPES = ("layernorm", "rmsnorm")
 MLPS = ("none", "gelu", "relu")
 POSITIONS = ("learned", "sinusoidal", "none")
+PROJECTIONS = ("linear", "identity")
 OPTIMIZERS = ("adamw", "sgd")
 
 
@@ -46,6 +47,9 @@ class ModelConfig:
     final_norm: bool = False     # a norm before the readout (GPT-style); off for regression tasks
     mlp: str = "none"
     pos: str = "learned"
+    bos_vector: bool = False     # a learned vector added at position 0 (Fesser et al.'s sink token)
+    embed: str = "linear"        # linear | identity (identity: the inputs are the residual stream)
+    readout: str = "linear"      # linear | identity (identity: the residual stream is the prediction)
     residual: bool = True
     bias: bool = False
 
@@ -130,6 +134,8 @@ def validate(cfg: Config) -> None:
         ("model.norm_type", m.norm_type, NORM_TYPES),
         ("model.mlp", m.mlp, MLPS),
         ("model.pos", m.pos, POSITIONS),
+        ("model.embed", m.embed, PROJECTIONS),
+        ("model.readout", m.readout, PROJECTIONS),
         ("train.optim", t.optim, OPTIMIZERS),
     ]
     for key, value, valid in checks:
@@ -149,7 +155,13 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"train.lr={t.lr} is not valid; it must be > 0")
     if not (cfg.device == "auto" or cfg.device == "cpu" or cfg.device.split(":")[0] == "cuda"):
         raise choices_error("device", cfg.device, ("auto", "cpu", "cuda", "cuda:N"))
-    TASKS[cfg.task.name].validate(cfg.task)
+    task_cls = TASKS[cfg.task.name]
+    task_cls.validate(cfg.task)
+    task = task_cls(cfg.task)
+    for key, kind, dim in (("model.embed", m.embed, task.input_dim), ("model.readout", m.readout, task.output_dim)):
+        if kind == "identity" and (task.vocab_size is not None or dim != m.d_model):
+            raise ConfigError(f"{key}=identity needs vector data of width model.d_model={m.d_model}; "
+                              f"task {task_cls.Config.name!r} has width {dim}; use {key}=linear")
 
 
 def to_dict(cfg: Config) -> dict:

@@ -116,7 +116,7 @@ def _train_and_evaluate(cfg: Config, run_dir: Path, digest: str) -> dict:
                               on_checkpoint=on_checkpoint)
     metrics, loss_table = tables()
     R.write_csv(run_dir / R.LOSSES, loss_table)
-    summary = summarise(metrics, loss_table, task.query_types)
+    summary = summarise(metrics, loss_table, task.query_types, task.reference)
     R.write_json(run_dir / R.SUMMARY, summary)
     meta.update(end_time=R.utc_now(), wall_time_s=round(time.perf_counter() - started, 3),
                 steps_per_s=round(steps_per_s, 2))

@@ -35,6 +35,12 @@ def test_library_code_receives_dataclasses(make_config):
     assert (cfg.attn.name, cfg.model.n_heads, cfg.seed) == ("relu", 4, 3)
 
 
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_paper_scale_composes_for_every_task(make_config, task):
+    cpu, paper = make_config(f"task={task}"), make_config(f"task={task}", "scale=paper")
+    assert paper.train.steps > cpu.train.steps
+
+
 def test_hash_ignores_device_and_name_but_not_results(make_config):
     base = config_hash(make_config())
     assert config_hash(make_config("device=cpu", "name=x")) == base
@@ -55,6 +61,11 @@ def test_hash_ignores_device_and_name_but_not_results(make_config):
     (["train.steps=0"], ["train.steps=0"]),
     (["model.norm=middle"], ["model.norm=", "pre", "sandwich"]),
     (["device=tpu"], ["device=", "auto", "cuda"]),
+    (["model.embed=identity"], ["model.embed=identity", "model.d_model=64", "width 18"]),
+    (["task=backcopy", "model.readout=identity"], ["model.readout=identity", "use model.readout=linear"]),
+    (["task=damping", "task.p=1.0"], ["task.p=1.0", "(0, 1)"]),
+    (["task=backcopy", "task.bigram_table=/nonexistent.json"], ["task.bigram_table=/nonexistent.json"]),
+    (["scale=huge"], ["scale=", "cpu", "paper"]),
 ])
 def test_bad_input_is_one_line_naming_the_key(make_config, overrides, needles):
     with pytest.raises(ConfigError) as err:
@@ -77,3 +88,15 @@ def test_every_job_of_a_sweep_is_checked_before_any_runs(make_config):
 def test_cuda_without_a_gpu_is_refused(make_config):
     with pytest.raises(ConfigError, match="device=cuda"):
         preflight(["device=cuda"], multirun=False)
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_task_yaml_lists_every_field_of_its_schema(task):
+    """The task section is only as overridable as its YAML: every dataclass field must be there."""
+    from hydra import compose, initialize_config_module
+
+    from sinkexp.cli import CONFIG_MODULE
+
+    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
+        section = compose("config", overrides=[f"task={task}"]).task
+    assert set(section) == set(TASKS[task].Config.__dataclass_fields__)

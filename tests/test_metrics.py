@@ -84,3 +84,54 @@ def test_empty_query_set_gives_nan_not_zero():
 def test_sink_rate_counts_heads_above_eps(eps, expected):
     scores = torch.tensor([0.9, 0.5, 0.1, 0.3])   # 0.3 is not > 0.3
     assert math.isclose(M.sink_rate(scores, eps).item(), expected)
+
+
+def test_value_norms_through_the_output_projection():
+    B, H, S, D = 2, 2, 4, 3
+    v = torch.ones(B, H, S, D)
+    v[:, 0, 0] = 0.0                      # head 0: the sink writes nothing
+    v[:, 1, 0] = 2.0                      # head 1: the sink writes twice as much as the rest
+    w_out = torch.eye(H * D)              # W_O = identity: head h writes into its own D channels
+    values = M.head_values(v, w_out)      # (B, H, S, H * D)
+    assert values.shape == (B, H, S, H * D)
+    assert torch.allclose(values[0, 1, 2, 3:], torch.ones(3)) and values[0, 1, 2, :3].abs().sum() == 0
+    sink = torch.zeros(B, dtype=torch.long)
+    torch.testing.assert_close(M.value_norm_ratio(values, sink), torch.tensor([0.0, 2.0]))
+    torch.testing.assert_close(M.sink_value_norm(values, sink), torch.tensor([0.0, 2 * 3 ** 0.5]))
+
+
+def test_stable_rank_closed_forms():
+    rank_one = torch.outer(torch.arange(1.0, 5.0), torch.ones(6)).expand(2, 1, 4, 6)   # (B, H, T, d)
+    torch.testing.assert_close(M.stable_rank(rank_one), torch.tensor([1.0]))
+    orthonormal = torch.eye(4).expand(2, 1, 4, 4)
+    torch.testing.assert_close(M.stable_rank(orthonormal), torch.tensor([4.0]))
+
+
+def test_qk_spectrum_of_a_known_bilinear_form():
+    d_model, H, D = 4, 2, 2
+    w_q = torch.zeros(H * D, d_model)
+    w_k = torch.zeros(H * D, d_model)
+    w_q[0, 0], w_q[1, 1] = 3.0, 1.0       # head 0: W_Q^T W_K = diag(3, 1, 0, 0)
+    w_k[0, 0], w_k[1, 1] = 1.0, 1.0
+    w_q[2, 2], w_k[2, 3] = 2.0, 1.0       # head 1: rank one, singular value 2
+    spectrum = M.qk_spectrum(w_q, w_k, n_heads=H, top=2)
+    torch.testing.assert_close(spectrum, torch.tensor([[3.0, 1.0], [2.0, 0.0]]))
+
+
+def test_logit_gap_on_hand_built_scores():
+    scores = torch.tensor([[5.0, 0.0, 0.0], [4.0, 1.0, 0.0], [6.0, 2.0, 4.0]]).view(1, 1, 3, 3)
+    causal = torch.ones(3, 3, dtype=torch.bool).tril()
+    gap = M.logit_gap(scores, torch.zeros(1, dtype=torch.long), causal)[0, 0]
+    assert torch.isnan(gap[0]) and torch.isnan(gap[1])     # no visible key besides the sink and itself
+    assert gap[2].item() == 6.0 - 2.0                      # key 1 only (key 2 is the query itself)
+    full = torch.ones(3, 3, dtype=torch.bool)
+    gap = M.logit_gap(scores, torch.zeros(1, dtype=torch.long), full)[0, 0]
+    torch.testing.assert_close(gap, torch.tensor([5.0, 4.0, 4.0]))   # s_i0 - s_i(other non-self key)
+
+
+def test_residual_norms_and_massive_ratio():
+    resid = torch.ones(2, 4, 3)
+    resid[:, 1] = torch.tensor([0.0, 3.0, 4.0])           # the sink row (position 1) has norm 5
+    at_sink, rest = M.resid_norms(resid, torch.tensor([1, 1]))
+    assert at_sink.item() == 5.0 and abs(rest.item() - 3 ** 0.5) < 1e-6
+    assert M.massive_ratio(resid).item() == 4.0            # max 4 over median 1

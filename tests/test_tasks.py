@@ -1,4 +1,6 @@
 """Task samplers: determinism per seed, and targets equal to a direct computation."""
+import math
+
 import pytest
 import torch
 
@@ -68,3 +70,102 @@ def test_trigger_refuses_impossible_settings(field, value):
 def test_registry_names_match_config_names():
     for name, task in TASKS.items():
         assert task.Config().name == name
+
+
+from sinkexp.tasks.backcopy import BackcopyConfig, BackcopyTask, load_table  # noqa: E402
+from sinkexp.tasks.broadcast import BroadcastConfig, BroadcastTask  # noqa: E402
+from sinkexp.tasks.damping import ACTIVE, NOP, DampingConfig, DampingTask  # noqa: E402
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_task_is_deterministic_per_seed(name):
+    task = TASKS[name](TASKS[name].Config())
+    a, b, c = sample(task, 0, 16), sample(task, 0, 16), sample(task, 1, 16)
+    for field in ("inputs", "targets", "loss_mask", "query_type", "sink"):
+        assert torch.equal(getattr(a, field), getattr(b, field)), field
+    assert not torch.equal(a.inputs, c.inputs)
+
+
+@pytest.mark.parametrize("gamma,p", [(0.0, 0.5), (0.1, 0.3), (1.0, 0.9)])
+def test_damping_targets_match_the_gate(gamma, p):
+    task = DampingTask(DampingConfig(gamma=gamma, p=p))
+    batch = sample(task, 0, batch_size=512)
+    x = batch.inputs
+    assert torch.all(x[:, 0] == 0)
+    damped = (x @ task.gate) > task.threshold
+    for b, i in [(0, 1), (3, 7), (100, 31)]:
+        expected = gamma * x[b, i] if damped[b, i] else x[b, i]
+        torch.testing.assert_close(batch.targets[b, i], expected)
+        assert batch.query_type[b, i] == (ACTIVE if damped[b, i] else NOP)
+    assert abs((batch.query_type == ACTIVE).float()[:, 1:].mean().item() - p) < 0.02   # lambda = Phi^-1(1-p)
+    assert torch.isclose(task.gate.norm(), torch.tensor(1.0))
+
+
+def test_broadcast_targets_carry_the_rotated_hub():
+    task = BroadcastTask(BroadcastConfig(alpha=0.5))
+    batch = sample(task, 0, batch_size=8)
+    R = task.rotation
+    torch.testing.assert_close(R @ R.T, torch.eye(64), atol=1e-5, rtol=0)
+    for b in range(8):
+        hub = int(torch.argmax(batch.inputs[b] @ task.hub_direction))
+        assert batch.sink[b] == hub
+        torch.testing.assert_close(batch.targets[b], batch.inputs[b] + 0.5 * batch.inputs[b, hub] @ R)
+
+
+def write_table(path, cond, marginal, bos):
+    import json
+    path.write_text(json.dumps({"cond": cond, "marginal": marginal, "bos": bos}))
+    return str(path)
+
+
+def test_backcopy_follows_the_table_and_the_copy_rule(tmp_path):
+    # Tokens 0, 1, 2 and BOS = 3. Token 0 is the most frequent, hence the single trigger.
+    cond = [[0.0, 0.5, 0.5, 0.0], [1.0, 0.0, 0.0, 0.0], [0.5, 0.0, 0.5, 0.0], [0.5, 0.25, 0.25, 0.0]]
+    table = write_table(tmp_path / "t.json", cond, [0.5, 0.25, 0.25, 0.0], 3)
+    task = BackcopyTask(BackcopyConfig(seq_len=12, n_triggers=1, bigram_table=table))
+    assert task.triggers.tolist() == [0]
+    batch = sample(task, 0, batch_size=256)
+    x, y = batch.inputs, batch.targets
+    assert torch.all(x[:, 0] == 3) and torch.all(x[:, 1] != 0)    # x_1 from the marginal without triggers
+    assert torch.equal(y[:, :-1], x[:, 1:])                       # next-token targets
+    after_trigger = x[:, 1:] == 0
+    assert torch.equal(y[:, 1:][after_trigger], x[:, :-1][after_trigger])   # back-copy
+    rest = ~after_trigger
+    assert torch.all(torch.tensor(cond)[x[:, 1:][rest], y[:, 1:][rest]] > 0)  # bigram draws
+    # oracle: 0 after the trigger, H(row) otherwise: H(row 1) = 0, H(row 2) = log 2
+    oracle = task.baseline_loss(batch)
+    assert torch.all(oracle[:, 1:][after_trigger] == 0)
+    torch.testing.assert_close(oracle[:, 1:][x[:, 1:] == 2], torch.full_like(oracle[:, 1:][x[:, 1:] == 2], math.log(2)))
+    assert torch.all(oracle[:, 1:][x[:, 1:] == 1] == 0)
+    torch.testing.assert_close(oracle[:, 0], torch.full((256,), math.log(2)))   # first token: 1 or 2, even odds
+
+
+def test_backcopy_oracle_equals_the_loss_of_the_true_conditional():
+    task = BackcopyTask(BackcopyConfig(seq_len=32))
+    batch = sample(task, 0, batch_size=512)
+    logits = task.cond[batch.inputs].clamp_min(1e-30).log()
+    copy = task.is_trigger[batch.inputs]
+    logits[copy] = torch.full_like(logits[copy], -1e9).scatter(-1, batch.targets[copy][:, None], 0.0)
+    logits[:, 0] = task.first.clamp_min(1e-30).log()
+    achieved = task.loss(logits, batch)[:, 1:].mean()
+    oracle = task.baseline_loss(batch)[:, 1:].mean()
+    assert abs(achieved.item() - oracle.item()) < 0.03   # sampled targets vs exact expectation
+
+
+@pytest.mark.parametrize("content,needle", [
+    ({"cond": [[1.0, 0.0]], "marginal": [1.0], "bos": 0}, "square"),
+    ({"cond": [[0.5, 0.5], [1.0, 0.0]], "marginal": [1.0], "bos": 1}, "marginal"),
+    ({"cond": [[0.7, 0.5], [1.0, 0.0]], "marginal": [1.0, 0.0], "bos": 1}, "sum to 1"),
+    ({"cond": [[1.5, -0.5], [1.0, 0.0]], "marginal": [1.0, 0.0], "bos": 1}, "non-negative"),
+    ({"cond": [[0.5, 0.5], [1.0, 0.0]], "marginal": [1.0, 0.0], "bos": 2}, "bos"),
+    ({"cond": [[0.5, 0.5], [1.0, 0.0]], "bos": 1}, "missing"),
+])
+def test_bad_bigram_tables_are_refused(tmp_path, content, needle):
+    import json
+    path = tmp_path / "table.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(ConfigError, match=needle) as err:
+        load_table(str(path))
+    assert "task.bigram_table" in str(err.value)
+    with pytest.raises(ConfigError, match="cannot be read"):
+        load_table(str(tmp_path / "missing.json"))

@@ -23,27 +23,34 @@ def sink_rate_name(eps: float) -> str:
     return f"sink_rate@{eps}"
 
 
+CAPTURED = ("scores", "weights", "v")
+
+
 @torch.no_grad()
 def evaluate(model, task, batch, step: int) -> tuple[list[tuple], list[tuple]]:
     """Metrics rows and loss rows of `model` on `batch` at `step` (one forward pass, captured)."""
     was_training = model.training
     model.eval()
     n_layers = len(model.blocks)
-    with capture(model, [f"blocks.{layer}.attn.weights" for layer in range(n_layers)]) as cache:
+    names = [f"blocks.{layer}.attn.{name}" for layer in range(n_layers) for name in CAPTURED]
+    names += [f"blocks.{layer}.resid_post" for layer in range(n_layers)]
+    with capture(model, names) as cache:
         pred = model(batch.inputs)
     model.train(was_training)
 
-    query_sets = {name: (batch.query_type == index) & batch.loss_mask
-                  for index, name in enumerate(task.query_types)}
-    query_sets["all"] = batch.loss_mask
-
     losses = []
     per_position = {"eval": task.loss(pred, batch), "baseline": task.baseline_loss(batch)}
+    loss_sets = {name: (batch.query_type == index) & batch.loss_mask for index, name in enumerate(task.query_types)}
+    loss_sets["all"] = batch.loss_mask
     for split, values in per_position.items():
-        for query_type, queries in query_sets.items():
+        for query_type, queries in loss_sets.items():
             if queries.any():
                 losses.append((step, f"{split}/{query_type}", values[queries].mean().item()))
 
+    query_sets = {name: batch.query_type == index for index, name in enumerate(task.query_types)}
+    query_sets["all"] = batch.query_type >= 0
+    query_sets = {name: queries for name, queries in query_sets.items() if queries.any()}
+    visible = model.visible(batch.inputs.shape[1], pred.device)
     rows = []
 
     def add(layer: int, query_type: str, metric: str, per_head: torch.Tensor) -> None:
@@ -51,30 +58,56 @@ def evaluate(model, task, batch, step: int) -> tuple[list[tuple], list[tuple]]:
             if not math.isnan(value):
                 rows.append((step, layer, head, query_type, metric, value))
 
+    def add_scalar(layer: int, metric: str, value: torch.Tensor) -> None:
+        rows.append((step, layer, -1, "all", metric, value.item()))
+
     all_scores = []
-    for layer in range(n_layers):
-        weights = cache[f"blocks.{layer}.attn.weights"]                         # (B, H, T, S)
+    for layer, block in enumerate(model.blocks):
+        scores, weights, v = (cache[f"blocks.{layer}.attn.{name}"] for name in CAPTURED)  # (B,H,T,S) x2, (B,H,S,D)
         share = M.row_share(weights)
+        gap = M.logit_gap(scores, batch.sink, visible)                          # (B, H, T)
+        gap_defined = ~gap[:, 0].isnan()                                        # (B, T), same for every head
         for query_type, queries in query_sets.items():
-            if not queries.any():
-                continue
             add(layer, query_type, "sink_attn", M.sink_attn(weights, batch.sink, queries))
             add(layer, query_type, "sink_share", M.sink_attn(share, batch.sink, queries))
             add(layer, query_type, "max_inflow", M.max_inflow(weights, queries))
             add(layer, query_type, "sink_match", M.sink_match(weights, batch.sink, queries))
-        scores = M.sink_score(weights, batch.sink)                              # (H,)
-        add(layer, "all", "sink_score", scores)
-        all_scores.append(scores)
+            add(layer, query_type, "logit_gap", M.query_mean(gap.nan_to_num(0.0), queries & gap_defined))
+
+        values = M.head_values(v, block.attn.out.weight)                       # (B, H, S, d_model)
+        add(layer, "all", "value_norm_ratio", M.value_norm_ratio(values, batch.sink))
+        add(layer, "all", "sink_value_norm", M.sink_value_norm(values, batch.sink))
+        add(layer, "all", "stable_rank", M.stable_rank(weights @ values))
+        w_q, w_k, _ = block.attn.qkv.weight.chunk(3, dim=0)
+        spectrum = M.qk_spectrum(w_q, w_k, block.attn.n_heads)                # (H, top)
+        for rank in range(spectrum.shape[1]):
+            add(layer, "all", f"qk_sigma{rank + 1}", spectrum[:, rank])
+        if spectrum.shape[1] > 1:
+            add(layer, "all", "qk_sigma1/sigma2", spectrum[:, 0] / spectrum[:, 1])
+
+        scores_at_sink = M.sink_score(weights, batch.sink)                      # (H,)
+        add(layer, "all", "sink_score", scores_at_sink)
+        all_scores.append(scores_at_sink)
         for eps in SINK_RATE_EPS:
-            rows.append((step, layer, -1, "all", sink_rate_name(eps), M.sink_rate(scores, eps).item()))
+            add_scalar(layer, sink_rate_name(eps), M.sink_rate(scores_at_sink, eps))
+
+        resid = cache[f"blocks.{layer}.resid_post"]                             # (B, T, d_model)
+        at_sink, rest = M.resid_norms(resid, batch.sink)
+        add_scalar(layer, "resid_norm_sink", at_sink)
+        add_scalar(layer, "resid_norm_rest", rest)
+        add_scalar(layer, "massive_ratio", M.massive_ratio(resid))
     model_scores = torch.cat(all_scores)
     for eps in SINK_RATE_EPS:
-        rows.append((step, -1, -1, "all", sink_rate_name(eps), M.sink_rate(model_scores, eps).item()))
+        add_scalar(-1, sink_rate_name(eps), M.sink_rate(model_scores, eps))
     return rows, losses
 
 
-def summarise(metrics, losses, query_types) -> dict:
-    """The final scalar results (a user reads these first) from the metrics/losses DataFrames."""
+def summarise(metrics, losses, query_types, reference: str) -> dict:
+    """The final scalar results (a user reads these first) from the metrics/losses DataFrames.
+
+    `metrics` nests every final metric as {metric: {layer: {query_type: mean over heads}}}
+    (layer "model" for whole-model values); `sink_attn` and `sink_rate` repeat the headline ones.
+    """
     last = metrics["step"].max()
     final = metrics[metrics["step"] == last]
     final_losses = losses[(losses["step"] == last) & losses["split"].str.contains("/")]
@@ -83,36 +116,40 @@ def summarise(metrics, losses, query_types) -> dict:
         chosen = final_losses[final_losses["split"].str.startswith(prefix + "/")]
         return {split.split("/", 1)[1]: value for split, value in zip(chosen["split"], chosen["loss"])}
 
-    per_layer = final[(final["layer"] >= 0) & (final["head"] >= 0)]
-    sink_attn = {}
-    for (layer, query_type), group in per_layer[per_layer["metric"] == "sink_attn"].groupby(["layer", "query_type"]):
-        sink_attn.setdefault(int(layer), {})[query_type] = float(group["value"].mean())
-    rates = final[final["metric"].str.startswith("sink_rate@")]
-    sink_rate = {}
-    for (layer, metric), group in rates.groupby(["layer", "metric"]):
-        key = "model" if layer < 0 else int(layer)
-        sink_rate.setdefault(key, {})[metric.split("@")[1]] = float(group["value"].iloc[0])
-    return {"step": int(last), "loss": loss_of("eval"), "baseline_loss": loss_of("baseline"),
-            "sink_attn": sink_attn, "sink_rate": sink_rate, "query_types": list(query_types)}
+    nested: dict = {}
+    for (metric, layer, query_type), group in final.groupby(["metric", "layer", "query_type"]):
+        layer_key = "model" if layer < 0 else str(layer)
+        nested.setdefault(metric, {}).setdefault(layer_key, {})[query_type] = float(group["value"].mean())
+    sink_rate: dict = {}
+    for eps in SINK_RATE_EPS:
+        for layer, by_query in nested.get(sink_rate_name(eps), {}).items():
+            sink_rate.setdefault(layer, {})[str(eps)] = by_query["all"]
+    return {"step": int(last), "reference": reference, "loss": loss_of("eval"), "baseline_loss": loss_of("baseline"),
+            "sink_attn": nested.get("sink_attn", {}), "sink_rate": sink_rate, "query_types": list(query_types),
+            "metrics": nested}
+
+
+TABLE_METRICS = ("value_norm_ratio", "massive_ratio")
 
 
 def format_summary(summary: dict) -> str:
     """The per-layer table printed at the end of a run."""
-    query_types = summary["query_types"]
-    header = ["layer"] + [f"sink_attn[{q}]" for q in query_types] + ["sink_rate@0.3", "sink_rate@0.8"]
-    lines = ["  ".join(f"{h:>18}" for h in header)]
-    for layer, by_query in sorted(summary["sink_attn"].items(), key=lambda kv: int(kv[0])):
-        rates = summary["sink_rate"].get(layer, summary["sink_rate"].get(str(layer), {}))
-        cells = [str(layer)] + [_fmt(by_query.get(q)) for q in query_types] + \
-                [_fmt(rates.get("0.3")), _fmt(rates.get("0.8"))]
-        lines.append("  ".join(f"{c:>18}" for c in cells))
-    lines.append(f"loss at step {summary['step']} (task reference predictor in brackets):")
+    query_types, metrics = summary["query_types"], summary["metrics"]
+    header = (["layer"] + [f"sink_attn[{q}]" for q in query_types] + [sink_rate_name(e) for e in SINK_RATE_EPS]
+              + list(TABLE_METRICS))
+    width = max(len(h) for h in header) + 1
+    lines = ["".join(f"{h:>{width}}" for h in header)]
+    for layer in sorted(summary["sink_attn"], key=int):
+        cells = ([layer] + [_fmt(summary["sink_attn"][layer].get(q)) for q in query_types]
+                 + [_fmt(summary["sink_rate"][layer].get(str(e))) for e in SINK_RATE_EPS]
+                 + [_fmt(metrics.get(m, {}).get(layer, {}).get("all")) for m in TABLE_METRICS])
+        lines.append("".join(f"{c:>{width}}" for c in cells))
+    lines.append(f"loss at step {summary['step']}, next to the {summary['reference']}:")
     for q in query_types + ["all"]:
         loss, base = summary["loss"].get(q), summary["baseline_loss"].get(q)
-        if loss is None:
-            continue
-        ratio = f", {loss / base:.1%} of the reference" if base else ""
-        lines.append(f"  {q:>12}: {loss:.5f} ({_fmt(base)}{ratio})")
+        if loss is not None:
+            ratio = f" ({loss / base:.1%})" if base else ""
+            lines.append(f"  {q:>14}: {loss:.5f} vs {base:.5f}, excess {loss - base:+.5f}{ratio}")
     return "\n".join(lines)
 
 

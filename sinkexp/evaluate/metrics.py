@@ -60,3 +60,73 @@ def sink_score(weights: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
 def sink_rate(scores: torch.Tensor, eps: float) -> torch.Tensor:
     """Share of heads whose sink score exceeds eps (Gu et al. 2025: eps = 0.3; Barbero et al. 2025: 0.8)."""
     return (scores > eps).to(scores.dtype).mean()
+
+
+def head_values(v: torch.Tensor, w_out: torch.Tensor) -> torch.Tensor:
+    """W_O^h v_j: what each key would write through each head, (B, H, S, d_model).
+
+    v is (B, H, S, D); w_out is the output projection's weight (d_model, H * D).
+    """
+    H, D = v.shape[1], v.shape[3]
+    return torch.einsum("bhsd,mhd->bhsm", v, w_out.view(-1, H, D))
+
+
+def sink_value_norm(values: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
+    """||W_O v_s||, mean over sequences, (H,). `values` from head_values."""
+    norms = values.norm(dim=-1)                                              # (B, H, S)
+    return norms.gather(-1, sink.view(-1, 1, 1).expand(-1, norms.shape[1], 1)).squeeze(-1).mean(0)
+
+
+def value_norm_ratio(values: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
+    """||W_O v_s|| / mean_{j != s} ||W_O v_j||, per sequence then averaged, (H,).
+
+    NOP-like <= 0.2, broadcast-like >= 0.5 (Fesser et al. 2026).
+    """
+    norms = values.norm(dim=-1)                                              # (B, H, S)
+    B, H, S = norms.shape
+    at_sink = norms.gather(-1, sink.view(B, 1, 1).expand(B, H, 1)).squeeze(-1)
+    rest = (norms.sum(-1) - at_sink) / (S - 1)
+    return (at_sink / rest).mean(0)
+
+
+def stable_rank(update: torch.Tensor) -> torch.Tensor:
+    """||U||_F^2 / ||U||_2^2 of each head's update U (B, H, T, d_model), averaged over sequences, (H,)."""
+    frobenius = update.pow(2).sum(dim=(-2, -1))
+    spectral = torch.linalg.matrix_norm(update, ord=2).pow(2)
+    return (frobenius / spectral).mean(0)
+
+
+def qk_spectrum(w_q: torch.Tensor, w_k: torch.Tensor, n_heads: int, top: int = 3) -> torch.Tensor:
+    """Top singular values of the bilinear form W_Q^h W_K^h^T that scores x_i against x_j, (H, top).
+
+    w_q, w_k are (H * D, d_model) Linear weights, so s_ij = x_i^T (w_q_h^T w_k_h) x_j / sqrt(D).
+    """
+    d_model = w_q.shape[1]
+    q = w_q.view(n_heads, -1, d_model)
+    k = w_k.view(n_heads, -1, d_model)
+    return torch.linalg.svdvals(q.transpose(1, 2) @ k)[:, :top]
+
+
+def logit_gap(scores: torch.Tensor, sink: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+    """s_{i, sink} - mean over visible j not in {sink, i} of s_{i, j}, (B, H, T); NaN where no such j."""
+    B, H, T, S = scores.shape
+    keys = torch.arange(S, device=scores.device)
+    others = visible[None] & (keys[None, None, :] != sink.view(B, 1, 1))     # (B, T, S)
+    others &= keys[None, None, :] != torch.arange(T, device=scores.device)[None, :, None]
+    others = others[:, None].to(scores.dtype)                                # (B, 1, T, S)
+    mean_others = (scores * others).sum(-1) / others.sum(-1)                 # NaN when empty
+    return at_sink(scores, sink) - mean_others
+
+
+def resid_norms(resid: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean ||h_s||, mean over j != s of ||h_j||) of a residual stream (B, T, d), as scalars."""
+    norms = resid.norm(dim=-1)                                               # (B, T)
+    at = norms.gather(1, sink[:, None]).squeeze(1)
+    rest = (norms.sum(1) - at) / (norms.shape[1] - 1)
+    return at.mean(), rest.mean()
+
+
+def massive_ratio(resid: torch.Tensor) -> torch.Tensor:
+    """max |h| / median |h| over every entry of a residual stream (Sun et al. 2024's massive activations)."""
+    magnitude = resid.abs().flatten()
+    return magnitude.max() / magnitude.median()

@@ -18,9 +18,10 @@ from sinkexp.model.attention import Attention
 from sinkexp.model.capture import Tap
 
 
-def make_norm(kind: str, d_model: int, bias: bool) -> nn.Module:
+def make_norm(kind: str, d_model: int) -> nn.Module:
+    """LayerNorm keeps its affine shift even when model.bias is off: `bias` means the Linear layers'."""
     if kind == "layernorm":
-        return nn.LayerNorm(d_model, bias=bias)
+        return nn.LayerNorm(d_model)
     if kind == "rmsnorm":
         return nn.RMSNorm(d_model)
     raise ValueError(f"model.norm_type={kind!r}")
@@ -60,7 +61,7 @@ class Block(nn.Module):
         self.attn = Attention(cfg.d_model, cfg.n_heads, attn.name, cfg.bias)
         self.mlp = make_mlp(cfg.mlp, cfg.d_model, cfg.bias)
         n_sublayers = 1 if self.mlp is None else 2
-        norm = lambda: make_norm(cfg.norm_type, cfg.d_model, cfg.bias)  # noqa: E731
+        norm = lambda: make_norm(cfg.norm_type, cfg.d_model)  # noqa: E731
         identity = [nn.Identity() for _ in range(n_sublayers)]
         self.norms_in = nn.ModuleList([norm() for _ in range(n_sublayers)]
                                       if cfg.norm in ("pre", "sandwich") else identity)
@@ -89,20 +90,23 @@ class Transformer(nn.Module):
         super().__init__()
         d = cfg.d_model
         self.causal = task.causal
-        if task.vocab_size is None:
+        if task.vocab_size is not None:
+            self.embed_in = nn.Embedding(task.vocab_size, d)
+        elif cfg.embed == "linear":
             self.embed_in = nn.Linear(task.input_dim, d, bias=cfg.bias)
         else:
-            self.embed_in = nn.Embedding(task.vocab_size, d)
+            self.embed_in = nn.Identity()
         if cfg.pos == "learned":
             self.pos = nn.Parameter(torch.randn(task.seq_len, d) * 0.02)
         elif cfg.pos == "sinusoidal":
             self.register_buffer("pos", sinusoidal_positions(task.seq_len, d), persistent=False)
         else:
             self.pos = None
+        self.bos_vector = nn.Parameter(torch.randn(d) * 0.02) if cfg.bos_vector else None
         self.embed = Tap()
         self.blocks = nn.ModuleList([Block(cfg, attn) for _ in range(cfg.n_layers)])
-        self.final_norm = make_norm(cfg.norm_type, d, cfg.bias) if cfg.final_norm else nn.Identity()
-        self.readout = nn.Linear(d, task.output_dim, bias=cfg.bias)
+        self.final_norm = make_norm(cfg.norm_type, d) if cfg.final_norm else nn.Identity()
+        self.readout = nn.Linear(d, task.output_dim, bias=cfg.bias) if cfg.readout == "linear" else nn.Identity()
 
     def visible(self, T: int, device) -> torch.Tensor:
         """(T, T) bool: which keys each query sees."""
@@ -114,6 +118,8 @@ class Transformer(nn.Module):
         x = self.embed_in(inputs)                                           # (B, T, d_model)
         if self.pos is not None:
             x = x + self.pos[:T]
+        if self.bos_vector is not None:
+            x = torch.cat([x[:, :1] + self.bos_vector, x[:, 1:]], dim=1)
         x = self.embed(x)
         visible = self.visible(T, x.device)
         for block in self.blocks:

@@ -8,13 +8,20 @@ A task is one file with one class that has:
   validate(cfg)     raise ConfigError for impossible settings (a staticmethod)
   sample(batch_size, generator, device) -> Batch
   loss(pred, batch) -> (B, T) per-position loss
-  baseline_loss(batch) -> (B, T) per-position loss of the task's trivial reference predictor
+  reference         what baseline_loss measures (e.g. "zero predictor", "oracle")
+  baseline_loss(batch) -> (B, T) per-position loss of that reference predictor
 """
+from sinkexp.tasks.backcopy import BackcopyTask
 from sinkexp.tasks.base import Batch
+from sinkexp.tasks.broadcast import BroadcastTask
+from sinkexp.tasks.damping import DampingTask
 from sinkexp.tasks.trigger import TriggerTask
 
 __all__ = ["Batch", "TASKS"]
 
 TASKS = {
     "trigger": TriggerTask,
+    "damping": DampingTask,
+    "broadcast": BroadcastTask,
+    "backcopy": BackcopyTask,
 }

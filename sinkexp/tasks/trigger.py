@@ -47,6 +47,7 @@ class TriggerTask:
     query_types = ("trigger", "non_trigger")
     causal = True
     vocab_size = None
+    reference = "zero predictor"
 
     def __init__(self, cfg: TriggerConfig):
         self.cfg = cfg

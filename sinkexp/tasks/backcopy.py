@@ -1,0 +1,170 @@
+"""Bigram-Backcopy (Guo et al. 2024, "Active-Dormant Attention Heads", arXiv 2410.13835).
+
+A bigram chain with a back-copy rule. Tokens 0..n-1, one of which is BOS (`bos`). The k most
+frequent tokens (by the marginal) are triggers. A sequence is BOS, then x_1 from the marginal
+with the triggers removed, then for t >= 1: if x_t is a trigger, x_{t+1} = x_{t-1} (back-copy),
+else x_{t+1} ~ P(. | x_t). Next-token cross-entropy at every position.
+
+A tiny example with triggers {7} and BOS = 9:
+
+    position      0 (BOS)  1     2            3             4
+    inputs        9        3     7            3             5
+    targets       3        7     3 (copy)     5             ...
+    query_type    -1       non   trigger      non           ...
+
+Query types: `trigger` (the input is a trigger: the next token is a copy, oracle loss 0) and
+`non_trigger` (a bigram draw, oracle loss = the entropy of P(. | x_t)). The reference predictor
+is that oracle, so `loss - baseline_loss` is the excess loss.
+
+The table: by default synthetic and seeded by `task.structure_seed`: a Zipf marginal
+pi_j ~ 1/(j+1) over the V = `task.vocab` ordinary tokens, rows P(. | i) = softmax(log pi +
+2 g_i) with g_i ~ N(0, I) (sparse, language-like rows), BOS = id V whose row is the marginal; the
+marginal reported and used for trigger choice is the stationary distribution of the chain.
+`task.bigram_table=PATH` loads a JSON table instead, with `cond` (n x n, rows summing to 1),
+`marginal` (n) and `bos` (an id), e.g. the paper's Tiny-Shakespeare character table.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from sinkexp.errors import ConfigError
+from sinkexp.tasks.base import Batch
+
+TRIGGER, NON_TRIGGER = 0, 1
+ROW_NOISE = 2.0  # spread of the synthetic rows' logits around log pi
+
+
+@dataclass
+class BackcopyConfig:
+    name: str = "backcopy"
+    seq_len: int = 64                 # L input positions, BOS included
+    vocab: int = 64                   # V ordinary tokens of the synthetic table (BOS is extra)
+    n_triggers: int = 3               # k
+    structure_seed: int = 0           # draws the synthetic table
+    bigram_table: Optional[str] = None  # a JSON table (cond, marginal, bos) instead
+
+
+def synthetic_table(vocab: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(cond (n, n), marginal (n,), bos) with n = vocab + 1; see the module docstring."""
+    generator = torch.Generator().manual_seed(seed)
+    zipf = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64)
+    logits = zipf.log() + ROW_NOISE * torch.randn(vocab, vocab, generator=generator, dtype=torch.float64)
+    rows = logits.softmax(dim=-1)
+    stationary = torch.full((vocab,), 1.0 / vocab, dtype=torch.float64)
+    for _ in range(1000):
+        stationary = stationary @ rows
+    n, bos = vocab + 1, vocab
+    cond = torch.zeros(n, n, dtype=torch.float64)
+    cond[:vocab, :vocab] = rows
+    cond[bos, :vocab] = stationary
+    marginal = torch.cat([stationary, torch.zeros(1, dtype=torch.float64)])
+    return cond, marginal, bos
+
+
+def load_table(path: str) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Read and check a JSON bigram table; any problem is a ConfigError naming task.bigram_table."""
+    def bad(why: str) -> ConfigError:
+        return ConfigError(f"task.bigram_table={path}: {why}")
+
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise bad(f"cannot be read as JSON ({err.__class__.__name__})") from None
+    missing = [key for key in ("cond", "marginal", "bos") if key not in raw]
+    if missing:
+        raise bad(f"missing keys {missing}; a table needs cond, marginal, bos")
+    try:
+        cond = torch.tensor(raw["cond"], dtype=torch.float64)
+        marginal = torch.tensor(raw["marginal"], dtype=torch.float64)
+    except (TypeError, ValueError):
+        raise bad("cond and marginal must be numeric arrays") from None
+    n = cond.shape[0] if cond.dim() == 2 else -1
+    if cond.dim() != 2 or cond.shape[1] != n:
+        raise bad(f"cond must be a square matrix, got shape {tuple(cond.shape)}")
+    if marginal.shape != (n,):
+        raise bad(f"marginal must have {n} entries (one per token), got shape {tuple(marginal.shape)}")
+    if (cond < 0).any() or (marginal < 0).any():
+        raise bad("probabilities must be non-negative")
+    if not torch.allclose(cond.sum(-1), torch.ones(n, dtype=torch.float64), atol=1e-6):
+        raise bad("every row of cond must sum to 1")
+    if not isinstance(raw["bos"], int) or not 0 <= raw["bos"] < n:
+        raise bad(f"bos must be a token id in [0, {n})")
+    return cond, marginal, raw["bos"]
+
+
+class BackcopyTask:
+    Config = BackcopyConfig
+    query_types = ("trigger", "non_trigger")
+    causal = True
+    input_dim = None
+    reference = "oracle (exact optimum from the table)"
+
+    def __init__(self, cfg: BackcopyConfig):
+        self.cfg = cfg
+        if cfg.bigram_table:
+            cond, marginal, self.bos = load_table(cfg.bigram_table)
+        else:
+            cond, marginal, self.bos = synthetic_table(cfg.vocab, cfg.structure_seed)
+        n = cond.shape[0]
+        self.seq_len, self.vocab_size, self.output_dim = cfg.seq_len, n, n
+        ordinary = marginal.clone()
+        ordinary[self.bos] = -1.0
+        self.triggers = ordinary.argsort(descending=True)[: cfg.n_triggers]
+        self.is_trigger = torch.zeros(n, dtype=torch.bool)
+        self.is_trigger[self.triggers] = True
+        first = marginal.clone()
+        first[self.is_trigger] = 0.0
+        first[self.bos] = 0.0
+        self.cond, self.first = cond.float(), (first / first.sum()).float()
+        plogp = torch.where(cond > 0, cond * cond.log(), torch.zeros_like(cond))
+        self.entropy = (-plogp.sum(-1)).float()                                   # (n,) H(P(. | i))
+        self.first_entropy = -(self.first[self.first > 0] * self.first[self.first > 0].log()).sum()
+
+    @staticmethod
+    def validate(cfg: BackcopyConfig) -> None:
+        if cfg.seq_len < 3:
+            raise ConfigError(f"task.seq_len={cfg.seq_len} is not valid; it must be >= 3")
+        if cfg.bigram_table:
+            n = load_table(cfg.bigram_table)[0].shape[0]
+        else:
+            if cfg.vocab < 2:
+                raise ConfigError(f"task.vocab={cfg.vocab} is not valid; it must be >= 2")
+            n = cfg.vocab + 1
+        if not 1 <= cfg.n_triggers <= n - 2:
+            raise ConfigError(f"task.n_triggers={cfg.n_triggers} is not valid; it must lie in [1, {n - 2}]")
+
+    def _to(self, device) -> None:
+        if self.cond.device != torch.device(device):
+            self.cond, self.first = self.cond.to(device), self.first.to(device)
+            self.is_trigger, self.entropy = self.is_trigger.to(device), self.entropy.to(device)
+
+    def sample(self, batch_size: int, generator: torch.Generator, device) -> Batch:
+        B, L = batch_size, self.seq_len
+        self._to(device)
+        tokens = torch.empty(B, L + 1, dtype=torch.long, device=device)          # inputs and the last target
+        tokens[:, 0] = self.bos
+        tokens[:, 1] = torch.multinomial(self.first.expand(B, -1), 1, generator=generator).squeeze(1)
+        for t in range(1, L):
+            current = tokens[:, t]
+            drawn = torch.multinomial(self.cond[current], 1, generator=generator).squeeze(1)
+            tokens[:, t + 1] = torch.where(self.is_trigger[current], tokens[:, t - 1], drawn)
+        inputs = tokens[:, :L]
+        query_type = torch.where(self.is_trigger[inputs], TRIGGER, NON_TRIGGER)
+        query_type[:, 0] = -1
+        return Batch(inputs=inputs, targets=tokens[:, 1:], loss_mask=torch.ones(B, L, dtype=torch.bool, device=device),
+                     query_type=query_type, sink=torch.zeros(B, dtype=torch.long, device=device))
+
+    def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return F.cross_entropy(pred.transpose(1, 2), batch.targets, reduction="none")   # (B, L)
+
+    def baseline_loss(self, batch: Batch) -> torch.Tensor:
+        """The oracle: 0 after a trigger, H(P(. | x_t)) otherwise, H(first) at BOS."""
+        oracle = torch.where(self.is_trigger[batch.inputs], 0.0, self.entropy[batch.inputs])
+        oracle[:, 0] = self.first_entropy
+        return oracle

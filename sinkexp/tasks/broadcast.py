@@ -1,0 +1,73 @@
+"""Global broadcast (Fesser et al. 2026, arXiv 2606.08105).
+
+x_i ~ N(0, I_d) at every position, no BOS. A fixed unit vector u picks the hub of each sequence,
+j* = argmax_j <x_j, u>, and every position must receive a fixed rotation of the hub's vector:
+y_i = x_i + alpha x_{j*} R, with R a fixed orthogonal matrix (QR of a Gaussian). The sink of each
+sequence is j* (content-defined, not positional): every sink metric uses it.
+
+A tiny example with d = 2, u = (1, 0), R = [[0, 1], [-1, 0]] (x R rotates), alpha = 1:
+
+    position     0          1          2
+    inputs       [0.5, 1]   [2, -1]    [-1, 0]      j* = 1 (largest first coordinate)
+    x_{j*} R     [1, 2]     [1, 2]     [1, 2]
+    targets      [1.5, 3]   [3, 1]     [0, 2]
+
+Loss: MSE over every position (mean over channels); query type `all_positions`. The reference
+predictor is the identity (y_hat = x), whose loss is alpha^2 |x_{j*}|^2 / d.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from sinkexp.errors import ConfigError
+from sinkexp.tasks.base import Batch
+
+
+@dataclass
+class BroadcastConfig:
+    name: str = "broadcast"
+    seq_len: int = 32
+    d: int = 64
+    alpha: float = 1.0
+    structure_seed: int = 0   # draws u and R
+
+
+class BroadcastTask:
+    Config = BroadcastConfig
+    query_types = ("all_positions",)
+    causal = False
+    vocab_size = None
+    reference = "identity predictor (the heads add nothing)"
+
+    def __init__(self, cfg: BroadcastConfig):
+        self.cfg = cfg
+        self.seq_len, self.input_dim, self.output_dim = cfg.seq_len, cfg.d, cfg.d
+        generator = torch.Generator().manual_seed(cfg.structure_seed)
+        u = torch.randn(cfg.d, generator=generator)
+        self.hub_direction = u / u.norm()
+        q, r = torch.linalg.qr(torch.randn(cfg.d, cfg.d, generator=generator))
+        self.rotation = q * torch.sign(torch.diagonal(r))   # sign fix: Haar-distributed, deterministic
+
+    @staticmethod
+    def validate(cfg: BroadcastConfig) -> None:
+        if cfg.seq_len < 2:
+            raise ConfigError(f"task.seq_len={cfg.seq_len} is not valid; it must be >= 2")
+        if cfg.d < 1:
+            raise ConfigError(f"task.d={cfg.d} is not valid; it must be >= 1")
+
+    def sample(self, batch_size: int, generator: torch.Generator, device) -> Batch:
+        B, L, d = batch_size, self.seq_len, self.cfg.d
+        x = torch.randn(B, L, d, generator=generator, device=device)
+        hub = (x @ self.hub_direction.to(device)).argmax(dim=1)                  # (B,)
+        hub_vector = x[torch.arange(B, device=device), hub]                      # (B, d)
+        targets = x + self.cfg.alpha * (hub_vector @ self.rotation.to(device))[:, None, :]
+        return Batch(inputs=x, targets=targets, loss_mask=torch.ones(B, L, dtype=torch.bool, device=device),
+                     query_type=torch.zeros(B, L, dtype=torch.long, device=device), sink=hub)
+
+    def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return (pred - batch.targets).pow(2).mean(-1)                            # (B, L)
+
+    def baseline_loss(self, batch: Batch) -> torch.Tensor:
+        return self.loss(batch.inputs, batch)

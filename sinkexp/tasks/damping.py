@@ -1,0 +1,84 @@
+"""Conditional damping, the adaptive no-op (Fesser et al. 2026, arXiv 2606.08105).
+
+Token 0 is a dedicated sink token: a zero input to which the model adds a learned vector
+(`model.bos_vector`). Tokens 1..L-1 carry x_i ~ N(0, I_d). A fixed unit gate vector v decides
+which tokens are damped: m_i = 1[<x_i, v> > lambda], lambda = Phi^-1(1 - p), so a share p of the
+tokens is damped. Target y_i = (1 - m_i) x_i + m_i gamma x_i. The model predicts
+y_hat = x + W_O A V (residual on the raw x), so where m_i = 0 the head must add nothing (`nop`
+queries): a softmax head does that by attending to the sink token, whose value it can shrink.
+Where m_i = 1 (`active` queries) it must add (gamma - 1) x_i.
+
+A tiny example with d = 2, v = (1, 0), p = 0.5 (lambda = 0), gamma = 0:
+
+    position     0 (sink)   1          2           3
+    inputs       [0, 0]     [0.5, 1]   [-1, 2]     [2, -1]
+    m            -          1          0           1
+    targets      [0, 0]     [0, 0]     [-1, 2]     [0, 0]
+    query_type   -1         active     nop         active
+
+Loss: MSE over positions >= 1 (mean over channels). The reference predictor is the identity
+(y_hat = x, what the residual gives when the head adds nothing).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import torch
+
+from sinkexp.errors import ConfigError
+from sinkexp.tasks.base import Batch
+
+NOP, ACTIVE = 0, 1
+
+
+@dataclass
+class DampingConfig:
+    name: str = "damping"
+    seq_len: int = 32         # L, the sink token included
+    d: int = 64
+    p: float = 0.5            # share of damped tokens; lambda = Phi^-1(1 - p)
+    gamma: float = 0.0        # damped tokens' target is gamma * x
+    structure_seed: int = 0   # draws the gate vector v
+
+
+class DampingTask:
+    Config = DampingConfig
+    query_types = ("nop", "active")
+    causal = False
+    vocab_size = None
+    reference = "identity predictor (the head adds nothing)"
+
+    def __init__(self, cfg: DampingConfig):
+        self.cfg = cfg
+        self.seq_len, self.input_dim, self.output_dim = cfg.seq_len, cfg.d, cfg.d
+        gate = torch.randn(cfg.d, generator=torch.Generator().manual_seed(cfg.structure_seed))
+        self.gate = gate / gate.norm()
+        self.threshold = NormalDist().inv_cdf(1 - cfg.p)
+
+    @staticmethod
+    def validate(cfg: DampingConfig) -> None:
+        if cfg.seq_len < 2:
+            raise ConfigError(f"task.seq_len={cfg.seq_len} is not valid; it must be >= 2 (sink + one token)")
+        if not 0.0 < cfg.p < 1.0:
+            raise ConfigError(f"task.p={cfg.p} is not valid; it must lie in (0, 1)")
+        if cfg.d < 1:
+            raise ConfigError(f"task.d={cfg.d} is not valid; it must be >= 1")
+
+    def sample(self, batch_size: int, generator: torch.Generator, device) -> Batch:
+        B, L, d = batch_size, self.seq_len, self.cfg.d
+        x = torch.randn(B, L, d, generator=generator, device=device)
+        x[:, 0] = 0.0                                                     # the sink token's input
+        damped = (x @ self.gate.to(device)) > self.threshold              # (B, L)
+        damped[:, 0] = False
+        targets = torch.where(damped[..., None], self.cfg.gamma * x, x)
+        query_type = torch.where(damped, ACTIVE, NOP)
+        query_type[:, 0] = -1
+        return Batch(inputs=x, targets=targets, loss_mask=query_type >= 0, query_type=query_type,
+                     sink=torch.zeros(B, dtype=torch.long, device=device))
+
+    def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return (pred - batch.targets).pow(2).mean(-1)                     # (B, L)
+
+    def baseline_loss(self, batch: Batch) -> torch.Tensor:
+        return self.loss(batch.inputs, batch)
