@@ -1,6 +1,7 @@
 """The `sinkexp` command line.
 
     sinkexp train [-m] [--cfg job] [KEY=VALUE ...]   one run, or a Hydra multirun with -m
+    sinkexp report DIR                                one table and figures for every run below DIR
 
 `train` checks every override first (every combination of a sweep), so a typo, a wrong type or
 an impossible setting ends with one line naming the key and its valid choices, exit code 2, and
@@ -26,7 +27,8 @@ log = logging.getLogger("sinkexp")
 CONFIG_MODULE = "sinkexp.conf"
 USAGE = """usage: sinkexp <command> [args]
 commands:
-  train    train one model, or sweep with -m (sinkexp train --help lists the options)"""
+  train    train one model, or sweep with -m (sinkexp train --help lists the options)
+  report   collect the runs below a directory into summary.csv and figures (sinkexp report DIR)"""
 
 
 def _register_resolvers() -> None:
@@ -40,12 +42,20 @@ def _register_resolvers() -> None:
         OmegaConf.register_new_resolver(name, resolver, replace=True)
 
 
-def _expand(overrides: list[str], multirun: bool) -> list[list[str]]:
-    """Every combination of a sweep's values, as lists of plain KEY=VALUE overrides."""
+def _expand(overrides: list[str], multirun: bool, config_params: dict) -> list[list[str]]:
+    """Every combination of a sweep's values, as lists of plain KEY=VALUE overrides.
+
+    `config_params` is the config's own hydra.sweeper.params (an experiment's grid); the command
+    line wins over it key by key, as in Hydra's basic sweeper.
+    """
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    parser = OverridesParser.create()
+    given = parser.parse_overrides(overrides)
+    keys = {override.key_or_group for override in given}
+    from_config = [f"{key}={value}" for key, value in config_params.items() if key not in keys] if multirun else []
     choices = []
-    for override in OverridesParser.create().parse_overrides(overrides):
+    for override in given + parser.parse_overrides(from_config):
         if override.is_sweep_override():
             if not multirun:
                 raise ConfigError(f"{override.input_line}: a sweep needs -m (sinkexp train -m ...)")
@@ -92,7 +102,12 @@ def preflight(overrides: list[str], multirun: bool) -> None:
 
     checked = [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
     with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
-        for job in _expand(checked, multirun):
+        plain = [o for o in checked if "," not in o.partition("=")[2]]   # enough to find an experiment's grid
+        try:
+            params = compose("config", overrides=plain, return_hydra_config=True).hydra.sweeper.params or {}
+        except Exception as err:
+            raise _explain(plain, err) from None
+        for job in _expand(checked, multirun, dict(params)):
             try:
                 cfg = compose("config", overrides=job)
             except Exception as err:
@@ -100,17 +115,41 @@ def preflight(overrides: list[str], multirun: bool) -> None:
             resolve_device(from_dictconfig(cfg).device)
 
 
+def spread_over_gpus(device: str, hydra_cfg) -> str:
+    """Local multirun jobs on a machine with several GPUs take GPU (job number mod GPU count).
+
+    Left alone: an explicit device, single runs, one GPU, and jobs whose scheduler already chose
+    (CUDA_VISIBLE_DEVICES set, as SLURM does).
+    """
+    import os
+
+    import torch
+
+    if (device != "auto" or hydra_cfg.mode != RunMode.MULTIRUN or "CUDA_VISIBLE_DEVICES" in os.environ
+            or not torch.cuda.is_available() or torch.cuda.device_count() < 2):
+        return device
+    return f"cuda:{hydra_cfg.job.num % torch.cuda.device_count()}"
+
+
 @hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base="1.3")
 def _train(dict_cfg: DictConfig) -> None:
     from sinkexp.evaluate.evaluator import format_summary
     from sinkexp.runner import run
 
+    import torch
+
     cfg = from_dictconfig(dict_cfg)
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    parallel = "joblib" in str(hydra_cfg.launcher.get("_target_", ""))
+    threads = cfg.threads or (1 if parallel else None)
+    if threads:
+        torch.set_num_threads(threads)   # before this job's first tensor operation
+    cfg.device = spread_over_gpus(cfg.device, hydra_cfg)
     try:
         summary = run(cfg, run_dir)
     except Exception:
-        if HydraConfig.get().mode != RunMode.MULTIRUN:
+        if hydra_cfg.mode != RunMode.MULTIRUN:
             raise
         log.exception("run %s failed (FAILED written); the sweep goes on", run_dir)
         return
@@ -122,6 +161,10 @@ def train(argv: list[str]) -> int:
     from hydra._internal.utils import get_args_parser
 
     args = get_args_parser().parse_args(argv)
+    if args.multirun and (args.cfg or args.info):
+        print("sinkexp: error: -m cannot be combined with --cfg/--info; drop -m to print the composed config",
+              file=sys.stderr)
+        return 2
     register_schema()
     _register_resolvers()
     if not (args.help or args.hydra_help or args.info or args.shell_completion):
@@ -141,7 +184,9 @@ def main() -> None:
         print(USAGE)
         sys.exit(0 if argv else 2)
     command, rest = argv[0], argv[1:]
-    commands = {"train": train}
+    from sinkexp import report
+
+    commands = {"train": train, "report": report.main}
     if command not in commands:
         print(f"sinkexp: error: unknown command {command!r}; choose one of: {', '.join(commands)}", file=sys.stderr)
         sys.exit(2)

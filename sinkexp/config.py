@@ -21,20 +21,27 @@ from sinkexp.errors import ConfigError, choices_error
 from sinkexp.tasks import TASKS
 
 
-# The normalisers live in sinkexp.model.attention; this tuple mirrors its registry so the config
-# layer can name the choices without importing torch (checked equal in tests/test_config.py).
-ATTENTION_NAMES = ("softmax", "relu", "relu_len", "relu_raw")
+# The attention axes live in sinkexp.model.attention; these tuples mirror its registries so the
+# config layer can name the choices without importing the model (checked equal in tests/test_config.py).
+NORMALISER_NAMES = ("softmax", "relu", "relu_len", "relu_raw", "sigmoid", "softmax1", "softpick")
+SLOTS = ("none", "learned")
+GATES = ("none", "headwise", "elementwise")
 NORM_PLACEMENTS = ("pre", "post", "sandwich", "none")
-NORM_TYPES = ("layernorm", "rmsnorm")
-MLPS = ("none", "gelu", "relu")
-POSITIONS = ("learned", "sinusoidal", "none")
+NORM_TYPES = ("layernorm", "rmsnorm", "dyt")
+MLPS = ("none", "gelu", "relu", "swiglu")
+POSITIONS = ("learned", "sinusoidal", "rope", "none")
 PROJECTIONS = ("linear", "identity")
 OPTIMIZERS = ("adamw", "sgd")
 
 
 @dataclass
 class AttnConfig:
+    """One entry per independent axis; `name` labels the preset (configs/attn/<name>.yaml)."""
     name: str = "softmax"
+    normaliser: str = "softmax"    # scores -> weights
+    slot: str = "none"             # none | learned: a learned key/value every query sees
+    gate: str = "none"             # none | headwise | elementwise: sigma(x W_g) on the head output
+    bias: Optional[float] = None   # sigmoid's b in sigma(s + b); None = -log(number of keys)
 
 
 @dataclass
@@ -47,6 +54,8 @@ class ModelConfig:
     final_norm: bool = False     # a norm before the readout (GPT-style); off for regression tasks
     mlp: str = "none"
     pos: str = "learned"
+    qk_norm: bool = False        # RMSNorm on q and k per head
+    n_registers: int = 0         # learned tokens after BOS, dropped at the output (Darcet et al. 2023)
     bos_vector: bool = False     # a learned vector added at position 0 (Fesser et al.'s sink token)
     embed: str = "linear"        # linear | identity (identity: the inputs are the residual stream)
     readout: str = "linear"      # linear | identity (identity: the residual stream is the prediction)
@@ -84,11 +93,13 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     seed: int = 0
     device: str = "auto"         # auto | cpu | cuda | cuda:N; not part of the config hash
-    name: Optional[str] = None      # sweep name (folder under outputs/sweeps); not part of the hash
+    name: Optional[str] = None   # sweep name (folder under outputs/sweeps); not part of the hash
+    threads: Optional[int] = None  # torch threads per job; None: 1 under the parallel launcher, else torch's
+
 
 
 # Keys that do not change a run's result, so they stay out of its hash.
-UNHASHED_KEYS = ("device", "name")
+UNHASHED_KEYS = ("device", "name", "threads")
 
 
 def register_schema() -> None:
@@ -129,7 +140,9 @@ def validate(cfg: Config) -> None:
     """Refuse impossible or unknown settings with one line naming the key."""
     m, t = cfg.model, cfg.train
     checks = [
-        ("attn.name", cfg.attn.name, ATTENTION_NAMES),
+        ("attn.normaliser", cfg.attn.normaliser, NORMALISER_NAMES),
+        ("attn.slot", cfg.attn.slot, SLOTS),
+        ("attn.gate", cfg.attn.gate, GATES),
         ("model.norm", m.norm, NORM_PLACEMENTS),
         ("model.norm_type", m.norm_type, NORM_TYPES),
         ("model.mlp", m.mlp, MLPS),
@@ -148,9 +161,15 @@ def validate(cfg: Config) -> None:
     for key, value in positive.items():
         if value < 1:
             raise ConfigError(f"{key}={value} is not valid; it must be >= 1")
+    if m.n_registers < 0:
+        raise ConfigError(f"model.n_registers={m.n_registers} is not valid; it must be >= 0")
     if m.d_model % m.n_heads:
         raise ConfigError(f"model.d_model={m.d_model} is not divisible by model.n_heads={m.n_heads}; "
                           f"choose n_heads among the divisors of d_model")
+    if m.pos == "rope" and (m.d_model // m.n_heads) % 2:
+        raise ConfigError(f"model.pos=rope needs an even head dimension; d_model/n_heads = {m.d_model // m.n_heads}")
+    if cfg.threads is not None and cfg.threads < 1:
+        raise ConfigError(f"threads={cfg.threads} is not valid; it must be >= 1 (or null)")
     if t.lr <= 0:
         raise ConfigError(f"train.lr={t.lr} is not valid; it must be > 0")
     if not (cfg.device == "auto" or cfg.device == "cpu" or cfg.device.split(":")[0] == "cuda"):

@@ -16,12 +16,13 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
 SCHEMA_VERSION = 1
 CONFIG, META, METRICS, LOSSES, SUMMARY = "config.yaml", "meta.json", "metrics.csv", "losses.csv", "summary.json"
-CHECKPOINT, DONE, FAILED = "checkpoint.pt", "DONE", "FAILED"
+CHECKPOINT, DONE, FAILED, ATTENTION = "checkpoint.pt", "DONE", "FAILED", "attention.npz"
 
 
 def _atomic(path: Path, write) -> None:
@@ -48,6 +49,13 @@ def write_json(path: Path, obj) -> None:
 
 def write_csv(path: Path, frame: pd.DataFrame) -> None:
     _atomic(path, lambda tmp: frame.to_csv(tmp, index=False))
+
+
+def write_arrays(path: Path, arrays: dict) -> None:
+    def write(tmp):
+        with open(tmp, "wb") as handle:   # a file object, so numpy does not append ".npz" to the name
+            np.savez(handle, **arrays)
+    _atomic(path, write)
 
 
 def save_checkpoint(path: Path, state: dict) -> None:

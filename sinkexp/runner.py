@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from sinkexp import rundir as R
 from sinkexp.config import Config, config_hash, to_dict
 from sinkexp.errors import ConfigError
-from sinkexp.evaluate.evaluator import LOSS_COLUMNS, METRIC_COLUMNS, evaluate, summarise
+from sinkexp.evaluate.evaluator import LOSS_COLUMNS, METRIC_COLUMNS, evaluate, mean_attention, summarise
 from sinkexp.model import Transformer
 from sinkexp.tasks import TASKS
 from sinkexp.train import Trainer
@@ -117,6 +117,7 @@ def _train_and_evaluate(cfg: Config, run_dir: Path, digest: str) -> dict:
     metrics, loss_table = tables()
     R.write_csv(run_dir / R.LOSSES, loss_table)
     summary = summarise(metrics, loss_table, task.query_types, task.reference)
+    R.write_arrays(run_dir / R.ATTENTION, mean_attention(model, eval_batch))
     R.write_json(run_dir / R.SUMMARY, summary)
     meta.update(end_time=R.utc_now(), wall_time_s=round(time.perf_counter() - started, 3),
                 steps_per_s=round(steps_per_s, 2))

@@ -6,7 +6,8 @@ import torch.nn.functional as F
 
 from sinkexp.config import AttnConfig, ModelConfig
 from sinkexp.model import NORMALISERS, Transformer, capture, tap_names
-from sinkexp.model.attention import Attention
+from sinkexp.model.attention import Attention, rotary
+from sinkexp.model.transformer import DynamicTanh
 from sinkexp.tasks.trigger import TriggerConfig, TriggerTask
 
 
@@ -21,6 +22,11 @@ def test_normalisers_match_their_formulas_on_a_hand_built_case():
         "relu": relu_masked / torch.tensor([[1.0], [2.0], [3.0]]),   # n_i visible keys
         "relu_len": relu_masked / 3,                                 # L = 3
         "relu_raw": relu_masked,
+        "sigmoid": torch.sigmoid(scores[0, 0] - torch.log(torch.tensor(3.0))) * visible,   # b = -log L
+        "softmax1": torch.stack([torch.exp(scores[0, 0, i]) * visible[i] / (1 + (torch.exp(scores[0, 0, i]) * visible[i]).sum())
+                                 for i in range(3)]),
+        "softpick": torch.stack([torch.relu(torch.expm1(scores[0, 0, i])) * visible[i]
+                                 / ((torch.expm1(scores[0, 0, i]) * visible[i]).abs().sum()) for i in range(3)]),
     }
     assert set(expected) == set(NORMALISERS)
     for name, weights in expected.items():
@@ -30,7 +36,7 @@ def test_normalisers_match_their_formulas_on_a_hand_built_case():
 @pytest.mark.parametrize("causal", [True, False])
 def test_explicit_softmax_equals_scaled_dot_product_attention(causal):
     torch.manual_seed(0)
-    attention = Attention(d_model=32, n_heads=4, normaliser="softmax")
+    attention = Attention(32, 4, AttnConfig())
     x = torch.randn(3, 7, 32)
     visible = torch.ones(7, 7, dtype=torch.bool)
     visible = visible.tril() if causal else visible
@@ -43,7 +49,8 @@ def test_explicit_softmax_equals_scaled_dot_product_attention(causal):
 def make_model(attn="softmax", **model):
     torch.manual_seed(0)
     task = TriggerTask(TriggerConfig(seq_len=10, d_x=4))
-    return Transformer(ModelConfig(n_layers=2, n_heads=2, d_model=16, mlp="gelu", **model), AttnConfig(attn), task)
+    return Transformer(ModelConfig(n_layers=2, n_heads=2, d_model=16, mlp="gelu", **model),
+                       AttnConfig(name=attn, normaliser=attn), task)
 
 
 @pytest.mark.parametrize("attn", sorted(NORMALISERS))
@@ -95,3 +102,113 @@ def test_norm_placements_follow_their_formulas(norm):
     after_attn = {"pre": x + attn(n_in(x)), "post": n_out(x + attn(x)),
                   "sandwich": x + n_out(attn(n_in(x))), "none": x + attn(x)}[norm]
     torch.testing.assert_close(block.sublayer(0, x, attn), after_attn)
+
+
+def test_sigmoid_bias_overrides_minus_log_length():
+    scores, visible = torch.zeros(1, 1, 2, 2), torch.ones(2, 2, dtype=torch.bool)
+    torch.testing.assert_close(NORMALISERS["sigmoid"](scores, visible, bias=1.0), torch.sigmoid(torch.ones(1, 1, 2, 2)))
+
+
+def paired(**attn):
+    """Two attention modules with the same q/k/v/out weights, the second with extra axes."""
+    torch.manual_seed(0)
+    plain = Attention(16, 2, AttnConfig(), bias=True)
+    other = Attention(16, 2, AttnConfig(**attn), bias=True)
+    other.load_state_dict(plain.state_dict(), strict=False)
+    return plain, other
+
+
+def test_sink_slot_at_minus_infinity_equals_softmax():
+    plain, slotted = paired(slot="learned")
+    with torch.no_grad():
+        for module in (plain, slotted):     # q = 1 for every token, so q . k_slot = -1e6 * D
+            module.qkv.weight[:16] = 0.0
+            module.qkv.bias[:16] = 1.0
+        slotted.slot_k.fill_(-1e6)
+    x, visible = torch.randn(2, 5, 16), torch.ones(5, 5, dtype=torch.bool).tril()
+    torch.testing.assert_close(slotted(x, visible), plain(x, visible))
+
+
+def test_softmax1_equals_softmax_with_a_zero_logit_zero_value_slot():
+    _, slotted = paired(slot="learned")
+    _, off_by_one = paired(normaliser="softmax1")
+    with torch.no_grad():
+        slotted.slot_k.zero_()
+        slotted.slot_v.zero_()
+    x, visible = torch.randn(2, 5, 16), torch.ones(5, 5, dtype=torch.bool).tril()
+    torch.testing.assert_close(off_by_one(x, visible), slotted(x, visible))
+
+
+@pytest.mark.parametrize("gate", ["headwise", "elementwise"])
+def test_a_gate_fixed_open_equals_no_gate(gate):
+    plain, gated = paired(gate=gate)
+    with torch.no_grad():
+        gated.gate.weight.zero_()
+        gated.gate.bias.fill_(1e4)          # sigma = 1
+    x, visible = torch.randn(2, 5, 16), torch.ones(5, 5, dtype=torch.bool)
+    torch.testing.assert_close(gated(x, visible), plain(x, visible))
+    with torch.no_grad():
+        gated.gate.bias.fill_(-1e4)         # shut: the head writes nothing but W_O's bias
+    torch.testing.assert_close(gated(x, visible), gated.out.bias.expand(2, 5, 16))
+
+
+def test_rope_scores_depend_only_on_relative_position():
+    torch.manual_seed(0)
+    q, k = torch.randn(1, 1, 1, 8), torch.randn(1, 1, 1, 8)
+    seq = lambda i, vec: torch.zeros(1, 1, 12, 8).index_copy(2, torch.tensor([i]), vec)  # noqa: E731
+    def score(i, j):
+        return (rotary(seq(i, q))[0, 0, i] * rotary(seq(j, k))[0, 0, j]).sum()
+    torch.testing.assert_close(score(5, 2), score(9, 6))
+    torch.testing.assert_close(score(3, 3), (q * k).sum())
+    assert not torch.allclose(score(5, 2), score(5, 4))
+
+
+def test_dyt_and_rmsnorm_match_their_formulas():
+    x = torch.randn(3, 8)
+    dyt = DynamicTanh(8)
+    with torch.no_grad():
+        dyt.gamma.copy_(torch.linspace(0.5, 2, 8))
+        dyt.beta.copy_(torch.linspace(-1, 1, 8))
+    torch.testing.assert_close(dyt(x), dyt.gamma * torch.tanh(0.5 * x) + dyt.beta)
+    rms = torch.nn.RMSNorm(8)
+    torch.testing.assert_close(rms(x), x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + torch.finfo(x.dtype).eps))
+
+
+def test_registers_are_dropped_at_the_output_and_seen_by_the_taps():
+    model = make_model(n_registers=3)
+    x = torch.randn(2, 10, 6)
+    with capture(model) as cache:
+        out = model(x)
+    assert out.shape == (2, 10, 4)
+    assert cache["blocks.0.attn.weights"].shape == (2, 2, 13, 13)
+    assert model.token_positions(10).tolist() == [0] + list(range(4, 13))
+    assert model.register_positions().tolist() == [1, 2, 3]
+
+
+@pytest.mark.parametrize("gate", ["none", "headwise"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_fused_training_path_matches_the_explicit_path(monkeypatch, gate, causal):
+    """Training (no capture) runs PyTorch's fused kernel; evaluation (capture) the explicit path."""
+    import sinkexp.model.attention as A
+
+    calls = []
+    fused_kernel = F.scaled_dot_product_attention
+    monkeypatch.setattr(A.F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused_kernel(*a, **k))
+    torch.manual_seed(0)
+    attention = Attention(16, 4, AttnConfig(gate=gate))
+    x = torch.randn(2, 7, 16)
+    visible = torch.ones(7, 7, dtype=torch.bool)
+    visible = visible.tril() if causal else visible
+
+    def run():
+        out = attention(x, visible)
+        return out, torch.autograd.grad(out.pow(2).sum(), list(attention.parameters()))
+
+    fused, fused_grads = run()
+    assert calls == [1]
+    with capture(attention, ["weights"]):
+        explicit, explicit_grads = run()
+    assert calls == [1]
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
+    for a, b in zip(fused_grads, explicit_grads):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)

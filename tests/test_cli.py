@@ -69,9 +69,49 @@ def test_bad_input_exits_nonzero_with_one_line_and_no_directory(tmp_path, args, 
 def test_help_lists_groups_and_cfg_prints_the_composed_config(tmp_path):
     helped = sinkexp("train", "--help", cwd=tmp_path)
     assert helped.returncode == 0
-    for group in ("task: backcopy, broadcast, damping, trigger", "attn: relu, relu_len, relu_raw, softmax",
+    for group in ("task: backcopy, broadcast, damping, trigger", "attn: gated, relu, relu_len, relu_raw, sigmoid, sink_kv, softmax, softmax1, softpick",
                   "scale: cpu, paper"):
         assert group in helped.stdout
     shown = sinkexp("train", "--cfg", "job", "attn=relu", "model.n_layers=3", cwd=tmp_path)
     assert shown.returncode == 0 and "n_layers: 3" in shown.stdout and "name: relu" in shown.stdout
     assert not (tmp_path / "outputs").exists()
+
+
+def test_rerunning_a_sweep_leaves_finished_runs_untouched(tmp_path):
+    args = ("train", "-m", "attn=softmax,relu", "name=again", *QUICK)
+    assert sinkexp(*args, cwd=tmp_path).returncode == 0
+    runs = tmp_path / "outputs/sweeps/again/trigger"          # Hydra rewrites its own multirun.yaml above
+    stamps = {p: p.stat().st_mtime_ns for p in runs.rglob("*") if p.is_file()
+              and ".hydra" not in p.parts and p.suffix != ".log"}
+    assert len(stamps) > 10
+    assert sinkexp(*args, cwd=tmp_path).returncode == 0
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+
+
+def test_an_experiment_grid_is_checked_and_composes(tmp_path):
+    bad = sinkexp("train", "-m", "+experiment=trigger_grid", "model.n_heads=3", cwd=tmp_path)
+    assert bad.returncode == 2 and "model.n_heads=3" in bad.stderr
+    shown = sinkexp("train", "+experiment=trigger_grid", "--cfg", "hydra", "-p", "hydra.sweeper.params", cwd=tmp_path)
+    assert shown.returncode == 0 and "model.n_layers: 1,2,3" in shown.stdout
+    both = sinkexp("train", "-m", "--cfg", "job", cwd=tmp_path)
+    assert both.returncode == 2 and "-m cannot be combined" in both.stderr
+
+
+def test_slurm_launcher_preset_composes(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    shown = sinkexp("train", "hydra/launcher=slurm", "hydra.launcher.partition=gpu", "--cfg", "hydra",
+                    "-p", "hydra.launcher", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "SlurmLauncher" in shown.stdout and "partition: gpu" in shown.stdout and "gpus_per_node: 1" in shown.stdout
+
+
+@pytest.mark.parametrize("launcher,plugin", [("parallel", "hydra_joblib_launcher"),
+                                             ("submitit_local", "hydra_submitit_launcher")])
+def test_launchers_run_the_same_path_for_real(tmp_path, launcher, plugin):
+    pytest.importorskip(f"hydra_plugins.{plugin}")
+    result = sinkexp("train", "-m", f"hydra/launcher={launcher}", "seed=0,1", "name=l", *QUICK, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    metas = sorted((tmp_path / "outputs/sweeps/l").rglob("meta.json"))
+    assert len(list((tmp_path / "outputs/sweeps/l").rglob("DONE"))) == 2 and len(metas) == 2
+    if launcher == "parallel":
+        assert all(json.loads(m.read_text())["device"]["torch_threads"] == 1 for m in metas)

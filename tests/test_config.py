@@ -9,12 +9,18 @@ from sinkexp.errors import ConfigError
 from sinkexp.model import NORMALISERS, Transformer
 from sinkexp.tasks import TASKS
 
+ATTN_PRESETS = ("softmax", "relu", "relu_len", "relu_raw", "sigmoid", "softmax1", "softpick", "gated", "sink_kv")
 AXES = {"model.norm": C.NORM_PLACEMENTS, "model.norm_type": C.NORM_TYPES, "model.mlp": C.MLPS,
-        "model.pos": C.POSITIONS, "train.optim": C.OPTIMIZERS, "attn": C.ATTENTION_NAMES, "task": tuple(TASKS)}
+        "model.pos": C.POSITIONS, "model.qk_norm": (True,), "model.n_registers": (2,), "attn.gate": C.GATES,
+        "train.optim": C.OPTIMIZERS, "attn": ATTN_PRESETS, "task": tuple(TASKS)}
 
 
-def test_attention_names_mirror_the_normaliser_registry():
-    assert set(C.ATTENTION_NAMES) == set(NORMALISERS)
+def test_config_choices_mirror_the_model_registries():
+    from sinkexp.model import attention, transformer
+
+    assert set(C.NORMALISER_NAMES) == set(NORMALISERS)
+    assert set(C.GATES) == set(attention.GATES) and set(C.SLOTS) == set(attention.SLOTS)
+    assert set(C.NORM_TYPES) == set(transformer.NORMS)
 
 
 @pytest.mark.parametrize("key,value", [(k, v) for k, values in AXES.items() for v in values])
@@ -26,6 +32,26 @@ def test_every_option_composes_builds_and_runs(make_config, key, value):
     loss = task.loss(model(batch.inputs), batch)[batch.loss_mask].mean()
     loss.backward()
     assert torch.isfinite(loss)
+
+
+@pytest.mark.parametrize("attn", ATTN_PRESETS)
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_every_variant_with_every_task_runs_a_step(make_config, attn, task):
+    from sinkexp.evaluate.evaluator import evaluate
+    from sinkexp.train import Trainer
+
+    for n_layers in (1, 2):
+        cfg = make_config(f"task={task}", f"attn={attn}", f"model.n_layers={n_layers}", "model.n_registers=1",
+                          "train.batch_size=2", "device=cpu")
+        task_ = TASKS[task](cfg.task)
+        model = Transformer(cfg.model, cfg.attn, task_)
+        trainer = Trainer(model, task_, cfg.train, torch.Generator().manual_seed(0), torch.device("cpu"))
+        assert torch.isfinite(trainer.train_step())
+        rows, losses = evaluate(model, task_, task_.sample(4, torch.Generator().manual_seed(1), "cpu"), 1)
+        metrics = {row[4] for row in rows}
+        assert {"sink_attn", "register_attn", "value_norm_ratio"} <= metrics
+        assert ("slot_attn" in metrics) == (cfg.attn.slot == "learned")
+        assert ("gate" in metrics) == (cfg.attn.gate != "none")
 
 
 def test_library_code_receives_dataclasses(make_config):
@@ -50,7 +76,9 @@ def test_hash_ignores_device_and_name_but_not_results(make_config):
 
 @pytest.mark.parametrize("overrides,needles", [
     (["task=nope"], ["task=", "trigger"]),
-    (["attn=nope"], ["attn=", "softmax", "relu_raw"]),
+    (["attn=nope"], ["attn=", "softmax", "relu_raw", "sink_kv"]),
+    (["attn.gate=sometimes"], ["attn.gate=", "headwise", "elementwise"]),
+    (["model.pos=rope", "model.d_model=6", "model.n_heads=2"], ["model.pos=rope", "even"]),
     (["model.n_layer=2"], ["model.n_layer", "n_layers"]),
     (["nope=1"], ["nope", "top level"]),
     (["model.n_layers=two"], ["model.n_layers", "two"]),

@@ -12,7 +12,7 @@ import math
 import torch
 
 from sinkexp.evaluate import metrics as M
-from sinkexp.model import capture
+from sinkexp.model import capture, tap_names
 
 METRIC_COLUMNS = ["step", "layer", "head", "query_type", "metric", "value"]
 LOSS_COLUMNS = ["step", "split", "loss"]
@@ -23,7 +23,7 @@ def sink_rate_name(eps: float) -> str:
     return f"sink_rate@{eps}"
 
 
-CAPTURED = ("scores", "weights", "v")
+CAPTURED = ("scores", "weights", "v", "mixed", "gates")
 
 
 @torch.no_grad()
@@ -31,9 +31,7 @@ def evaluate(model, task, batch, step: int) -> tuple[list[tuple], list[tuple]]:
     """Metrics rows and loss rows of `model` on `batch` at `step` (one forward pass, captured)."""
     was_training = model.training
     model.eval()
-    n_layers = len(model.blocks)
-    names = [f"blocks.{layer}.attn.{name}" for layer in range(n_layers) for name in CAPTURED]
-    names += [f"blocks.{layer}.resid_post" for layer in range(n_layers)]
+    names = [name for name in tap_names(model) if name.rsplit(".", 1)[-1] in CAPTURED + ("resid_post",)]
     with capture(model, names) as cache:
         pred = model(batch.inputs)
     model.train(was_training)
@@ -50,34 +48,49 @@ def evaluate(model, task, batch, step: int) -> tuple[list[tuple], list[tuple]]:
     query_sets = {name: batch.query_type == index for index, name in enumerate(task.query_types)}
     query_sets["all"] = batch.query_type >= 0
     query_sets = {name: queries for name, queries in query_sets.items() if queries.any()}
-    visible = model.visible(batch.inputs.shape[1], pred.device)
+    # The model's sequence may hold registers, and its keys a slot: metrics look at the task's tokens
+    # (`keep`) and report the mass on registers and slot separately.
+    T = batch.inputs.shape[1]
+    keep, registers = model.token_positions(T, pred.device), model.register_positions(pred.device)
+    n_keys = T + model.n_registers
+    visible = model.visible(n_keys, pred.device)[keep][:, keep]
     rows = []
 
     def add(layer: int, query_type: str, metric: str, per_head: torch.Tensor) -> None:
         for head, value in enumerate(per_head.tolist()):
-            if not math.isnan(value):
+            if math.isfinite(value):
                 rows.append((step, layer, head, query_type, metric, value))
 
     def add_scalar(layer: int, metric: str, value: torch.Tensor) -> None:
-        rows.append((step, layer, -1, "all", metric, value.item()))
+        if math.isfinite(value.item()):   # e.g. massive_ratio of a stream that is mostly exact zeros
+            rows.append((step, layer, -1, "all", metric, value.item()))
 
     all_scores = []
     for layer, block in enumerate(model.blocks):
-        scores, weights, v = (cache[f"blocks.{layer}.attn.{name}"] for name in CAPTURED)  # (B,H,T,S) x2, (B,H,S,D)
-        share = M.row_share(weights)
+        scores, weights, v, mixed = (cache[f"blocks.{layer}.attn.{name}"][:, :, keep] for name in CAPTURED[:4])
+        share = M.row_share(weights)[..., keep]                                  # share of the whole row
+        extra_mass = {"slot_attn": weights[..., n_keys:].sum(-1), "register_attn": weights[..., registers].sum(-1)}
+        scores, weights = scores[..., keep], weights[..., keep]                  # (B, H, T, T) over tokens
         gap = M.logit_gap(scores, batch.sink, visible)                          # (B, H, T)
         gap_defined = ~gap[:, 0].isnan()                                        # (B, T), same for every head
+        gates = cache.get(f"blocks.{layer}.attn.gates")
         for query_type, queries in query_sets.items():
             add(layer, query_type, "sink_attn", M.sink_attn(weights, batch.sink, queries))
             add(layer, query_type, "sink_share", M.sink_attn(share, batch.sink, queries))
             add(layer, query_type, "max_inflow", M.max_inflow(weights, queries))
             add(layer, query_type, "sink_match", M.sink_match(weights, batch.sink, queries))
             add(layer, query_type, "logit_gap", M.query_mean(gap.nan_to_num(0.0), queries & gap_defined))
+            if block.attn.slot_k is not None:
+                add(layer, query_type, "slot_attn", M.query_mean(extra_mass["slot_attn"], queries))
+            if model.n_registers:
+                add(layer, query_type, "register_attn", M.query_mean(extra_mass["register_attn"], queries))
+            if gates is not None:
+                add(layer, query_type, "gate", M.query_mean(gates[:, :, keep].mean(-1), queries))
 
-        values = M.head_values(v, block.attn.out.weight)                       # (B, H, S, d_model)
+        values = M.head_values(v, block.attn.out.weight)                       # (B, H, T, d_model)
         add(layer, "all", "value_norm_ratio", M.value_norm_ratio(values, batch.sink))
         add(layer, "all", "sink_value_norm", M.sink_value_norm(values, batch.sink))
-        add(layer, "all", "stable_rank", M.stable_rank(weights @ values))
+        add(layer, "all", "stable_rank", M.stable_rank(M.head_values(mixed, block.attn.out.weight)))
         w_q, w_k, _ = block.attn.qkv.weight.chunk(3, dim=0)
         spectrum = M.qk_spectrum(w_q, w_k, block.attn.n_heads)                # (H, top)
         for rank in range(spectrum.shape[1]):
@@ -91,7 +104,7 @@ def evaluate(model, task, batch, step: int) -> tuple[list[tuple], list[tuple]]:
         for eps in SINK_RATE_EPS:
             add_scalar(layer, sink_rate_name(eps), M.sink_rate(scores_at_sink, eps))
 
-        resid = cache[f"blocks.{layer}.resid_post"]                             # (B, T, d_model)
+        resid = cache[f"blocks.{layer}.resid_post"][:, keep]                    # (B, T, d_model)
         at_sink, rest = M.resid_norms(resid, batch.sink)
         add_scalar(layer, "resid_norm_sink", at_sink)
         add_scalar(layer, "resid_norm_rest", rest)
@@ -100,6 +113,20 @@ def evaluate(model, task, batch, step: int) -> tuple[list[tuple], list[tuple]]:
     for eps in SINK_RATE_EPS:
         add_scalar(-1, sink_rate_name(eps), M.sink_rate(model_scores, eps))
     return rows, losses
+
+
+@torch.no_grad()
+def mean_attention(model, batch) -> dict:
+    """Attention weights averaged over the batch, per layer: {"layer0": (H, T, T) array} over the task's tokens."""
+    was_training = model.training
+    model.eval()
+    names = [name for name in tap_names(model) if name.endswith(".attn.weights")]
+    with capture(model, names) as cache:
+        model(batch.inputs)
+    model.train(was_training)
+    keep = model.token_positions(batch.inputs.shape[1], batch.inputs.device)
+    return {f"layer{layer}": cache[name][:, :, keep][..., keep].mean(0).cpu().numpy()
+            for layer, name in enumerate(names)}
 
 
 def summarise(metrics, losses, query_types, reference: str) -> dict:
@@ -130,19 +157,21 @@ def summarise(metrics, losses, query_types, reference: str) -> dict:
 
 
 TABLE_METRICS = ("value_norm_ratio", "massive_ratio")
+OPTIONAL_TABLE_METRICS = ("slot_attn", "register_attn")   # shown when the model has a slot / registers
 
 
 def format_summary(summary: dict) -> str:
     """The per-layer table printed at the end of a run."""
     query_types, metrics = summary["query_types"], summary["metrics"]
+    columns = list(TABLE_METRICS) + [m for m in OPTIONAL_TABLE_METRICS if m in metrics]
     header = (["layer"] + [f"sink_attn[{q}]" for q in query_types] + [sink_rate_name(e) for e in SINK_RATE_EPS]
-              + list(TABLE_METRICS))
+              + columns)
     width = max(len(h) for h in header) + 1
     lines = ["".join(f"{h:>{width}}" for h in header)]
     for layer in sorted(summary["sink_attn"], key=int):
         cells = ([layer] + [_fmt(summary["sink_attn"][layer].get(q)) for q in query_types]
                  + [_fmt(summary["sink_rate"][layer].get(str(e))) for e in SINK_RATE_EPS]
-                 + [_fmt(metrics.get(m, {}).get(layer, {}).get("all")) for m in TABLE_METRICS])
+                 + [_fmt(metrics.get(m, {}).get(layer, {}).get("all")) for m in columns])
         lines.append("".join(f"{c:>{width}}" for c in cells))
     lines.append(f"loss at step {summary['step']}, next to the {summary['reference']}:")
     for q in query_types + ["all"]:

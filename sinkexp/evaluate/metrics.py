@@ -127,6 +127,9 @@ def resid_norms(resid: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Tensor, 
 
 
 def massive_ratio(resid: torch.Tensor) -> torch.Tensor:
-    """max |h| / median |h| over every entry of a residual stream (Sun et al. 2024's massive activations)."""
+    """max |h| / median |h| over every entry of a residual stream (Sun et al. 2024's massive activations).
+
+    Infinite when more than half the entries are exactly 0 (the evaluator then writes no row).
+    """
     magnitude = resid.abs().flatten()
     return magnitude.max() / magnitude.median()

@@ -1,14 +1,21 @@
-"""Multi-head attention with the normaliser (scores -> weights) chosen from a registry.
+"""Multi-head attention whose sink-relevant choices are independent axes, each a small registry:
+
+  normaliser  scores -> weights           NORMALISERS (softmax, relu, sigmoid, softmax1, ...)
+  slot        an extra learned key/value  "none" | "learned" (Gu et al. 2025; Sun et al. 2024)
+  gate        output gate before W_O      GATES: "none" | "headwise" | "elementwise" (Qiu et al. 2025)
+  qk_norm     RMSNorm on q and k per head; rope: rotary positions on q and k (Su et al. 2021)
 
 Shape legend: B batch, H heads, T queries, S keys, D head dim (d_model / H).
-    x (B, T, d_model) -> q, k, v (B, H, T|S, D) -> scores (B, H, T, S) -> weights (B, H, T, S)
+    x (B, T, d_model) -> q, k, v (B, H, T|S, D) -> scores (B, H, T, S[+1]) -> weights (B, H, T, S[+1])
       -> mixed (B, H, T, D) -> out (B, T, d_model)
-`visible` (T, S) bool says which keys each query may see (the causal mask, or all True).
-
-Each normaliser is a small function of (scores, visible). Rows of the non-normalised variants
-need not sum to 1; the metrics report raw weights and the row-normalised share.
+`visible` (T, S) bool says which keys each query may see (the causal mask, or all True). A slot,
+when present, is the last key (index S) and every query sees it. Rows of the non-normalised
+variants need not sum to 1; the metrics report raw weights and the row-normalised share.
 """
 from __future__ import annotations
+
+import math
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -37,28 +44,109 @@ def relu_raw(scores: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
     return F.relu(scores).masked_fill(~visible, 0.0)
 
 
+def sigmoid(scores: torch.Tensor, visible: torch.Tensor, bias: float | None = None) -> torch.Tensor:
+    """sigma(s_ij + b), b = -log(L) by default (Ramapuram et al. 2024, arXiv 2409.04431)."""
+    b = -math.log(visible.shape[-1]) if bias is None else bias
+    return torch.sigmoid(scores + b).masked_fill(~visible, 0.0)
+
+
+def softmax1(scores: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+    """e^{s_ij} / (1 + sum_j e^{s_ij}): softmax with an extra zero logit (Miller 2023, "off by one")."""
+    masked = scores.masked_fill(~visible, float("-inf"))
+    shift = masked.amax(dim=-1, keepdim=True).clamp_min(0.0)           # the zero logit joins the max
+    numerator = (masked - shift).exp()
+    return numerator / ((-shift).exp() + numerator.sum(dim=-1, keepdim=True))
+
+
+def softpick(scores: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+    """ReLU(e^{s_ij} - 1) / sum_j |e^{s_ij} - 1| over visible keys (Zuhri et al. 2025, arXiv 2504.20966).
+
+    Computed as ReLU(e^{s-m} - e^{-m}) / sum |e^{s-m} - e^{-m}| (the factor e^m cancels); 0/0 := 0.
+    """
+    shift = scores.masked_fill(~visible, float("-inf")).amax(dim=-1, keepdim=True).clamp_min(0.0)
+    shifted = ((scores - shift).exp() - (-shift).exp()).masked_fill(~visible, 0.0)
+    total = shifted.abs().sum(dim=-1, keepdim=True)
+    return F.relu(shifted) / total.clamp_min(torch.finfo(scores.dtype).tiny)
+
+
 NORMALISERS = {
     "softmax": softmax,
     "relu": relu,
     "relu_len": relu_len,
     "relu_raw": relu_raw,
+    "sigmoid": sigmoid,
+    "softmax1": softmax1,
+    "softpick": softpick,
 }
+SLOTS = ("none", "learned")
+GATES = {"none": lambda n_heads, d_head: 0, "headwise": lambda n_heads, d_head: n_heads,
+         "elementwise": lambda n_heads, d_head: n_heads * d_head}   # gate outputs per token
+
+
+def rotary(x: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """Rotate channel pairs (i, i + D/2) of x (B, H, T, D) by position-dependent angles (RoPE)."""
+    T, D = x.shape[-2], x.shape[-1]
+    frequency = base ** (-torch.arange(0, D // 2, device=x.device, dtype=x.dtype) * 2 / D)
+    angle = torch.arange(T, device=x.device, dtype=x.dtype)[:, None] * frequency   # (T, D/2)
+    cos, sin = angle.cos(), angle.sin()
+    first, second = x[..., : D // 2], x[..., D // 2:]
+    return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
 
 
 class Attention(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, normaliser: str, bias: bool = False):
+    def __init__(self, d_model: int, n_heads: int, attn, *, bias: bool = False, qk_norm: bool = False,
+                 rope: bool = False):
         super().__init__()
         self.n_heads, self.d_head = n_heads, d_model // n_heads
-        self.normalise = NORMALISERS[normaliser]
+        normaliser = NORMALISERS[attn.normaliser]
+        self.normalise = partial(normaliser, bias=attn.bias) if attn.normaliser == "sigmoid" else normaliser
+        self.rope = rope
+        # Plain softmax attention can run as PyTorch's fused kernel whenever nobody captures its
+        # scores or weights (training steps); evaluation captures them and takes the explicit path.
+        self.fusable = attn.normaliser == "softmax" and attn.slot == "none"
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.out = nn.Linear(d_model, d_model, bias=bias)
+        self.q_norm = nn.RMSNorm(self.d_head) if qk_norm else nn.Identity()
+        self.k_norm = nn.RMSNorm(self.d_head) if qk_norm else nn.Identity()
+        if attn.slot == "learned":
+            self.slot_k = nn.Parameter(torch.randn(n_heads, 1, self.d_head) * 0.02)
+            self.slot_v = nn.Parameter(torch.randn(n_heads, 1, self.d_head) * 0.02)
+        else:
+            self.slot_k = self.slot_v = None
+        n_gates = GATES[attn.gate](n_heads, self.d_head)
+        # The gate has a bias so that it can sit fully open or shut (sigma(+-inf)), as in Qiu et al.
+        self.gate = nn.Linear(d_model, n_gates) if n_gates else None
+        self.gates = Tap() if n_gates else None
         self.scores, self.weights, self.v, self.mixed = Tap(), Tap(), Tap(), Tap()
 
     def forward(self, x: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
         B, T, d_model = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)  # 3x (B, H, T, D)
+        q, k = self.q_norm(q), self.k_norm(k)
+        if self.rope:
+            q, k = rotary(q), rotary(k)
         v = self.v(v)
-        scores = self.scores(q @ k.transpose(-2, -1) * self.d_head ** -0.5)                   # (B, H, T, S)
-        weights = self.weights(self.normalise(scores, visible))                              # (B, H, T, S)
-        mixed = self.mixed(weights @ v)                                                      # (B, H, T, D)
+        if self.fusable and self.scores.cache is None and self.weights.cache is None:
+            mixed = F.scaled_dot_product_attention(q, k, v, attn_mask=visible)                  # (B, H, T, D)
+        else:
+            mixed = self.explicit(q, k, v, visible)
+        if self.gate is not None:
+            gates = torch.sigmoid(self.gate(x)).view(B, T, self.n_heads, -1).transpose(1, 2)  # (B, H, T, 1|D)
+            mixed = mixed * self.gates(gates)
+        mixed = self.mixed(mixed)
         return self.out(mixed.transpose(1, 2).reshape(B, T, d_model))                        # (B, T, d_model)
+
+    def explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+        """scores -> normaliser -> weights -> mixed, with the scores and weights taps."""
+        T = q.shape[2]
+        scores = q @ k.transpose(-2, -1)                                                      # (B, H, T, S)
+        if self.slot_k is not None:
+            slot_scores = q @ self.slot_k.transpose(-2, -1)                                    # (B, H, T, 1)
+            scores = torch.cat([scores, slot_scores], dim=-1)                                  # (B, H, T, S+1)
+            visible = torch.cat([visible, visible.new_ones(T, 1)], dim=-1)
+        scores = self.scores(scores * self.d_head ** -0.5)
+        weights = self.weights(self.normalise(scores, visible))
+        mixed = weights[..., :T] @ v                                                          # (B, H, T, D)
+        if self.slot_v is not None:
+            mixed = mixed + weights[..., T:] * self.slot_v                                     # slot's share of its value
+        return mixed

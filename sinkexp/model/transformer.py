@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from sinkexp.config import AttnConfig, ModelConfig
@@ -18,18 +19,46 @@ from sinkexp.model.attention import Attention
 from sinkexp.model.capture import Tap
 
 
+class DynamicTanh(nn.Module):
+    """gamma * tanh(alpha x) + beta with a scalar alpha (init 0.5): DyT (Zhu et al. 2025, arXiv 2503.10622)."""
+
+    def __init__(self, d_model: int, alpha: float = 0.5):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.tensor(alpha))
+        self.gamma = nn.Parameter(torch.ones(d_model))
+        self.beta = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.gamma * torch.tanh(self.alpha * x) + self.beta
+
+
+# LayerNorm keeps its affine shift even when model.bias is off: `bias` means the Linear layers'.
+NORMS = {"layernorm": nn.LayerNorm, "rmsnorm": nn.RMSNorm, "dyt": DynamicTanh}
+
+
 def make_norm(kind: str, d_model: int) -> nn.Module:
-    """LayerNorm keeps its affine shift even when model.bias is off: `bias` means the Linear layers'."""
-    if kind == "layernorm":
-        return nn.LayerNorm(d_model)
-    if kind == "rmsnorm":
-        return nn.RMSNorm(d_model)
-    raise ValueError(f"model.norm_type={kind!r}")
+    return NORMS[kind](d_model)
+
+
+class SwiGLU(nn.Module):
+    """W_2 (SiLU(W_1 x) * W_3 x), hidden 8/3 d so the parameter count matches a 4d MLP (Shazeer 2020)."""
+
+    def __init__(self, d_model: int, bias: bool):
+        super().__init__()
+        hidden = int(8 * d_model / 3)
+        self.w1 = nn.Linear(d_model, hidden, bias=bias)
+        self.w3 = nn.Linear(d_model, hidden, bias=bias)
+        self.w2 = nn.Linear(hidden, d_model, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
 def make_mlp(kind: str, d_model: int, bias: bool) -> nn.Module | None:
     if kind == "none":
         return None
+    if kind == "swiglu":
+        return SwiGLU(d_model, bias)
     activation = {"gelu": nn.GELU, "relu": nn.ReLU}[kind]
     return nn.Sequential(nn.Linear(d_model, 4 * d_model, bias=bias), activation(),
                          nn.Linear(4 * d_model, d_model, bias=bias))
@@ -58,7 +87,8 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, attn: AttnConfig):
         super().__init__()
         self.placement, self.residual = cfg.norm, cfg.residual
-        self.attn = Attention(cfg.d_model, cfg.n_heads, attn.name, cfg.bias)
+        self.attn = Attention(cfg.d_model, cfg.n_heads, attn, bias=cfg.bias, qk_norm=cfg.qk_norm,
+                              rope=cfg.pos == "rope")
         self.mlp = make_mlp(cfg.mlp, cfg.d_model, cfg.bias)
         n_sublayers = 1 if self.mlp is None else 2
         norm = lambda: make_norm(cfg.norm_type, cfg.d_model)  # noqa: E731
@@ -84,12 +114,20 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
-    """`task` supplies input_dim or vocab_size, output_dim, seq_len and causal."""
+    """`task` supplies input_dim or vocab_size, output_dim, seq_len, causal and has_bos.
+
+    Registers (Darcet et al. 2023, arXiv 2309.16588): `n_registers` learned tokens inserted after
+    BOS (at the front for tasks without one) and dropped before the readout. Capture points see the
+    model's whole sequence; `token_positions` says where the task's tokens sit in it.
+    """
 
     def __init__(self, cfg: ModelConfig, attn: AttnConfig, task):
         super().__init__()
         d = cfg.d_model
         self.causal = task.causal
+        self.register_at, self.n_registers = (1 if task.has_bos else 0), cfg.n_registers
+        self.registers = nn.Parameter(torch.randn(cfg.n_registers, d) * 0.02) if cfg.n_registers else None
+        length = task.seq_len + cfg.n_registers
         if task.vocab_size is not None:
             self.embed_in = nn.Embedding(task.vocab_size, d)
         elif cfg.embed == "linear":
@@ -97,11 +135,11 @@ class Transformer(nn.Module):
         else:
             self.embed_in = nn.Identity()
         if cfg.pos == "learned":
-            self.pos = nn.Parameter(torch.randn(task.seq_len, d) * 0.02)
+            self.pos = nn.Parameter(torch.randn(length, d) * 0.02)
         elif cfg.pos == "sinusoidal":
-            self.register_buffer("pos", sinusoidal_positions(task.seq_len, d), persistent=False)
+            self.register_buffer("pos", sinusoidal_positions(length, d), persistent=False)
         else:
-            self.pos = None
+            self.pos = None                                                 # none, or rope inside attention
         self.bos_vector = nn.Parameter(torch.randn(d) * 0.02) if cfg.bos_vector else None
         self.embed = Tap()
         self.blocks = nn.ModuleList([Block(cfg, attn) for _ in range(cfg.n_layers)])
@@ -113,9 +151,21 @@ class Transformer(nn.Module):
         ones = torch.ones(T, T, dtype=torch.bool, device=device)
         return ones.tril() if self.causal else ones
 
+    def token_positions(self, T: int, device=None) -> torch.Tensor:
+        """(T,) indices of the task's T tokens in the model's sequence of T + n_registers."""
+        position = torch.arange(T, device=device)
+        return torch.where(position < self.register_at, position, position + self.n_registers)
+
+    def register_positions(self, device=None) -> torch.Tensor:
+        return torch.arange(self.register_at, self.register_at + self.n_registers, device=device)
+
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        T = inputs.shape[1]
         x = self.embed_in(inputs)                                           # (B, T, d_model)
+        B, T_tokens, d = x.shape
+        if self.registers is not None:
+            at = self.register_at
+            x = torch.cat([x[:, :at], self.registers.expand(B, -1, -1), x[:, at:]], dim=1)  # (B, T + R, d)
+        T = x.shape[1]
         if self.pos is not None:
             x = x + self.pos[:T]
         if self.bos_vector is not None:
@@ -124,4 +174,6 @@ class Transformer(nn.Module):
         visible = self.visible(T, x.device)
         for block in self.blocks:
             x = block(x, visible)
-        return self.readout(self.final_norm(x))                             # (B, T, output_dim)
+        if self.registers is not None:
+            x = x[:, self.token_positions(T_tokens, x.device)]              # (B, T_tokens, d)
+        return self.readout(self.final_norm(x))                             # (B, T_tokens, output_dim)

@@ -4,6 +4,7 @@ A task is one file with one class that has:
   Config            a dataclass (its `name` field is the registry key; YAML in configs/task/)
   query_types       names of the query types; `Batch.query_type` indexes into it (-1: not a query)
   causal            whether the model masks future keys
+  has_bos           whether position 0 is a BOS/sink token (registers are inserted after it)
   input_dim / vocab_size, output_dim, seq_len   what the model's embedding and readout need
   validate(cfg)     raise ConfigError for impossible settings (a staticmethod)
   sample(batch_size, generator, device) -> Batch

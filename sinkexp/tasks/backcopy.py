@@ -103,6 +103,7 @@ class BackcopyTask:
     query_types = ("trigger", "non_trigger")
     causal = True
     input_dim = None
+    has_bos = True  # registers go after position 0 when True
     reference = "oracle (exact optimum from the table)"
 
     def __init__(self, cfg: BackcopyConfig):

@@ -39,6 +39,7 @@ class BroadcastTask:
     query_types = ("all_positions",)
     causal = False
     vocab_size = None
+    has_bos = False  # registers go after position 0 when True
     reference = "identity predictor (the heads add nothing)"
 
     def __init__(self, cfg: BroadcastConfig):

@@ -47,6 +47,7 @@ class DampingTask:
     query_types = ("nop", "active")
     causal = False
     vocab_size = None
+    has_bos = True  # registers go after position 0 when True
     reference = "identity predictor (the head adds nothing)"
 
     def __init__(self, cfg: DampingConfig):

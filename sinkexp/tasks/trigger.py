@@ -47,6 +47,7 @@ class TriggerTask:
     query_types = ("trigger", "non_trigger")
     causal = True
     vocab_size = None
+    has_bos = True  # registers go after position 0 when True
     reference = "zero predictor"
 
     def __init__(self, cfg: TriggerConfig):

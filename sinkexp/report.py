@@ -1,0 +1,188 @@
+"""`sinkexp report DIR`: collect every run below DIR into one table and draw the figures.
+
+Reads run directories only (config.yaml, metrics.csv, losses.csv, attention.npz, DONE/FAILED),
+never the model: the run directory is the interface between training and reporting. Settings
+come from each run's config.yaml, not from folder names. Runs are grouped by every setting that
+varies across them except the seed; each group's final values become mean, std and n over seeds.
+
+Writes into DIR/report/: summary.csv (and summary.parquet when pyarrow is installed), runs.csv
+(one row per run with its status), sink_attn_by_layer.png, dynamics.png, attention_<run>.png.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from omegaconf import OmegaConf
+
+from sinkexp import rundir as R
+
+IGNORED_SETTINGS = {"seed", "device", "name"}
+
+
+def find_runs(root: Path) -> list[Path]:
+    """Every folder below (or equal to) root that holds a run's config.yaml."""
+    return sorted(p.parent for p in Path(root).rglob(R.CONFIG) if ".hydra" not in p.parts)
+
+
+def status(run: Path) -> str:
+    if (run / R.DONE).exists():
+        return "done"
+    return "failed" if (run / R.FAILED).exists() else "incomplete"
+
+
+def settings(run: Path) -> dict:
+    """The run's config as flat dotted keys (e.g. model.n_layers)."""
+    flat = pd.json_normalize(OmegaConf.to_container(OmegaConf.load(run / R.CONFIG)), sep=".")
+    return {key: (str(value) if isinstance(value, list) else value) for key, value in flat.iloc[0].items()}
+
+
+def collect(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(runs: one row per run with settings and status; finals: long rows of final values of finished runs)."""
+    runs, finals = [], []
+    for run in find_runs(root):
+        row = {"run": str(run.relative_to(root)) if run != Path(root) else ".", "status": status(run), **settings(run)}
+        runs.append(row)
+        if row["status"] != "done":
+            continue
+        metrics = pd.read_csv(run / R.METRICS)
+        last = metrics[metrics["step"] == metrics["step"].max()]
+        per_layer = last.groupby(["layer", "query_type", "metric"], as_index=False)["value"].mean()  # mean over heads
+        losses = pd.read_csv(run / R.LOSSES)
+        losses = losses[(losses["step"] == losses["step"].max()) & losses["split"].str.contains("/")]
+        split = losses["split"].str.split("/", n=1, expand=True)
+        loss_rows = pd.DataFrame({"layer": -1, "query_type": split[1], "metric": "loss_" + split[0],
+                                  "value": losses["loss"].to_numpy()})
+        finals.append(pd.concat([per_layer, loss_rows]).assign(run=row["run"]))
+    runs = pd.DataFrame(runs)
+    finals = pd.concat(finals, ignore_index=True) if finals else pd.DataFrame(columns=["run", "layer", "query_type", "metric", "value"])
+    return runs, finals
+
+
+def varying(runs: pd.DataFrame) -> list[str]:
+    """Setting columns whose value differs between runs (the seed and bookkeeping excluded)."""
+    columns = [c for c in runs.columns if c not in {"run", "status"} and c not in IGNORED_SETTINGS]
+    return [c for c in columns if runs[c].astype(str).nunique() > 1]
+
+
+def summarise(runs: pd.DataFrame, finals: pd.DataFrame) -> pd.DataFrame:
+    groups = varying(runs)
+    keyed = finals.merge(runs[["run"] + groups], on="run")
+    by = groups + ["layer", "query_type", "metric"]
+    table = keyed.groupby(by, dropna=False)["value"].agg(mean="mean", std="std", n="count").reset_index()
+    return table
+
+
+def label_of(row: pd.Series, groups: list[str]) -> str:
+    return ", ".join(f"{g.split('.')[-1]}={row[g]}" for g in groups) or "all runs"
+
+
+def plot_sink_by_layer(summary: pd.DataFrame, groups: list[str], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    rows = summary[(summary["metric"] == "sink_attn") & (summary["layer"] >= 0) & (summary["query_type"] != "all")]
+    query_types = sorted(rows["query_type"].unique())
+    fig, axes = plt.subplots(1, max(len(query_types), 1), figsize=(5 * max(len(query_types), 1), 3.6), squeeze=False)
+    for ax, query_type in zip(axes[0], query_types):
+        chosen = rows[rows["query_type"] == query_type]
+        for key, group in (chosen.groupby(groups, dropna=False) if groups else [((), chosen)]):
+            group = group.sort_values("layer")
+            ax.errorbar(group["layer"], group["mean"], yerr=group["std"].fillna(0), marker="o", capsize=3,
+                        label=label_of(group.iloc[0], groups))
+        ax.set(title=f"{query_type} queries", xlabel="layer", ylabel="attention on the sink", ylim=(-0.05, 1.05))
+        ax.set_xticks(sorted(chosen["layer"].unique()))
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path) -> None:
+    """Attention on the sink over training, one line per group and layer (mean over seeds and heads)."""
+    import matplotlib.pyplot as plt
+
+    curves = []
+    for _, run in runs[runs["status"] == "done"].iterrows():
+        metrics = pd.read_csv(Path(root) / run["run"] / R.METRICS)
+        metrics = metrics[(metrics["metric"] == "sink_attn") & (metrics["query_type"] == "all") & (metrics["head"] >= 0)]
+        curve = metrics.groupby(["step", "layer"], as_index=False)["value"].mean()
+        curves.append(curve.assign(label=label_of(run, groups)))
+    if not curves:
+        return
+    curves = pd.concat(curves).groupby(["label", "layer", "step"], as_index=False)["value"].mean()
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for (label, layer), curve in curves.groupby(["label", "layer"]):
+        ax.plot(curve["step"], curve["value"], label=f"{label}, layer {layer}")
+    ax.set(xlabel="step", ylabel="attention on the sink (all queries)", ylim=(-0.05, 1.05), title="sink dynamics")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_heatmaps(run: Path, path: Path) -> None:
+    """A layer x head grid of the run's mean attention maps (attention.npz)."""
+    import matplotlib.pyplot as plt
+
+    maps = np.load(run / R.ATTENTION)
+    layers = sorted(maps.files, key=lambda name: int(name.removeprefix("layer")))
+    n_heads = maps[layers[0]].shape[0]
+    fig, axes = plt.subplots(len(layers), n_heads, figsize=(2.6 * n_heads, 2.4 * len(layers)), squeeze=False)
+    for i, name in enumerate(layers):
+        for h in range(n_heads):
+            axes[i][h].imshow(maps[name][h], cmap="viridis", vmin=0)
+            axes[i][h].set(title=f"layer {i}, head {h}", xlabel="key", ylabel="query")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def report(root: Path, out: Path | None = None) -> Path:
+    root = Path(root)
+    out = Path(out) if out else root / "report"
+    runs, finals = collect(root)
+    if runs.empty:
+        raise FileNotFoundError(f"no run directories (with {R.CONFIG}) below {root}")
+    out.mkdir(parents=True, exist_ok=True)
+    groups = varying(runs)
+    summary = summarise(runs, finals)
+    R.write_csv(out / "runs.csv", runs)
+    R.write_csv(out / "summary.csv", summary)
+    try:
+        summary.to_parquet(out / "summary.parquet")
+    except ImportError:
+        pass
+    plot_sink_by_layer(summary, groups, out / "sink_attn_by_layer.png")
+    plot_dynamics(root, runs, groups, out / "dynamics.png")
+    first = runs[runs["status"] == "done"]["run"]
+    if not first.empty and (root / first.iloc[0] / R.ATTENTION).exists():
+        plot_heatmaps(root / first.iloc[0], out / f"attention_{first.iloc[0].replace('/', '_').strip('._') or 'run'}.png")
+
+    counts = runs["status"].value_counts().to_dict()
+    print(f"{len(runs)} runs below {root}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    for _, run in runs[runs["status"] != "done"].iterrows():
+        print(f"  {run['status']:>10}: {run['run']}")
+    headline = summary[(summary["metric"] == "sink_attn") & (summary["layer"] >= 0) & (summary["query_type"] != "all")]
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(headline.drop(columns="metric").round(4).to_string(index=False))
+    print(f"report: {out}")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="sinkexp report", description=__doc__.splitlines()[0])
+    parser.add_argument("dir", type=Path, help="a sweep directory, or a single run directory")
+    parser.add_argument("--out", type=Path, default=None, help="where to write (default DIR/report)")
+    args = parser.parse_args(argv)
+    if not args.dir.is_dir():
+        print(f"sinkexp: error: {args.dir} is not a directory", file=sys.stderr)
+        return 2
+    try:
+        report(args.dir, args.out)
+    except FileNotFoundError as err:
+        print(f"sinkexp: error: {err}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,53 @@
+"""`sinkexp report`: reads run directories only, aggregates over seeds, lists unfinished runs."""
+import pandas as pd
+import pytest
+
+from sinkexp import rundir as R
+from sinkexp.report import collect, report, varying
+from sinkexp.runner import run
+
+QUICK = ("train.steps=20", "eval.every=10", "train.batch_size=16", "eval.batch_size=32", "device=cpu")
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory, make_config):
+    root = tmp_path_factory.mktemp("sweep")
+    for attn in ("softmax", "relu"):
+        for seed in (0, 1):
+            run(make_config(*QUICK, f"attn={attn}", f"seed={seed}"), root / f"trigger/{attn}/L1/s{seed}")
+    # an interrupted run (config written, no marker) and a failed one
+    R.write_text(root / "trigger/softmax/L1/s2" / R.CONFIG, (root / "trigger/softmax/L1/s0" / R.CONFIG).read_text())
+    R.write_text(root / "trigger/relu/L1/s2" / R.CONFIG, (root / "trigger/relu/L1/s0" / R.CONFIG).read_text())
+    R.write_text(root / "trigger/relu/L1/s2" / R.FAILED, "RuntimeError: boom\n")
+    return root
+
+
+def test_collect_reads_settings_from_config_yaml_not_folder_names(sweep):
+    runs, finals = collect(sweep)
+    assert sorted(runs["status"]) == ["done"] * 4 + ["failed", "incomplete"]
+    assert set(runs["attn.name"]) == {"softmax", "relu"}
+    assert "seed" not in varying(runs) and "attn.name" in varying(runs)
+    assert set(finals["run"]) == set(runs.loc[runs["status"] == "done", "run"])
+
+
+def test_summary_is_mean_std_and_count_over_seeds(sweep, capsys):
+    out = report(sweep)
+    summary = pd.read_csv(out / "summary.csv")
+    runs, finals = collect(sweep)
+    row = summary[(summary["attn.name"] == "softmax") & (summary["layer"] == 0)
+                  & (summary["query_type"] == "non_trigger") & (summary["metric"] == "sink_attn")].iloc[0]
+    per_seed = finals[(finals["metric"] == "sink_attn") & (finals["layer"] == 0) & (finals["query_type"] == "non_trigger")
+                      & finals["run"].str.contains("softmax")]["value"]
+    assert row["n"] == 2
+    assert row["mean"] == pytest.approx(per_seed.mean()) and row["std"] == pytest.approx(per_seed.std())
+    for figure in ("sink_attn_by_layer.png", "dynamics.png"):
+        assert (out / figure).stat().st_size > 1000
+    assert list(out.glob("attention_*.png"))
+    printed = capsys.readouterr().out
+    assert "failed: trigger/relu/L1/s2" in printed and "incomplete: trigger/softmax/L1/s2" in printed
+
+
+def test_report_works_on_a_single_run_directory(sweep, tmp_path):
+    out = report(sweep / "trigger/relu/L1/s0", tmp_path / "one")
+    assert len(pd.read_csv(out / "runs.csv")) == 1
+    assert (out / "summary.csv").exists()
