@@ -65,7 +65,17 @@ def collect(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 def varying(runs: pd.DataFrame) -> list[str]:
     """Setting columns whose value differs between runs (the seed and bookkeeping excluded)."""
     columns = [c for c in runs.columns if c not in {"run", "status"} and c not in IGNORED_SETTINGS]
-    return [c for c in columns if runs[c].astype(str).nunique() > 1]
+    chosen: list[str] = []
+    for column in columns:
+        values = runs[column].astype(str)
+        if values.nunique() < 2:
+            continue
+        # A setting that only restates an earlier one (attn.normaliser next to attn.name) adds no group.
+        if any(values.groupby(runs[c].astype(str)).nunique().max() == 1
+               and runs[c].astype(str).groupby(values).nunique().max() == 1 for c in chosen):
+            continue
+        chosen.append(column)
+    return chosen
 
 
 def summarise(runs: pd.DataFrame, finals: pd.DataFrame) -> pd.DataFrame:

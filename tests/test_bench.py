@@ -1,0 +1,31 @@
+"""scripts/bench.py compares like with like: the hand-written reference is the same model."""
+import importlib.util
+from pathlib import Path
+
+import torch
+
+from sinkexp.config import AttnConfig, ModelConfig
+from sinkexp.model import Transformer
+from sinkexp.tasks.trigger import TriggerConfig, TriggerTask
+
+spec = importlib.util.spec_from_file_location("bench", Path(__file__).parent.parent / "scripts" / "bench.py")
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+
+
+def test_reference_model_computes_what_the_project_model_computes():
+    task = TriggerTask(TriggerConfig(seq_len=16))
+    torch.manual_seed(0)
+    project = Transformer(ModelConfig(n_layers=2, n_heads=4, d_model=32, residual=False), AttnConfig(), task)
+    reference = bench.Reference(task, 32, 4, 2)
+    bench.copy_weights(project, reference)
+    batch = task.sample(8, torch.Generator().manual_seed(0), "cpu")
+    torch.testing.assert_close(reference(batch.inputs), project(batch.inputs), atol=1e-5, rtol=1e-5)
+    assert sum(p.numel() for p in reference.parameters()) == sum(p.numel() for p in project.parameters())
+
+
+def test_flops_per_step_closed_form():
+    task = TriggerTask(TriggerConfig(seq_len=4, d_x=2))          # input 4 channels, output 2
+    cfg = dict(n_layers=1, d_model=8, n_heads=2, seq_len=4, batch_size=1)
+    forward = (2 * 4 * 8 * 24 + 2 * 2 * 4 * 4 * 8 + 2 * 4 * 8 * 8) + 2 * 4 * 4 * 8 + 2 * 4 * 8 * 2
+    assert bench.flops_per_step(task, cfg) == 3 * forward
