@@ -31,8 +31,9 @@ class RunDirError(RuntimeError):
 
 
 def resolve_device(requested: str) -> torch.device:
+    """The torch device for `device=...`, with an explicit index on CUDA (cuda -> cuda:0)."""
     if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(requested)
     if device.type == "cuda":
         if not torch.cuda.is_available():
@@ -41,6 +42,8 @@ def resolve_device(requested: str) -> torch.device:
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise ConfigError(f"device={requested} is not available; choose one of: auto, cpu, "
                               + ", ".join(f"cuda:{i}" for i in range(torch.cuda.device_count())))
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
     return device
 
 
@@ -85,6 +88,7 @@ def _train_and_evaluate(cfg: Config, run_dir: Path, digest: str) -> dict:
         log.info("resuming %s from step %d", run_dir, trainer.step)
 
     meta = R.start_meta(seed=cfg.seed, config_hash=digest, requested_device=cfg.device, device=device)
+    meta["resumed_from_step"] = trainer.step or None
     R.write_text(run_dir / R.CONFIG, OmegaConf.to_yaml(OmegaConf.create(to_dict(cfg))))
     R.write_json(run_dir / R.META, meta)
 

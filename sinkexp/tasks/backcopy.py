@@ -140,14 +140,15 @@ class BackcopyTask:
         if not 1 <= cfg.n_triggers <= n - 2:
             raise ConfigError(f"task.n_triggers={cfg.n_triggers} is not valid; it must lie in [1, {n - 2}]")
 
-    def _to(self, device) -> None:
-        if self.cond.device != torch.device(device):
+    def _to(self, device: torch.device) -> None:
+        """Move the table to `device` once (not per batch)."""
+        if self.cond.device != device:
             self.cond, self.first = self.cond.to(device), self.first.to(device)
             self.is_trigger, self.entropy = self.is_trigger.to(device), self.entropy.to(device)
 
     def sample(self, batch_size: int, generator: torch.Generator, device) -> Batch:
         B, L = batch_size, self.seq_len
-        self._to(device)
+        self._to(torch.empty(0, device=device).device)   # resolved, e.g. cuda -> cuda:0
         tokens = torch.empty(B, L + 1, dtype=torch.long, device=device)          # inputs and the last target
         tokens[:, 0] = self.bos
         tokens[:, 1] = torch.multinomial(self.first.expand(B, -1), 1, generator=generator).squeeze(1)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from sinkexp.errors import ConfigError
-from sinkexp.tasks.base import Batch
+from sinkexp.tasks.base import Batch, mse
 
 
 @dataclass
@@ -61,14 +61,16 @@ class BroadcastTask:
     def sample(self, batch_size: int, generator: torch.Generator, device) -> Batch:
         B, L, d = batch_size, self.seq_len, self.cfg.d
         x = torch.randn(B, L, d, generator=generator, device=device)
-        hub = (x @ self.hub_direction.to(device)).argmax(dim=1)                  # (B,)
+        if self.rotation.device != x.device:                                     # once per device
+            self.hub_direction, self.rotation = self.hub_direction.to(x.device), self.rotation.to(x.device)
+        hub = (x @ self.hub_direction).argmax(dim=1)                             # (B,)
         hub_vector = x[torch.arange(B, device=device), hub]                      # (B, d)
-        targets = x + self.cfg.alpha * (hub_vector @ self.rotation.to(device))[:, None, :]
+        targets = x + self.cfg.alpha * (hub_vector @ self.rotation)[:, None, :]
         return Batch(inputs=x, targets=targets, loss_mask=torch.ones(B, L, dtype=torch.bool, device=device),
                      query_type=torch.zeros(B, L, dtype=torch.long, device=device), sink=hub)
 
     def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
-        return (pred - batch.targets).pow(2).mean(-1)                            # (B, L)
+        return mse(pred, batch.targets)
 
     def baseline_loss(self, batch: Batch) -> torch.Tensor:
         return self.loss(batch.inputs, batch)

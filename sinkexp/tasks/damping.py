@@ -27,7 +27,7 @@ from statistics import NormalDist
 import torch
 
 from sinkexp.errors import ConfigError
-from sinkexp.tasks.base import Batch
+from sinkexp.tasks.base import Batch, mse
 
 NOP, ACTIVE = 0, 1
 
@@ -70,7 +70,9 @@ class DampingTask:
         B, L, d = batch_size, self.seq_len, self.cfg.d
         x = torch.randn(B, L, d, generator=generator, device=device)
         x[:, 0] = 0.0                                                     # the sink token's input
-        damped = (x @ self.gate.to(device)) > self.threshold              # (B, L)
+        if self.gate.device != x.device:
+            self.gate = self.gate.to(x.device)                            # once per device, not per batch
+        damped = (x @ self.gate) > self.threshold                         # (B, L)
         damped[:, 0] = False
         targets = torch.where(damped[..., None], self.cfg.gamma * x, x)
         query_type = torch.where(damped, ACTIVE, NOP)
@@ -79,7 +81,7 @@ class DampingTask:
                      sink=torch.zeros(B, dtype=torch.long, device=device))
 
     def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
-        return (pred - batch.targets).pow(2).mean(-1)                     # (B, L)
+        return mse(pred, batch.targets)
 
     def baseline_loss(self, batch: Batch) -> torch.Tensor:
         return self.loss(batch.inputs, batch)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from sinkexp.errors import ConfigError, choices_error
-from sinkexp.tasks.base import Batch
+from sinkexp.tasks.base import Batch, mse
 
 TRIGGER, NON_TRIGGER = 0, 1           # indices into TriggerTask.query_types
 MODES = ("single", "bernoulli")
@@ -96,7 +96,7 @@ class TriggerTask:
                      sink=torch.zeros(B, dtype=torch.long, device=device))
 
     def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
-        return (pred - batch.targets).pow(2).mean(-1)                                     # (B, L)
+        return mse(pred, batch.targets)
 
     def baseline_loss(self, batch: Batch) -> torch.Tensor:
-        return batch.targets.pow(2).mean(-1)                                              # (B, L)
+        return mse(torch.zeros_like(batch.targets), batch.targets)
