@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 import hydra
+import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
@@ -121,10 +123,6 @@ def spread_over_gpus(device: str, hydra_cfg) -> str:
     Left alone: an explicit device, single runs, one GPU, and jobs whose scheduler already chose
     (CUDA_VISIBLE_DEVICES set, as SLURM does).
     """
-    import os
-
-    import torch
-
     if (device != "auto" or hydra_cfg.mode != RunMode.MULTIRUN or "CUDA_VISIBLE_DEVICES" in os.environ
             or not torch.cuda.is_available() or torch.cuda.device_count() < 2):
         return device
@@ -135,8 +133,6 @@ def spread_over_gpus(device: str, hydra_cfg) -> str:
 def _train(dict_cfg: DictConfig) -> None:
     from sinkexp.evaluate.evaluator import format_summary
     from sinkexp.runner import run
-
-    import torch
 
     cfg = from_dictconfig(dict_cfg)
     hydra_cfg = HydraConfig.get()

@@ -44,7 +44,7 @@ def write_text(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, obj) -> None:
-    write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    write_text(path, json.dumps(obj, indent=2) + "\n")
 
 
 def write_csv(path: Path, frame: pd.DataFrame) -> None:

@@ -23,7 +23,8 @@ def sink_rate_name(eps: float) -> str:
     return f"sink_rate@{eps}"
 
 
-CAPTURED = ("scores", "weights", "v", "mixed", "gates")
+ATTENTION_TAPS = ("scores", "weights", "v", "mixed")   # every attention layer has these
+CAPTURED = ATTENTION_TAPS + ("gates", "resid_post")      # gates only where attn.gate is set
 
 
 @torch.no_grad()
@@ -31,7 +32,7 @@ def evaluate(model, task, batch, step: int) -> tuple[list[tuple], list[tuple]]:
     """Metrics rows and loss rows of `model` on `batch` at `step` (one forward pass, captured)."""
     was_training = model.training
     model.eval()
-    names = [name for name in tap_names(model) if name.rsplit(".", 1)[-1] in CAPTURED + ("resid_post",)]
+    names = [name for name in tap_names(model) if name.rsplit(".", 1)[-1] in CAPTURED]
     with capture(model, names) as cache:
         pred = model(batch.inputs)
     model.train(was_training)
@@ -67,7 +68,7 @@ def evaluate(model, task, batch, step: int) -> tuple[list[tuple], list[tuple]]:
 
     all_scores = []
     for layer, block in enumerate(model.blocks):
-        scores, weights, v, mixed = (cache[f"blocks.{layer}.attn.{name}"][:, :, keep] for name in CAPTURED[:4])
+        scores, weights, v, mixed = (cache[f"blocks.{layer}.attn.{name}"][:, :, keep] for name in ATTENTION_TAPS)
         share = M.row_share(weights)[..., keep]                                  # share of the whole row
         extra_mass = {"slot_attn": weights[..., n_keys:].sum(-1), "register_attn": weights[..., registers].sum(-1)}
         scores, weights = scores[..., keep], weights[..., keep]                  # (B, H, T, T) over tokens
