@@ -27,6 +27,7 @@ from sinkexp.errors import ConfigError, choices_error
 
 log = logging.getLogger("sinkexp")
 CONFIG_MODULE = "sinkexp.conf"
+RUN_DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir")   # where a run's directory comes from
 USAGE = """usage: sinkexp <command> [args]
 commands:
   train    train one model, or sweep with -m (sinkexp train --help lists the options)
@@ -103,18 +104,57 @@ def preflight(overrides: list[str], multirun: bool) -> None:
     from sinkexp.runner import resolve_device
 
     checked = [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
+    directories = [o for o in overrides if o.partition("=")[0] in RUN_DIR_KEYS]   # for the replicas' check
     with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
         plain = [o for o in checked if "," not in o.partition("=")[2]]   # enough to find an experiment's grid
         try:
             params = compose("config", overrides=plain, return_hydra_config=True).hydra.sweeper.params or {}
         except Exception as err:
             raise _explain(plain, err) from None
+        jobs = []
         for job in _expand(checked, multirun, dict(params)):
             try:
-                cfg = compose("config", overrides=job)
+                full = compose("config", overrides=job + directories, return_hydra_config=True)
             except Exception as err:
                 raise _explain(job, err) from None
-            resolve_device(from_dictconfig(cfg).device)
+            cfg = from_dictconfig(full)
+            resolve_device(cfg.device)
+            jobs.append((full, cfg))
+        if any(cfg.train.replicas > 1 for _, cfg in jobs):
+            _check_replica_dirs(jobs, multirun)
+
+
+def replica_run_dirs(full: DictConfig, multirun: bool, seeds: list[int]) -> list[Path]:
+    """The run directory each seed would get alone: Hydra's directory pattern resolved with that seed.
+
+    `full` is a composed config with its hydra node (patterns unresolved).
+    """
+    dirs = []
+    for seed in seeds:
+        node = OmegaConf.create(OmegaConf.to_container(full, resolve=False))
+        node.seed = seed
+        pattern = f"{node.hydra.sweep.dir}/{node.hydra.sweep.subdir}" if multirun else node.hydra.run.dir
+        dirs.append(Path(pattern).absolute())
+    return dirs
+
+
+def _check_replica_dirs(jobs: list, multirun: bool) -> None:
+    """Refuse replicas that would share a run directory (within one job or across a sweep's jobs)."""
+    from sinkexp.runner import replica_configs
+
+    owner: dict[Path, tuple[int, int]] = {}       # run directory -> (job number, seed)
+    for number, (full, cfg) in enumerate(jobs):
+        K = cfg.train.replicas
+        seeds = [replica.seed for replica in replica_configs(cfg)]
+        for seed, run_dir in zip(seeds, replica_run_dirs(full, multirun, seeds)):
+            if run_dir in owner and owner[run_dir][0] == number:
+                raise ConfigError(f"train.replicas={K}: seeds {owner[run_dir][1]} and {seed} would share the run "
+                                  f"directory {run_dir}; the directory pattern (hydra.run.dir or "
+                                  "hydra.sweep.subdir) must contain ${seed}")
+            if run_dir in owner:
+                raise ConfigError(f"train.replicas={K}: seed {seed} would be trained by two jobs of this sweep; "
+                                  f"choose seeds train.replicas apart (e.g. seed=0,{K},{2 * K})")
+            owner[run_dir] = (number, seed)
 
 
 def spread_over_gpus(device: str, hydra_cfg) -> str:
@@ -132,25 +172,31 @@ def spread_over_gpus(device: str, hydra_cfg) -> str:
 @hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base="1.3")
 def _train(dict_cfg: DictConfig) -> None:
     from sinkexp.evaluate.evaluator import format_summary
-    from sinkexp.runner import run
+    from sinkexp.runner import replica_configs, run_replicas
 
     cfg = from_dictconfig(dict_cfg)
     hydra_cfg = HydraConfig.get()
-    run_dir = Path(hydra_cfg.runtime.output_dir)
     parallel = "joblib" in str(hydra_cfg.launcher.get("_target_", ""))
     threads = cfg.threads or (1 if parallel else None)
     if threads:
         torch.set_num_threads(threads)   # before this job's first tensor operation
     cfg.device = spread_over_gpus(cfg.device, hydra_cfg)
+    cfgs = replica_configs(cfg)
+    dirs = [Path(hydra_cfg.runtime.output_dir)]
+    if len(cfgs) > 1:   # the other seeds' directories, as each would be named alone
+        full = OmegaConf.create(OmegaConf.to_container(dict_cfg, resolve=False))
+        full.hydra = OmegaConf.to_container(hydra_cfg, resolve=False)
+        dirs += replica_run_dirs(full, hydra_cfg.mode == RunMode.MULTIRUN, [c.seed for c in cfgs[1:]])
     try:
-        summary = run(cfg, run_dir)
+        summaries = run_replicas(cfgs, dirs)
     except Exception:
         if hydra_cfg.mode != RunMode.MULTIRUN:
             raise
-        log.exception("run %s failed (FAILED written); the sweep goes on", run_dir)
+        log.exception("run %s failed (FAILED written); the sweep goes on", ", ".join(map(str, dirs)))
         return
-    print(format_summary(summary))
-    print(f"run directory: {run_dir}")
+    for summary, run_dir in zip(summaries, dirs):
+        print(format_summary(summary))
+        print(f"run directory: {run_dir}")
 
 
 def train(argv: list[str]) -> int:

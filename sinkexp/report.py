@@ -19,8 +19,9 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from sinkexp import rundir as R
+from sinkexp.config import UNHASHED_KEYS
 
-IGNORED_SETTINGS = {"seed", "device", "name"}
+IGNORED_SETTINGS = {"seed", *UNHASHED_KEYS}   # the seed is what groups average over; the rest is bookkeeping
 
 
 def find_runs(root: Path) -> list[Path]:

@@ -8,9 +8,16 @@ from sinkexp.config import AttnConfig, ModelConfig
 from sinkexp.model import Transformer
 from sinkexp.tasks.trigger import TriggerConfig, TriggerTask
 
-spec = importlib.util.spec_from_file_location("bench", Path(__file__).parent.parent / "scripts" / "bench.py")
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
+
+
+def load_script(name):
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parent.parent / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = load_script("bench")
 
 
 def test_reference_model_computes_what_the_project_model_computes():
@@ -29,3 +36,14 @@ def test_flops_per_step_closed_form():
     cfg = dict(n_layers=1, d_model=8, n_heads=2, seq_len=4, batch_size=1)
     forward = (2 * 4 * 8 * 24 + 2 * 2 * 4 * 4 * 8 + 2 * 4 * 8 * 8) + 2 * 4 * 4 * 8 + 2 * 4 * 8 * 2
     assert bench.flops_per_step(task, cfg) == 3 * forward
+
+
+def test_gpu_benchmark_runs_both_parts_on_the_cpu():
+    bench_gpu = load_script("bench_gpu")
+    rows = bench_gpu.bench_replicas([2], torch.device("cpu"), seconds=0.0, compile=False)
+    assert [(row["K"], row["trainer"]) for row in rows] == [(1, "Trainer"), (2, "ReplicaTrainer")]
+    assert rows[0]["step_time_vs_lone"] == 1.0
+    assert rows[1]["model_steps_per_s"] == 2 * rows[1]["steps_per_s"] > 0
+    damping = bench_gpu.bench_damping(torch.device("cpu"), steps=2, compile=False)
+    assert damping["batch_size"] == 1024 and damping["steps"] == 2
+    assert set(damping["sink_attn_layer0"]) >= {"nop", "active"}

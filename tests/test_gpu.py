@@ -33,3 +33,31 @@ def test_fused_and_explicit_attention_agree_on_cuda():
     with capture(attention, ["weights"]):
         explicit = attention(x, visible)
     torch.testing.assert_close(fused, explicit, atol=1e-4, rtol=1e-4)
+
+
+def test_replicas_on_cuda_equal_lone_runs_and_resume(make_config, tmp_path):
+    import pandas as pd
+
+    from sinkexp.runner import replica_configs, run_replicas
+
+    quick = ("train.steps=20", "eval.every=10", "train.checkpoint_every=10", "train.batch_size=16",
+             "eval.batch_size=32", "model.n_heads=2", "device=cuda")
+    cfg = make_config(*quick, "train.replicas=3")
+    run_replicas(replica_configs(cfg), [tmp_path / f"together{k}" for k in range(3)])
+    for k, lone in enumerate(replica_configs(cfg)):
+        run(lone, tmp_path / f"alone{k}")     # replicas=3 is not hashed: the lone run is the same run
+        together = pd.read_csv(tmp_path / f"together{k}/metrics.csv")["value"]
+        alone = pd.read_csv(tmp_path / f"alone{k}/metrics.csv")["value"]
+        torch.testing.assert_close(torch.tensor(together.to_numpy()), torch.tensor(alone.to_numpy()),
+                                   rtol=2e-3, atol=1e-4)
+
+
+def test_compiled_replicas_with_cuda_graphs_match_eager(make_config):
+    from sinkexp.runner import make_trainer, replica_configs
+
+    trainers = [make_trainer(replica_configs(make_config("model.n_heads=2", "train.replicas=4", "device=cuda",
+                                                         f"train.compile={compile}")), torch.device("cuda"))[1]
+                for compile in (False, True)]
+    for _ in range(5):
+        eager, compiled = (trainer.train_step() for trainer in trainers)
+        torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-6)

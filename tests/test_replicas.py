@@ -1,0 +1,168 @@
+"""train.replicas=K: K seeds trained together along a model axis, each run directory as if alone."""
+import dataclasses
+import json
+import shutil
+
+import pandas as pd
+import pytest
+import torch
+
+from sinkexp import rundir as R
+from sinkexp.config import config_hash
+from sinkexp.runner import replica_configs, run, run_replicas
+from sinkexp.train import (ReplicaTrainer, Trainer, clip_grad_norm_per_replica_, replica_optimizer_state,
+                           stack_optimizer_states)
+
+QUICK = ("train.steps=30", "eval.every=10", "train.log_every=5", "train.checkpoint_every=10",
+         "train.batch_size=16", "eval.batch_size=32", "device=cpu")
+# Two settings that touch every per-replica piece: clipping that bites (gradient norms here are
+# 0.008-0.02, and SGD's step scales with the clipped gradient where AdamW's barely does), AdamW and
+# SGD with momentum, vector and token tasks, fused softmax and explicit relu attention, an MLP and
+# a register. Clipping all replicas by one joint norm fails the first setting.
+SETTINGS = {
+    "trigger-sgd-clipped": ("model.n_heads=2", "train.optim=sgd", "train.lr=1.0", "train.grad_clip=0.005"),
+    "backcopy-adamw-relu": ("task=backcopy", "attn=relu", "model.n_layers=2", "model.mlp=gelu",
+                            "model.n_registers=1"),
+}
+
+
+def numbers(run_dir, name):
+    table = pd.read_csv(run_dir / name)
+    value = "value" if "value" in table else "loss"
+    return table.drop(columns=value), table[value].to_numpy()
+
+
+def assert_same_tables(a, b, exact=False):
+    for name in (R.METRICS, R.LOSSES):
+        (keys_a, values_a), (keys_b, values_b) = numbers(a, name), numbers(b, name)
+        pd.testing.assert_frame_equal(keys_a, keys_b)
+        if exact:
+            assert (values_a == values_b).all(), name
+        else:
+            torch.testing.assert_close(torch.tensor(values_a), torch.tensor(values_b), rtol=2e-3, atol=1e-5,
+                                       msg=f"{a} vs {b}: {name}")
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_k_replicas_equal_k_lone_runs(make_config, tmp_path, setting):
+    cfg = make_config(*QUICK, *SETTINGS[setting], "seed=4", "train.replicas=3")
+    lone = [make_config(*QUICK, *SETTINGS[setting], f"seed={seed}") for seed in (4, 5, 6)]
+    assert [c.seed for c in replica_configs(cfg)] == [4, 5, 6]
+    assert [config_hash(c) for c in replica_configs(cfg)] == [config_hash(c) for c in lone]
+    run_replicas(replica_configs(cfg), [tmp_path / f"together{k}" for k in range(3)])
+    for k, lone_cfg in enumerate(lone):
+        run(lone_cfg, tmp_path / f"alone{k}")
+        together, alone = tmp_path / f"together{k}", tmp_path / f"alone{k}"
+        assert_same_tables(together, alone)
+        meta = json.loads((together / R.META).read_text())
+        assert meta["seed"] == 4 + k and meta["replica"] == {"index": k, "of": 3}
+        assert meta["config_hash"] == json.loads((alone / R.META).read_text())["config_hash"]
+        assert (together / R.DONE).exists()
+
+
+def test_killed_replicas_resume_together_or_alone(make_config, tmp_path, monkeypatch):
+    cfg = make_config(*QUICK, "model.n_heads=2", "train.replicas=2")
+    seeds = replica_configs(cfg)
+    run_replicas(seeds, [tmp_path / "whole0", tmp_path / "whole1"])
+
+    original = ReplicaTrainer.train_step
+    calls = {"n": 0}
+
+    def dies_at_step_25(self):
+        calls["n"] += 1
+        if calls["n"] == 25:
+            raise KeyboardInterrupt
+        return original(self)
+
+    monkeypatch.setattr(ReplicaTrainer, "train_step", dies_at_step_25)
+    for split in ("together", "mixed"):
+        calls["n"] = 0
+        with pytest.raises(KeyboardInterrupt):
+            run_replicas(seeds, [tmp_path / f"{split}0", tmp_path / f"{split}1"])
+        for k in range(2):
+            assert (tmp_path / f"{split}{k}/FAILED").exists()
+    monkeypatch.setattr(ReplicaTrainer, "train_step", original)
+
+    # Both resume from their step-20 checkpoints, together: the same computation as uninterrupted.
+    run_replicas(seeds, [tmp_path / "together0", tmp_path / "together1"])
+    for k in range(2):
+        assert_same_tables(tmp_path / f"together{k}", tmp_path / f"whole{k}", exact=True)
+    # Seed 1 resumes alone from the checkpoint the replicas wrote; then the pair is rerun: seed 1 is
+    # finished and left untouched, seed 0 resumes by itself.
+    run(seeds[1], tmp_path / "mixed1")
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "mixed1").iterdir()}
+    run_replicas(seeds, [tmp_path / "mixed0", tmp_path / "mixed1"])
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "mixed1").iterdir()} == stamps
+    for k in range(2):
+        assert json.loads((tmp_path / f"mixed{k}" / R.META).read_text())["resumed_from_step"] == 20
+        assert_same_tables(tmp_path / f"mixed{k}", tmp_path / f"whole{k}")
+
+
+def test_per_replica_clipping_is_torch_clipping_of_each_replica():
+    torch.manual_seed(0)
+    scale = torch.tensor([0.01, 1.0, 10.0])                        # replica 0 far below max_norm
+    grads = [torch.randn(3, 4, 5) * scale.view(3, 1, 1), torch.randn(3, 7) * scale.view(3, 1)]
+    params = [torch.zeros_like(g, requires_grad=True) for g in grads]
+    for p, g in zip(params, grads):
+        p.grad = g.clone()
+    clip_grad_norm_per_replica_(params, max_norm=1.0)
+    for k in range(3):
+        alone = [torch.zeros_like(g[k], requires_grad=True) for g in grads]
+        for p, g in zip(alone, grads):
+            p.grad = g[k].clone()
+        torch.nn.utils.clip_grad_norm_(alone, max_norm=1.0)
+        for p, q in zip(params, alone):
+            torch.testing.assert_close(p.grad[k], q.grad)
+    total = torch.stack([p.grad.reshape(3, -1).norm(dim=1) for p in params]).norm(dim=0)
+    torch.testing.assert_close(total[1:], torch.ones(2))          # replicas 1 and 2 clipped to norm 1
+    assert total[0] < 0.5                                          # replica 0 is left as it was
+    torch.testing.assert_close(params[0].grad[0], grads[0][0])
+
+
+def test_optimizer_state_splits_and_stacks_back(make_config):
+    from sinkexp.model import Transformer
+    from sinkexp.tasks import TASKS
+
+    for optim in ("adamw", "sgd"):
+        cfg = make_config(*QUICK, f"train.optim={optim}", "model.norm_type=dyt")    # DyT: a scalar parameter
+        task = TASKS[cfg.task.name](cfg.task)
+        models = [Transformer(cfg.model, cfg.attn, task) for _ in range(2)]
+        trainer = ReplicaTrainer(models, task, cfg.train, [torch.Generator().manual_seed(k) for k in range(2)],
+                                 torch.device("cpu"))
+        trainer.train_step()
+        stacked = trainer.optimizer.state_dict()
+        parts = [replica_optimizer_state(stacked, k) for k in range(2)]
+        # Each part is what a lone model's optimiser holds: it loads into one.
+        lone = Trainer(Transformer(cfg.model, cfg.attn, task), task, cfg.train, torch.Generator(), torch.device("cpu"))
+        lone.optimizer.load_state_dict(parts[1])
+        rebuilt = stack_optimizer_states(parts)
+        for index, entry in stacked["state"].items():
+            for key, value in entry.items():
+                torch.testing.assert_close(rebuilt["state"][index][key], value, rtol=0, atol=0)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="torch.compile on the CPU needs a C compiler")
+@pytest.mark.parametrize("K", [1, 2])
+def test_compiled_training_step_matches_eager(make_config, K):
+    from sinkexp.model import Transformer
+    from sinkexp.tasks import TASKS
+
+    cfg = make_config(*QUICK, "model.n_heads=2", "task.seq_len=16")
+    task = TASKS[cfg.task.name](cfg.task)
+
+    def trainer(compile):
+        train_cfg = dataclasses.replace(cfg.train, compile=compile)
+        models = []
+        for k in range(K):
+            torch.manual_seed(k)
+            models.append(Transformer(cfg.model, cfg.attn, task))
+        generators = [torch.Generator().manual_seed(k) for k in range(K)]
+        if K == 1:
+            return Trainer(models[0], task, train_cfg, generators[0], torch.device("cpu"))
+        return ReplicaTrainer(models, task, train_cfg, generators, torch.device("cpu"))
+
+    eager, compiled = trainer(False), trainer(True)
+    for _ in range(5):
+        torch.testing.assert_close(compiled.train_step(), eager.train_step(), rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(compiled.replica(K - 1).state_dict(), eager.replica(K - 1).state_dict(),
+                               rtol=1e-4, atol=1e-6)
