@@ -61,3 +61,21 @@ def test_compiled_replicas_with_cuda_graphs_match_eager(make_config):
     for _ in range(5):
         eager, compiled = (trainer.train_step() for trainer in trainers)
         torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+@pytest.mark.parametrize("replicas", [1, 4])
+def test_training_steps_never_wait_for_the_gpu(make_config, task, replicas):
+    """No host synchronisation inside a step: data, loss, clipping and optimiser stay on the device."""
+    from sinkexp.runner import make_trainer, replica_configs
+
+    cfg = make_config(f"task={task}", "train.batch_size=16", f"train.replicas={replicas}", "device=cuda")
+    _, trainer = make_trainer(replica_configs(cfg), torch.device("cuda"))
+    trainer.train_step()                    # the first step allocates optimiser state
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            trainer.train_step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")

@@ -60,28 +60,18 @@ def test_k_replicas_equal_k_lone_runs(make_config, tmp_path, setting):
         assert (together / R.DONE).exists()
 
 
-def test_killed_replicas_resume_together_or_alone(make_config, tmp_path, monkeypatch):
+def test_killed_replicas_resume_together_or_alone(make_config, tmp_path, kill_at_step):
     cfg = make_config(*QUICK, "model.n_heads=2", "train.replicas=2")
     seeds = replica_configs(cfg)
     run_replicas(seeds, [tmp_path / "whole0", tmp_path / "whole1"])
 
-    original = ReplicaTrainer.train_step
-    calls = {"n": 0}
-
-    def dies_at_step_25(self):
-        calls["n"] += 1
-        if calls["n"] == 25:
-            raise KeyboardInterrupt
-        return original(self)
-
-    monkeypatch.setattr(ReplicaTrainer, "train_step", dies_at_step_25)
     for split in ("together", "mixed"):
-        calls["n"] = 0
+        kill_at_step(ReplicaTrainer, 25)
         with pytest.raises(KeyboardInterrupt):
             run_replicas(seeds, [tmp_path / f"{split}0", tmp_path / f"{split}1"])
         for k in range(2):
             assert (tmp_path / f"{split}{k}/FAILED").exists()
-    monkeypatch.setattr(ReplicaTrainer, "train_step", original)
+    kill_at_step(ReplicaTrainer, None)
 
     # Both resume from their step-20 checkpoints, together: the same computation as uninterrupted.
     run_replicas(seeds, [tmp_path / "together0", tmp_path / "together1"])

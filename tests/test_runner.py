@@ -14,24 +14,15 @@ def read(run_dir, name):
     return (run_dir / name).read_bytes()
 
 
-def test_killed_run_resumes_to_the_same_tables(make_config, tmp_path, monkeypatch):
+def test_killed_run_resumes_to_the_same_tables(make_config, tmp_path, kill_at_step):
     cfg = make_config(*QUICK, "model.n_heads=2")
     run(cfg, tmp_path / "whole")
 
-    calls = {"n": 0}
-    original = Trainer.train_step
-
-    def dies_at_step_25(self):
-        calls["n"] += 1
-        if calls["n"] == 25:
-            raise KeyboardInterrupt
-        return original(self)
-
-    monkeypatch.setattr(Trainer, "train_step", dies_at_step_25)
+    kill_at_step(Trainer, 25)
     with pytest.raises(KeyboardInterrupt):
         run(cfg, tmp_path / "split")
     assert (tmp_path / "split/FAILED").exists() and not (tmp_path / "split/DONE").exists()
-    monkeypatch.setattr(Trainer, "train_step", original)
+    kill_at_step(Trainer, None)
     run(cfg, tmp_path / "split")            # resumes from the step-20 checkpoint
     assert (tmp_path / "split/DONE").exists() and not (tmp_path / "split/FAILED").exists()
     for name in (R.METRICS, R.LOSSES, R.SUMMARY):
