@@ -134,8 +134,7 @@ def main() -> None:
     # The same trainer with the fused attention kernel switched off: what the fused path buys.
     explicit = Transformer(model_cfg, AttnConfig(), task)
     explicit.load_state_dict(project.state_dict())
-    for block in explicit.blocks:
-        block.attn.fusable = False
+    explicit.use_fused_attention(False)
     explicit_trainer = Trainer(explicit, task, train_cfg, torch.Generator().manual_seed(0), torch.device("cpu"))
     ref_optimizer = torch.optim.AdamW(reference.parameters(), lr=train_cfg.lr, betas=train_cfg.betas)
     ref_generator = torch.Generator().manual_seed(0)

@@ -5,15 +5,18 @@
     .venv/bin/python scripts/bench_gpu.py --device cpu --ks 1,2 --seconds 1 --damping-steps 40   # smoke run
 
 Part 1, replicas: training throughput of K models of one config trained together
-(train.replicas=K, ReplicaTrainer) for each K in --ks, against one lone model (Trainer, K = 1), on the
-trigger task's default model (1 layer, 1 head, d_model 64, L 32, batch 128). Each side trains for
---seconds after a warm-up, data sampling included, evaluation not; the device is synchronised
-before and after. Reported: steps/s, model-steps/s (K x steps/s), and the wall time of a step of K
-models over that of one lone model (target: at most 2 at K = 64).
+(train.replicas=K, ReplicaTrainer) for each K in --ks, against one lone model (Trainer, K = 1) with
+the same train.data_chunk, for each chunk in --chunks, on the trigger task's default model
+(1 layer, 1 head, d_model 64, L 32, batch 128). Each side trains for --seconds after a warm-up,
+data sampling included, evaluation not; the device is synchronised before and after. Reported:
+steps/s, model-steps/s (K x steps/s), the wall time of a step of K models over that of one lone
+model (target: at most 2 at K = 64), and kernel launches per step (profiled over one data chunk;
+on the CPU, the operators that would be kernels).
 
 Part 2, the source's damping run: `sinkexp train task=damping scale=paper` (30k steps x batch 1024,
-evaluation every 1000 steps) in-process into a temporary directory, with its wall time (target: at
-most a minute on an H200; the source reports about 4 minutes on one GPU) and whether the sink formed.
+evaluation every 1000 steps) with train.data_chunk=--damping-chunk, in-process into a temporary
+directory, with its wall time (target: at most a minute on an H200; the source reports about 4
+minutes on one GPU) and whether the sink formed.
 """
 from __future__ import annotations
 
@@ -57,33 +60,69 @@ def steps_per_second(trainer, device: torch.device, seconds: float, warmup: int 
     return steps / (time.perf_counter() - started)
 
 
-def bench_replicas(ks: list[int], device: torch.device, seconds: float, compile: bool) -> list[dict]:
-    """K = 1 is a lone run's Trainer, the baseline; every other K a ReplicaTrainer."""
+# Operators that launch no kernel (views, metadata, allocation): left out of the CPU's launch count.
+NO_KERNEL = {"aten::" + name for name in (
+    "as_strided", "view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "unsqueeze",
+    "squeeze", "slice", "select", "alias", "split", "split_with_sizes", "unbind", "detach", "lift_fresh",
+    "empty", "empty_strided", "resolve_conj", "resolve_neg", "to", "_local_scalar_dense", "result_type")}
+
+
+def launches_per_step(trainer, device: torch.device) -> float:
+    """Kernels per training step, averaged over one data chunk: CUDA kernels and copies on a GPU;
+    on the CPU the operators that would be kernels (innermost aten ops that are not views)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    trainer.batches.clear()                     # start the average at a fresh draw
+    steps = trainer.cfg.data_chunk
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            trainer.train_step()
+        synchronize(device)
+    events = prof.events()
+    if device.type == "cuda":
+        count = sum(event.device_type == DeviceType.CUDA for event in events)
+    else:
+        count = sum(event.name.startswith("aten::") and event.name not in NO_KERNEL
+                    and not any(child.name.startswith("aten::") for child in event.cpu_children)
+                    for event in events)
+    return count / steps
+
+
+def bench_replicas(ks: list[int], chunks: list[int], device: torch.device, seconds: float, compile: bool) -> list[dict]:
+    """K = 1 is a lone run's Trainer, the baseline for its data chunk; every other K a ReplicaTrainer."""
     rows = []
-    for K in sorted({1, *ks}):
-        cfg = make_config("task=trigger", f"train.replicas={K}", f"train.compile={compile}")
-        _, trainer = make_trainer(replica_configs(cfg), device)
-        rate = steps_per_second(trainer, device, seconds)
-        lone_rate = rows[0]["steps_per_s"] if rows else rate
-        rows.append({"K": K, "trainer": type(trainer).__name__, "steps_per_s": rate, "model_steps_per_s": K * rate,
-                     "step_time_vs_lone": lone_rate / rate})
-        print(f"K={K:>3} ({type(trainer).__name__:>14}): {rate:8.1f} steps/s  {K * rate:9.1f} model-steps/s  "
-              f"step time {lone_rate / rate:5.2f}x the lone model's", flush=True)
+    for chunk in chunks:
+        lone_rate = None
+        for K in sorted({1, *ks}):
+            cfg = make_config("task=trigger", f"train.replicas={K}", f"train.compile={compile}",
+                              f"train.data_chunk={chunk}")
+            _, trainer = make_trainer(replica_configs(cfg), device)
+            rate = steps_per_second(trainer, device, seconds)
+            launches = launches_per_step(trainer, device)
+            lone_rate = lone_rate or rate
+            rows.append({"K": K, "data_chunk": chunk, "trainer": type(trainer).__name__, "steps_per_s": rate,
+                         "model_steps_per_s": K * rate, "step_time_vs_lone": lone_rate / rate,
+                         "launches_per_step": launches})
+            print(f"data_chunk {chunk:>3}, K={K:>3} ({type(trainer).__name__:>14}): {rate:8.1f} steps/s  "
+                  f"{K * rate:9.1f} model-steps/s  step time {lone_rate / rate:5.2f}x the lone model's  "
+                  f"{launches:7.1f} launches/step", flush=True)
     return rows
 
 
-def bench_damping(device: torch.device, steps: int, compile: bool) -> dict:
+def bench_damping(device: torch.device, steps: int, chunk: int, compile: bool) -> dict:
     cfg = make_config("task=damping", "scale=paper", f"device={device}", f"train.steps={steps}",
-                      f"train.compile={compile}")
+                      f"train.compile={compile}", f"train.data_chunk={chunk}")
     with tempfile.TemporaryDirectory() as run_dir:
         started = time.perf_counter()
         summary = run(cfg, run_dir)
         wall = time.perf_counter() - started
         meta = json.loads((Path(run_dir) / "meta.json").read_text())
     print(format_summary(summary))
-    print(f"damping, scale=paper: {steps} steps x batch {cfg.train.batch_size} in {wall:.1f} s "
+    print(f"damping, scale=paper, data_chunk {chunk}: {steps} steps x batch {cfg.train.batch_size} in {wall:.1f} s "
           f"({meta['steps_per_s']:.0f} steps/s, evaluation every {cfg.eval.every} steps included)", flush=True)
-    return {"steps": steps, "batch_size": cfg.train.batch_size, "wall_s": wall, "steps_per_s": meta["steps_per_s"],
+    return {"steps": steps, "batch_size": cfg.train.batch_size, "data_chunk": chunk, "wall_s": wall, "steps_per_s": meta["steps_per_s"],
             "sink_attn_layer0": summary["sink_attn"]["0"]}
 
 
@@ -91,8 +130,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto")
     parser.add_argument("--ks", default="1,8,64", help="replica counts, comma-separated")
-    parser.add_argument("--seconds", type=float, default=8.0, help="timed seconds per side")
+    parser.add_argument("--seconds", type=float, default=5.0, help="timed seconds per side")
+    parser.add_argument("--chunks", default="1,32", help="train.data_chunk values for part 1, comma-separated")
     parser.add_argument("--damping-steps", type=int, default=30000)
+    parser.add_argument("--damping-chunk", type=int, default=32, help="train.data_chunk of part 2")
     parser.add_argument("--compile", action="store_true", help="train.compile=true for every side")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
@@ -101,8 +142,9 @@ def main() -> None:
     print(f"device {device} ({name}), torch {torch.__version__}, CUDA {torch.version.cuda}, "
           f"compile {args.compile}, fp32 matmuls (TF32 {torch.backends.cuda.matmul.allow_tf32})", flush=True)
     results = {"device": str(device), "device_name": name, "torch": torch.__version__, "compile": args.compile,
-               "replicas": bench_replicas([int(k) for k in args.ks.split(",")], device, args.seconds, args.compile),
-               "damping": bench_damping(device, args.damping_steps, args.compile)}
+               "replicas": bench_replicas([int(k) for k in args.ks.split(",")], [int(c) for c in args.chunks.split(",")],
+                                          device, args.seconds, args.compile),
+               "damping": bench_damping(device, args.damping_steps, args.damping_chunk, args.compile)}
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(results, handle, indent=2)

@@ -75,6 +75,7 @@ class TrainConfig:
     grad_clip: float = 1.0       # 0 disables clipping
     log_every: int = 100
     checkpoint_every: int = 500
+    data_chunk: int = 1          # steps' batches drawn per sampler call (fewer GPU launches; changes the data)
     replicas: int = 1            # K > 1: seeds seed .. seed+K-1 trained together, one run directory each
     compile: bool = False        # torch.compile the training step (CUDA graphs on a GPU)
 
@@ -103,6 +104,9 @@ class Config:
 # Keys that do not change a run's result, so they stay out of its hash (and out of the report's
 # grouping): a replica trained beside others, or compiled, is the same run as alone.
 UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile")
+# Keys added after run directories existed: at these values (the earlier behaviour) they stay out
+# of the hash, so earlier runs keep their directory names.
+LATER_KEYS = {"train.data_chunk": 1}
 
 
 def register_schema() -> None:
@@ -159,7 +163,8 @@ def validate(cfg: Config) -> None:
             raise choices_error(key, value, valid)
     positive = {"model.n_layers": m.n_layers, "model.n_heads": m.n_heads, "model.d_model": m.d_model,
                 "train.steps": t.steps, "train.batch_size": t.batch_size, "train.log_every": t.log_every,
-                "train.checkpoint_every": t.checkpoint_every, "train.replicas": t.replicas, "eval.every": cfg.eval.every,
+                "train.checkpoint_every": t.checkpoint_every, "train.replicas": t.replicas,
+                "train.data_chunk": t.data_chunk, "eval.every": cfg.eval.every,
                 "eval.batch_size": cfg.eval.batch_size}
     for key, value in positive.items():
         if value < 1:
@@ -193,10 +198,11 @@ def to_dict(cfg: Config) -> dict:
 def config_hash(cfg: Config) -> str:
     """Eight hex digits over every setting that changes the result (not the UNHASHED_KEYS)."""
     settings = to_dict(cfg)
-    for key in UNHASHED_KEYS:
+    for key in (*UNHASHED_KEYS, *LATER_KEYS):
         *parents, leaf = key.split(".")
         node = settings
         for parent in parents:
             node = node[parent]
-        del node[leaf]
+        if key in UNHASHED_KEYS or node[leaf] == LATER_KEYS[key]:
+            del node[leaf]
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]

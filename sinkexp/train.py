@@ -22,7 +22,7 @@ import copy
 import dataclasses
 import itertools
 import time
-import warnings
+from collections import deque
 from typing import Callable
 
 import torch
@@ -36,6 +36,7 @@ from sinkexp.tasks.base import Batch
 # Optimiser state entries every replica shares: AdamW's step counter (all replicas step together).
 # Every other tensor in the state has its parameter's shape, model axis included.
 SHARED_OPTIMIZER_STATE = ("step",)
+FIELDS = dataclasses.fields(Batch)
 
 
 def make_optimizer(params, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -77,6 +78,7 @@ class Trainer:
         self.step = 0
         self.window_sum = torch.zeros(self.n_replicas, device=device)   # train loss summed since the last log
         self.window_len = 0
+        self.batches: deque[Batch] = deque()   # drawn ahead by next_batch, never across a checkpoint
 
     def replica(self, k: int) -> nn.Module:
         """Replica k as a plain module with its current weights (for evaluation)."""
@@ -105,9 +107,30 @@ class Trainer:
         self.step, self.window_len = states[0]["step"], states[0]["window_len"]
         self.window_sum = torch.stack([state["window_sum"].reshape(()) for state in states]).to(self.device)
 
+    def next_batch(self) -> Batch:
+        """This step's batch (with K replicas every field has a leading model axis: (K, B, ...)).
+
+        The sampler draws `train.data_chunk` steps' batches per call and generator (fewer kernel
+        launches on a GPU), never past the next checkpoint, so a resumed run draws what an
+        uninterrupted one does.
+        """
+        if not self.batches:
+            cfg = self.cfg
+            steps = max(1, min(cfg.data_chunk, cfg.steps - self.step, cfg.checkpoint_every - self.step % cfg.checkpoint_every))
+            drawn = self.combine([self.task.sample(cfg.batch_size * steps, generator, self.device)
+                                  for generator in self.generators])
+            self.batches.extend(split_batch(drawn, cfg.batch_size, dim=self.batch_dim))
+        return self.batches.popleft()
+
+    batch_dim = 0                           # where a batch's examples run: after the model axis, if any
+
+    def combine(self, batches: list[Batch]) -> Batch:
+        (batch,) = batches
+        return batch
+
     def train_step(self) -> torch.Tensor:
         """One optimiser step; returns each replica's training loss, shape (K,), on the device."""
-        batch = self.task.sample(self.cfg.batch_size, self.generators[0], self.device)
+        batch = self.next_batch()
         loss = batch_loss(self.task, self.forward(batch.inputs), batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -162,11 +185,11 @@ class ReplicaTrainer(Trainer):
             batch = Batch(*batch_fields)
             return batch_loss(task, functional_call(skeleton, (params, buffers), (batch.inputs,)), batch)
 
-        if device.type == "cpu":
-            # vmap has no batching rule for the CPU's fused attention kernel and runs it once per
-            # replica; still faster than the explicit path (79-86 vs 97-101 ms/step, K=4, 2 layers,
-            # 4 heads, seq 64, batch 64). CUDA's flash/efficient kernels have batching rules.
-            warnings.filterwarnings("ignore", message=".*batching rule for aten::_scaled_dot_product")
+        if device.type != "cuda":
+            # vmap has no batching rule for the CPU's fused attention kernel: it runs it once per
+            # replica, and the backward of that loop costs O(K^2) (K=32: 1.3 s a step, half of it
+            # filling zeros). The explicit path is batched. CUDA's fused kernels have batching rules.
+            skeleton.use_fused_attention(False)
         self.losses = maybe_compile(vmap(replica_loss), cfg, device)
         self._setup(task, cfg, list(generators), device, self.params.values())
 
@@ -198,16 +221,26 @@ class ReplicaTrainer(Trainer):
         self.optimizer.load_state_dict(stack_optimizer_states([state["optimizer"] for state in states]))
         self._load_progress(states)
 
+    batch_dim = 1
+
+    def combine(self, batches: list[Batch]) -> Batch:
+        return Batch(*(torch.stack([getattr(batch, field.name) for batch in batches]) for field in FIELDS))
+
     def train_step(self) -> torch.Tensor:
-        batches = [self.task.sample(self.cfg.batch_size, generator, self.device) for generator in self.generators]
-        fields = [torch.stack([getattr(batch, field.name) for batch in batches]) for field in dataclasses.fields(Batch)]
-        losses = self.losses(self.params, self.buffers, *fields)                 # (K,)
+        batch = self.next_batch()
+        losses = self.losses(self.params, self.buffers, *(getattr(batch, field.name) for field in FIELDS))  # (K,)
         self.optimizer.zero_grad(set_to_none=True)
         losses.sum().backward()      # replicas share no parameter: each gets its own loss's gradient
         if self.cfg.grad_clip > 0:
             clip_grad_norm_per_replica_(self.params.values(), self.cfg.grad_clip)
         self.optimizer.step()
         return losses.detach()
+
+
+def split_batch(batch: Batch, size: int, dim: int) -> list[Batch]:
+    """Cut a batch into batches of `size` examples along `dim` (views, no copies)."""
+    parts = [torch.split(getattr(batch, field.name), size, dim=dim) for field in FIELDS]
+    return [Batch(*fields) for fields in zip(*parts)]
 
 
 def clip_grad_norm_per_replica_(params, max_norm: float) -> None:

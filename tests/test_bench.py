@@ -40,10 +40,14 @@ def test_flops_per_step_closed_form():
 
 def test_gpu_benchmark_runs_both_parts_on_the_cpu():
     bench_gpu = load_script("bench_gpu")
-    rows = bench_gpu.bench_replicas([2], torch.device("cpu"), seconds=0.0, compile=False)
-    assert [(row["K"], row["trainer"]) for row in rows] == [(1, "Trainer"), (2, "ReplicaTrainer")]
-    assert rows[0]["step_time_vs_lone"] == 1.0
+    rows = bench_gpu.bench_replicas([2], [1, 4], torch.device("cpu"), seconds=0.0, compile=False)
+    assert [(row["K"], row["data_chunk"], row["trainer"]) for row in rows] == [
+        (1, 1, "Trainer"), (2, 1, "ReplicaTrainer"), (1, 4, "Trainer"), (2, 4, "ReplicaTrainer")]
+    assert rows[0]["step_time_vs_lone"] == rows[2]["step_time_vs_lone"] == 1.0
     assert rows[1]["model_steps_per_s"] == 2 * rows[1]["steps_per_s"] > 0
-    damping = bench_gpu.bench_damping(torch.device("cpu"), steps=2, compile=False)
+    # A second replica adds one sampler call per step; drawing 4 steps at a time divides that by 4.
+    per_replica = {chunk: rows[i + 1]["launches_per_step"] - rows[i]["launches_per_step"] for i, chunk in ((0, 1), (2, 4))}
+    assert per_replica[4] < per_replica[1]
+    damping = bench_gpu.bench_damping(torch.device("cpu"), steps=2, chunk=1, compile=False)
     assert damping["batch_size"] == 1024 and damping["steps"] == 2
     assert set(damping["sink_attn_layer0"]) >= {"nop", "active"}

@@ -69,7 +69,10 @@ def test_paper_scale_composes_for_every_task(make_config, task):
 
 def test_hash_ignores_device_and_name_but_not_results(make_config):
     base = config_hash(make_config())
-    assert config_hash(make_config("device=cpu", "name=x")) == base
+    assert base == "96365c1e"       # the trigger default's hash since the first release: run names stay valid
+    assert config_hash(make_config("device=cpu", "name=x", "threads=1", "train.replicas=4",
+                                   "train.compile=true", "train.data_chunk=1")) == base
+    assert config_hash(make_config("train.data_chunk=8")) != base      # another data stream
     assert config_hash(make_config("seed=1")) != base
     assert config_hash(make_config("task.p_trigger=0.3")) != base
 

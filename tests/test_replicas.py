@@ -18,11 +18,12 @@ QUICK = ("train.steps=30", "eval.every=10", "train.log_every=5", "train.checkpoi
 # Two settings that touch every per-replica piece: clipping that bites (gradient norms here are
 # 0.008-0.02, and SGD's step scales with the clipped gradient where AdamW's barely does), AdamW and
 # SGD with momentum, vector and token tasks, fused softmax and explicit relu attention, an MLP and
-# a register. Clipping all replicas by one joint norm fails the first setting.
+# a register, and data drawn 4 steps at a time. Clipping all replicas by one joint norm fails the
+# first setting.
 SETTINGS = {
     "trigger-sgd-clipped": ("model.n_heads=2", "train.optim=sgd", "train.lr=1.0", "train.grad_clip=0.005"),
-    "backcopy-adamw-relu": ("task=backcopy", "attn=relu", "model.n_layers=2", "model.mlp=gelu",
-                            "model.n_registers=1"),
+    "backcopy-adamw-relu-chunked": ("task=backcopy", "attn=relu", "model.n_layers=2", "model.mlp=gelu",
+                                    "model.n_registers=1", "train.data_chunk=4"),
 }
 
 
@@ -156,3 +157,35 @@ def test_compiled_training_step_matches_eager(make_config, K):
         torch.testing.assert_close(compiled.train_step(), eager.train_step(), rtol=1e-4, atol=1e-6)
     torch.testing.assert_close(compiled.replica(K - 1).state_dict(), eager.replica(K - 1).state_dict(),
                                rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_chunked_data_resumes_to_the_same_tables(make_config, tmp_path, kill_at_step, replicas):
+    """data_chunk=4 with checkpoints every 10 steps draws 4, 4, 2 steps per interval, so a run
+    killed at step 25 resumes from step 20 drawing exactly what the uninterrupted run drew."""
+    seeds = replica_configs(make_config(*QUICK, "train.data_chunk=4", f"train.replicas={replicas}"))
+    trainer = ReplicaTrainer if replicas > 1 else Trainer
+    run_replicas(seeds, [tmp_path / f"whole{k}" for k in range(replicas)])
+    kill_at_step(trainer, 25)
+    with pytest.raises(KeyboardInterrupt):
+        run_replicas(seeds, [tmp_path / f"split{k}" for k in range(replicas)])
+    kill_at_step(trainer, None)
+    run_replicas(seeds, [tmp_path / f"split{k}" for k in range(replicas)])
+    for k in range(replicas):
+        assert_same_tables(tmp_path / f"split{k}", tmp_path / f"whole{k}", exact=True)
+
+
+def test_chunked_batches_are_the_sampler_draw_cut_in_steps(make_config):
+    from sinkexp.runner import make_trainer
+
+    cfg = make_config(*QUICK, "train.data_chunk=4")          # 30 steps, checkpoints every 10
+    task, trainer = make_trainer([cfg], torch.device("cpu"))
+    drawn = task.sample(16 * 4, torch.Generator().manual_seed(cfg.seed), "cpu")
+    sizes = []
+    for step in range(12):
+        trainer.step = step
+        batch = trainer.next_batch()
+        if step < 4:
+            torch.testing.assert_close(batch.inputs, drawn.inputs[16 * step: 16 * (step + 1)], rtol=0, atol=0)
+        sizes.append(len(trainer.batches))
+    assert sizes == [3, 2, 1, 0, 3, 2, 1, 0, 1, 0, 3, 2]      # chunks of 4, 4, 2, then 4 after the checkpoint

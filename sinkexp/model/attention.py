@@ -103,7 +103,8 @@ class Attention(nn.Module):
         self.rope = rope
         # Plain softmax attention can run as PyTorch's fused kernel whenever nobody captures its
         # scores or weights (training steps); evaluation captures them and takes the explicit path.
-        self.fusable = attn.normaliser == "softmax" and attn.slot == "none"
+        self.fusable_by_config = attn.normaliser == "softmax" and attn.slot == "none"
+        self.fusable = self.fusable_by_config          # see Transformer.use_fused_attention
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.out = nn.Linear(d_model, d_model, bias=bias)
         self.q_norm = nn.RMSNorm(self.d_head) if qk_norm else nn.Identity()

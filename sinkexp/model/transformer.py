@@ -146,6 +146,11 @@ class Transformer(nn.Module):
         self.final_norm = make_norm(cfg.norm_type, d) if cfg.final_norm else nn.Identity()
         self.readout = nn.Linear(d, task.output_dim, bias=cfg.bias) if cfg.readout == "linear" else nn.Identity()
 
+    def use_fused_attention(self, enabled: bool) -> None:
+        """Whether softmax layers may train with the fused kernel (they do by default)."""
+        for block in self.blocks:
+            block.attn.fusable = enabled and block.attn.fusable_by_config
+
     def visible(self, T: int, device) -> torch.Tensor:
         """(T, T) bool: which keys each query sees."""
         ones = torch.ones(T, T, dtype=torch.bool, device=device)
