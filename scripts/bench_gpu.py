@@ -122,8 +122,8 @@ def bench_damping(device: torch.device, steps: int, chunk: int, compile: bool) -
     print(format_summary(summary))
     print(f"damping, scale=paper, data_chunk {chunk}: {steps} steps x batch {cfg.train.batch_size} in {wall:.1f} s "
           f"({meta['steps_per_s']:.0f} steps/s, evaluation every {cfg.eval.every} steps included)", flush=True)
-    return {"steps": steps, "batch_size": cfg.train.batch_size, "data_chunk": chunk, "wall_s": wall, "steps_per_s": meta["steps_per_s"],
-            "sink_attn_layer0": summary["sink_attn"]["0"]}
+    return {"steps": steps, "batch_size": cfg.train.batch_size, "data_chunk": chunk, "wall_s": wall,
+            "steps_per_s": meta["steps_per_s"], "sink_attn_layer0": summary["sink_attn"]["0"]}
 
 
 def main() -> None:
@@ -142,8 +142,8 @@ def main() -> None:
     print(f"device {device} ({name}), torch {torch.__version__}, CUDA {torch.version.cuda}, "
           f"compile {args.compile}, fp32 matmuls (TF32 {torch.backends.cuda.matmul.allow_tf32})", flush=True)
     results = {"device": str(device), "device_name": name, "torch": torch.__version__, "compile": args.compile,
-               "replicas": bench_replicas([int(k) for k in args.ks.split(",")], [int(c) for c in args.chunks.split(",")],
-                                          device, args.seconds, args.compile),
+               "replicas": bench_replicas([int(k) for k in args.ks.split(",")],
+                                          [int(c) for c in args.chunks.split(",")], device, args.seconds, args.compile),
                "damping": bench_damping(device, args.damping_steps, args.damping_chunk, args.compile)}
     if args.json:
         with open(args.json, "w") as handle:

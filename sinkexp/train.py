@@ -6,8 +6,8 @@ are stacked along a leading model axis and one vmapped forward and backward serv
 (torch.func.stack_module_state + functional_call + vmap). Everything that couples parameters is
 done per replica: the loss, gradient clipping (each replica's own norm) and the optimiser (AdamW
 and SGD are elementwise), so replica k follows its lone run's trajectory up to floating-point
-summation order. On a GPU, where tiny models are bound by kernel launches, K models then cost
-little more than one.
+summation order. The point is the GPU, where tiny models are bound by kernel launches rather than
+arithmetic (scripts/bench_gpu.py measures what K models cost against one).
 
 Neither knows anything about sinks. `fit` calls `on_eval(step)` at step 0, every `eval_every`
 steps and at the last step; `on_log(step, losses)` every `log_every` steps, with each replica's
@@ -66,6 +66,8 @@ def maybe_compile(fn, cfg: TrainConfig, device: torch.device):
 class Trainer:
     """One model, one data generator."""
 
+    batch_dim = 0                           # where a batch's examples run: after the model axis, if any
+
     def __init__(self, model: nn.Module, task, cfg: TrainConfig, generator: torch.Generator, device: torch.device):
         self.model = model
         self.forward = maybe_compile(model, cfg, device)   # training only; evaluation calls self.model
@@ -116,13 +118,12 @@ class Trainer:
         """
         if not self.batches:
             cfg = self.cfg
-            steps = max(1, min(cfg.data_chunk, cfg.steps - self.step, cfg.checkpoint_every - self.step % cfg.checkpoint_every))
+            to_checkpoint = cfg.checkpoint_every - self.step % cfg.checkpoint_every
+            steps = max(1, min(cfg.data_chunk, to_checkpoint, cfg.steps - self.step))
             drawn = self.combine([self.task.sample(cfg.batch_size * steps, generator, self.device)
                                   for generator in self.generators])
             self.batches.extend(split_batch(drawn, cfg.batch_size, dim=self.batch_dim))
         return self.batches.popleft()
-
-    batch_dim = 0                           # where a batch's examples run: after the model axis, if any
 
     def combine(self, batches: list[Batch]) -> Batch:
         (batch,) = batches
@@ -176,6 +177,8 @@ class ReplicaTrainer(Trainer):
     trainer owns stacked copies. Shapes: every parameter (K, ...), inputs (K, B, ...), losses (K,).
     """
 
+    batch_dim = 1
+
     def __init__(self, models: list[nn.Module], task, cfg: TrainConfig, generators: list, device: torch.device):
         self.params, self.buffers = stack_module_state(models)        # name -> (K, ...) leaf tensors
         self.model = copy.deepcopy(models[0])   # holds one replica's weights at a time, see replica()
@@ -220,8 +223,6 @@ class ReplicaTrainer(Trainer):
                     stacked[name][k].copy_(tensor)
         self.optimizer.load_state_dict(stack_optimizer_states([state["optimizer"] for state in states]))
         self._load_progress(states)
-
-    batch_dim = 1
 
     def combine(self, batches: list[Batch]) -> Batch:
         return Batch(*(torch.stack([getattr(batch, field.name) for batch in batches]) for field in FIELDS))
