@@ -28,19 +28,10 @@ import time
 from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_module
 
-from sinkexp.cli import CONFIG_MODULE, _register_resolvers
-from sinkexp.config import from_dictconfig, register_schema
+from sinkexp.cli import compose_config
 from sinkexp.evaluate.evaluator import format_summary
 from sinkexp.runner import make_trainer, replica_configs, resolve_device, run
-
-
-def make_config(*overrides: str):
-    register_schema()
-    _register_resolvers()
-    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
-        return from_dictconfig(compose("config", overrides=list(overrides)))
 
 
 def synchronize(device: torch.device) -> None:
@@ -96,7 +87,7 @@ def bench_replicas(ks: list[int], chunks: list[int], device: torch.device, secon
     for chunk in chunks:
         lone_rate = None
         for K in sorted({1, *ks}):
-            cfg = make_config("task=trigger", f"train.replicas={K}", f"train.compile={compile}",
+            cfg = compose_config("task=trigger", f"train.replicas={K}", f"train.compile={compile}",
                               f"train.data_chunk={chunk}")
             _, trainer = make_trainer(replica_configs(cfg), device)
             rate = steps_per_second(trainer, device, seconds)
@@ -112,7 +103,7 @@ def bench_replicas(ks: list[int], chunks: list[int], device: torch.device, secon
 
 
 def bench_damping(device: torch.device, steps: int, chunk: int, compile: bool) -> dict:
-    cfg = make_config("task=damping", "scale=paper", f"device={device}", f"train.steps={steps}",
+    cfg = compose_config("task=damping", "scale=paper", f"device={device}", f"train.steps={steps}",
                       f"train.compile={compile}", f"train.data_chunk={chunk}")
     with tempfile.TemporaryDirectory() as run_dir:
         started = time.perf_counter()

@@ -45,6 +45,18 @@ def _register_resolvers() -> None:
         OmegaConf.register_new_resolver(name, resolver, replace=True)
 
 
+def compose_config(*overrides: str):
+    """A validated Config from KEY=VALUE overrides, composed as `sinkexp train` composes it, without
+    running anything (for tests and scripts)."""
+    from hydra import compose, initialize_config_module
+
+    register_schema()
+    if not OmegaConf.has_resolver("sinkexp_utc_now"):
+        _register_resolvers()
+    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
+        return from_dictconfig(compose("config", overrides=list(overrides)))
+
+
 def _expand(overrides: list[str], multirun: bool, config_params: dict) -> list[list[str]]:
     """Every combination of a sweep's values, as lists of plain KEY=VALUE overrides.
 
@@ -129,9 +141,9 @@ def replica_run_dirs(full: DictConfig, multirun: bool, seeds: list[int]) -> list
 
     `full` is a composed config with its hydra node (patterns unresolved).
     """
+    node = OmegaConf.create(OmegaConf.to_container(full, resolve=False))   # a copy whose seed can change
     dirs = []
     for seed in seeds:
-        node = OmegaConf.create(OmegaConf.to_container(full, resolve=False))
         node.seed = seed
         pattern = f"{node.hydra.sweep.dir}/{node.hydra.sweep.subdir}" if multirun else node.hydra.run.dir
         dirs.append(Path(pattern).absolute())
@@ -184,8 +196,8 @@ def _train(dict_cfg: DictConfig) -> None:
     cfgs = replica_configs(cfg)
     dirs = [Path(hydra_cfg.runtime.output_dir)]
     if len(cfgs) > 1:   # the other seeds' directories, as each would be named alone
-        full = OmegaConf.create(OmegaConf.to_container(dict_cfg, resolve=False))
-        full.hydra = OmegaConf.to_container(hydra_cfg, resolve=False)
+        full = OmegaConf.create({**OmegaConf.to_container(dict_cfg, resolve=False),
+                                 "hydra": OmegaConf.to_container(hydra_cfg, resolve=False)})
         dirs += replica_run_dirs(full, hydra_cfg.mode == RunMode.MULTIRUN, [c.seed for c in cfgs[1:]])
     try:
         summaries = run_replicas(cfgs, dirs)

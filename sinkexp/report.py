@@ -79,8 +79,8 @@ def varying(runs: pd.DataFrame) -> list[str]:
     return chosen
 
 
-def summarise(runs: pd.DataFrame, finals: pd.DataFrame) -> pd.DataFrame:
-    groups = varying(runs)
+def summarise(runs: pd.DataFrame, finals: pd.DataFrame, groups: list[str]) -> pd.DataFrame:
+    """mean, std and n over seeds of each final value, per group (the varying settings), layer, query type, metric."""
     keyed = finals.merge(runs[["run"] + groups], on="run")
     by = groups + ["layer", "query_type", "metric"]
     table = keyed.groupby(by, dropna=False)["value"].agg(mean="mean", std="std", n="count").reset_index()
@@ -159,7 +159,7 @@ def report(root: Path, out: Path | None = None) -> Path:
         raise FileNotFoundError(f"no run directories (with {R.CONFIG}) below {root}")
     out.mkdir(parents=True, exist_ok=True)
     groups = varying(runs)
-    summary = summarise(runs, finals)
+    summary = summarise(runs, finals, groups)
     R.write_csv(out / "runs.csv", runs)
     R.write_csv(out / "summary.csv", summary)
     try:

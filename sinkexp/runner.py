@@ -150,8 +150,7 @@ class RunFiles:
             "metric_rows": self.metric_rows, "loss_rows": self.loss_rows})
 
     def finish(self, model, task, eval_batch, wall_time_s: float, steps_per_s: float) -> dict:
-        metrics, loss_table = self.tables()
-        R.write_csv(self.run_dir / R.LOSSES, loss_table)
+        metrics, loss_table = self.tables()   # on disk already: the last step always evaluates
         summary = summarise(metrics, loss_table, task.query_types, task.reference)
         R.write_arrays(self.run_dir / R.ATTENTION, mean_attention(model, eval_batch))
         R.write_json(self.run_dir / R.SUMMARY, summary)

@@ -1,5 +1,4 @@
 """train.replicas=K: K seeds trained together along a model axis, each run directory as if alone."""
-import dataclasses
 import json
 import shutil
 
@@ -9,7 +8,7 @@ import torch
 
 from sinkexp import rundir as R
 from sinkexp.config import config_hash
-from sinkexp.runner import replica_configs, run, run_replicas
+from sinkexp.runner import make_trainer, replica_configs, run, run_replicas
 from sinkexp.train import (ReplicaTrainer, Trainer, clip_grad_norm_per_replica_, replica_optimizer_state,
                            stack_optimizer_states)
 
@@ -111,20 +110,15 @@ def test_per_replica_clipping_is_torch_clipping_of_each_replica():
 
 
 def test_optimizer_state_splits_and_stacks_back(make_config):
-    from sinkexp.model import Transformer
-    from sinkexp.tasks import TASKS
-
     for optim in ("adamw", "sgd"):
-        cfg = make_config(*QUICK, f"train.optim={optim}", "model.norm_type=dyt")    # DyT: a scalar parameter
-        task = TASKS[cfg.task.name](cfg.task)
-        models = [Transformer(cfg.model, cfg.attn, task) for _ in range(2)]
-        trainer = ReplicaTrainer(models, task, cfg.train, [torch.Generator().manual_seed(k) for k in range(2)],
-                                 torch.device("cpu"))
+        cfg = make_config(*QUICK, f"train.optim={optim}", "model.norm_type=dyt",    # DyT: a scalar parameter
+                          "train.replicas=2")
+        _, trainer = make_trainer(replica_configs(cfg), torch.device("cpu"))
         trainer.train_step()
         stacked = trainer.optimizer.state_dict()
         parts = [replica_optimizer_state(stacked, k) for k in range(2)]
         # Each part is what a lone model's optimiser holds: it loads into one.
-        lone = Trainer(Transformer(cfg.model, cfg.attn, task), task, cfg.train, torch.Generator(), torch.device("cpu"))
+        _, lone = make_trainer([cfg], torch.device("cpu"))
         lone.optimizer.load_state_dict(parts[1])
         rebuilt = stack_optimizer_states(parts)
         for index, entry in stacked["state"].items():
@@ -135,22 +129,10 @@ def test_optimizer_state_splits_and_stacks_back(make_config):
 @pytest.mark.skipif(shutil.which("cc") is None, reason="torch.compile on the CPU needs a C compiler")
 @pytest.mark.parametrize("K", [1, 2])
 def test_compiled_training_step_matches_eager(make_config, K):
-    from sinkexp.model import Transformer
-    from sinkexp.tasks import TASKS
-
-    cfg = make_config(*QUICK, "model.n_heads=2", "task.seq_len=16")
-    task = TASKS[cfg.task.name](cfg.task)
-
     def trainer(compile):
-        train_cfg = dataclasses.replace(cfg.train, compile=compile)
-        models = []
-        for k in range(K):
-            torch.manual_seed(k)
-            models.append(Transformer(cfg.model, cfg.attn, task))
-        generators = [torch.Generator().manual_seed(k) for k in range(K)]
-        if K == 1:
-            return Trainer(models[0], task, train_cfg, generators[0], torch.device("cpu"))
-        return ReplicaTrainer(models, task, train_cfg, generators, torch.device("cpu"))
+        cfg = make_config(*QUICK, "model.n_heads=2", "task.seq_len=16", f"train.replicas={K}",
+                          f"train.compile={compile}")
+        return make_trainer(replica_configs(cfg), torch.device("cpu"))[1]
 
     eager, compiled = trainer(False), trainer(True)
     for _ in range(5):
@@ -176,8 +158,6 @@ def test_chunked_data_resumes_to_the_same_tables(make_config, tmp_path, kill_at_
 
 
 def test_chunked_batches_are_the_sampler_draw_cut_in_steps(make_config):
-    from sinkexp.runner import make_trainer
-
     cfg = make_config(*QUICK, "train.data_chunk=4")          # 30 steps, checkpoints every 10
     task, trainer = make_trainer([cfg], torch.device("cpu"))
     drawn = task.sample(16 * 4, torch.Generator().manual_seed(cfg.seed), "cpu")

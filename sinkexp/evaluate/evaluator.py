@@ -27,15 +27,21 @@ ATTENTION_TAPS = ("scores", "weights", "v", "mixed")   # every attention layer h
 CAPTURED = ATTENTION_TAPS + ("gates", "resid_post")      # gates only where attn.gate is set
 
 
+def captured_forward(model, inputs: torch.Tensor, names: list[str]) -> tuple[torch.Tensor, dict]:
+    """The model's prediction in eval mode, with the named taps recorded."""
+    was_training = model.training
+    model.eval()
+    with capture(model, names) as cache:
+        pred = model(inputs)
+    model.train(was_training)
+    return pred, cache
+
+
 @torch.no_grad()
 def evaluate(model, task, batch, step: int) -> tuple[list[tuple], list[tuple]]:
     """Metrics rows and loss rows of `model` on `batch` at `step` (one forward pass, captured)."""
-    was_training = model.training
-    model.eval()
     names = [name for name in tap_names(model) if name.rsplit(".", 1)[-1] in CAPTURED]
-    with capture(model, names) as cache:
-        pred = model(batch.inputs)
-    model.train(was_training)
+    pred, cache = captured_forward(model, batch.inputs, names)
 
     losses = []
     per_position = {"eval": task.loss(pred, batch), "baseline": task.baseline_loss(batch)}
@@ -63,8 +69,9 @@ def evaluate(model, task, batch, step: int) -> tuple[list[tuple], list[tuple]]:
                 rows.append((step, layer, head, query_type, metric, value))
 
     def add_scalar(layer: int, metric: str, value: torch.Tensor) -> None:
-        if math.isfinite(value.item()):   # e.g. massive_ratio of a stream that is mostly exact zeros
-            rows.append((step, layer, -1, "all", metric, value.item()))
+        number = value.item()
+        if math.isfinite(number):   # e.g. massive_ratio of a stream that is mostly exact zeros
+            rows.append((step, layer, -1, "all", metric, number))
 
     all_scores = []
     for layer, block in enumerate(model.blocks):
@@ -119,12 +126,8 @@ def evaluate(model, task, batch, step: int) -> tuple[list[tuple], list[tuple]]:
 @torch.no_grad()
 def mean_attention(model, batch) -> dict:
     """Attention weights averaged over the batch, per layer: {"layer0": (H, T, T) array} over the task's tokens."""
-    was_training = model.training
-    model.eval()
     names = [name for name in tap_names(model) if name.endswith(".attn.weights")]
-    with capture(model, names) as cache:
-        model(batch.inputs)
-    model.train(was_training)
+    _, cache = captured_forward(model, batch.inputs, names)
     keep = model.token_positions(batch.inputs.shape[1], batch.inputs.device)
     return {f"layer{layer}": cache[name][:, :, keep][..., keep].mean(0).cpu().numpy()
             for layer, name in enumerate(names)}
