@@ -93,7 +93,7 @@ class Reference(nn.Module):
 def copy_weights(project: Transformer, reference: Reference) -> None:
     with torch.no_grad():
         reference.embed_in.weight.copy_(project.embed_in.weight)
-        reference.pos.copy_(project.pos)
+        reference.pos.copy_(project.positions.table)
         reference.readout.weight.copy_(project.readout.weight)
         for mine, theirs in zip(project.blocks, reference.blocks):
             theirs.norm.load_state_dict(mine.norms_in[0].state_dict())
@@ -132,9 +132,8 @@ def main() -> None:
     copy_weights(project, reference)
     trainer = Trainer(project, task, train_cfg, torch.Generator().manual_seed(0), torch.device("cpu"))
     # The same trainer with the fused attention kernel switched off: what the fused path buys.
-    explicit = Transformer(model_cfg, AttnConfig(), task)
+    explicit = Transformer(model_cfg, AttnConfig(), task, fused=False)
     explicit.load_state_dict(project.state_dict())
-    explicit.use_fused_attention(False)
     explicit_trainer = Trainer(explicit, task, train_cfg, torch.Generator().manual_seed(0), torch.device("cpu"))
     ref_optimizer = torch.optim.AdamW(reference.parameters(), lr=train_cfg.lr, betas=train_cfg.betas)
     ref_generator = torch.Generator().manual_seed(0)

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from sinkexp.cli import compose_config
-from sinkexp.evaluate.evaluator import format_summary
+from sinkexp.evaluate.tables import format_summary
 from sinkexp.runner import make_trainer, replica_configs, resolve_device, run
 
 

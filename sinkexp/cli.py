@@ -13,7 +13,6 @@ import itertools
 import logging
 import os
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 import hydra
@@ -22,8 +21,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp.config import config_hash, from_dictconfig, omegaconf_message, register_schema
+from sinkexp.config import from_dictconfig, omegaconf_message, register_schema
 from sinkexp.errors import ConfigError, choices_error
+from sinkexp.rundir import register_resolvers, replica_run_dirs
 
 log = logging.getLogger("sinkexp")
 CONFIG_MODULE = "sinkexp.conf"
@@ -34,25 +34,13 @@ commands:
   report   collect the runs below a directory into summary.csv and figures (sinkexp report DIR)"""
 
 
-def _register_resolvers() -> None:
-    started = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")  # one timestamp per process
-    resolvers = {
-        "sinkexp_utc_now": lambda: started,
-        "sinkexp_sweep_name": lambda name: name if name else started,
-        "sinkexp_config_hash": lambda *, _root_: config_hash(from_dictconfig(_root_)),
-    }
-    for name, resolver in resolvers.items():
-        OmegaConf.register_new_resolver(name, resolver, replace=True)
-
-
 def compose_config(*overrides: str):
     """A validated Config from KEY=VALUE overrides, composed as `sinkexp train` composes it, without
     running anything (for tests and scripts)."""
     from hydra import compose, initialize_config_module
 
     register_schema()
-    if not OmegaConf.has_resolver("sinkexp_utc_now"):
-        _register_resolvers()
+    register_resolvers()
     with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
         return from_dictconfig(compose("config", overrides=list(overrides)))
 
@@ -136,20 +124,6 @@ def preflight(overrides: list[str], multirun: bool) -> None:
             _check_replica_dirs(jobs, multirun)
 
 
-def replica_run_dirs(full: DictConfig, multirun: bool, seeds: list[int]) -> list[Path]:
-    """The run directory each seed would get alone: Hydra's directory pattern resolved with that seed.
-
-    `full` is a composed config with its hydra node (patterns unresolved).
-    """
-    node = OmegaConf.create(OmegaConf.to_container(full, resolve=False))   # a copy whose seed can change
-    dirs = []
-    for seed in seeds:
-        node.seed = seed
-        pattern = f"{node.hydra.sweep.dir}/{node.hydra.sweep.subdir}" if multirun else node.hydra.run.dir
-        dirs.append(Path(pattern).absolute())
-    return dirs
-
-
 def _check_replica_dirs(jobs: list, multirun: bool) -> None:
     """Refuse replicas that would share a run directory (within one job or across a sweep's jobs)."""
     from sinkexp.runner import replica_configs
@@ -183,8 +157,8 @@ def spread_over_gpus(device: str, hydra_cfg) -> str:
 
 @hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base="1.3")
 def _train(dict_cfg: DictConfig) -> None:
-    from sinkexp.evaluate.evaluator import format_summary
-    from sinkexp.runner import replica_configs, run_replicas
+    from sinkexp.evaluate.tables import format_summary
+    from sinkexp.runner import replica_configs, run_seeds
 
     cfg = from_dictconfig(dict_cfg)
     hydra_cfg = HydraConfig.get()
@@ -200,7 +174,7 @@ def _train(dict_cfg: DictConfig) -> None:
                                  "hydra": OmegaConf.to_container(hydra_cfg, resolve=False)})
         dirs += replica_run_dirs(full, hydra_cfg.mode == RunMode.MULTIRUN, [c.seed for c in cfgs[1:]])
     try:
-        summaries = run_replicas(cfgs, dirs)
+        summaries = run_seeds(cfgs, dirs)
     except Exception:
         if hydra_cfg.mode != RunMode.MULTIRUN:
             raise
@@ -220,7 +194,7 @@ def train(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     register_schema()
-    _register_resolvers()
+    register_resolvers()
     if not (args.help or args.hydra_help or args.info or args.shell_completion):
         try:
             preflight(args.overrides, args.multirun)

@@ -10,8 +10,6 @@ registry (`sinkexp.tasks.TASKS`), so adding a task never touches this file.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any, Optional, Tuple
 
@@ -21,27 +19,18 @@ from sinkexp.errors import ConfigError, choices_error
 from sinkexp.tasks import TASKS
 
 
-# The attention axes live in sinkexp.model.attention; these tuples mirror its registries so the
-# config layer can name the choices without importing the model (checked equal in tests/test_config.py).
-NORMALISER_NAMES = ("softmax", "relu", "relu_len", "relu_raw", "sigmoid", "softmax1", "softpick")
-SLOTS = ("none", "learned")
-GATES = ("none", "headwise", "elementwise")
-NORM_PLACEMENTS = ("pre", "post", "sandwich", "none")
-NORM_TYPES = ("layernorm", "rmsnorm", "dyt")
-MLPS = ("none", "gelu", "relu", "swiglu")
-POSITIONS = ("learned", "sinusoidal", "rope", "none")
-PROJECTIONS = ("linear", "identity")
 OPTIMIZERS = ("adamw", "sgd")
 
 
 @dataclass
 class AttnConfig:
-    """One entry per independent axis; `name` labels the preset (configs/attn/<name>.yaml)."""
+    """One entry per independent axis (registries in sinkexp/model/attention.py); `name` labels the
+    preset (configs/attn/<name>.yaml)."""
     name: str = "softmax"
     normaliser: str = "softmax"    # scores -> weights
     slot: str = "none"             # none | learned: a learned key/value every query sees
     gate: str = "none"             # none | headwise | elementwise: sigma(x W_g) on the head output
-    bias: Optional[float] = None   # sigmoid's b in sigma(s + b); None = -log(number of keys)
+    sigmoid_bias: Optional[float] = None   # sigmoid's b in sigma(s + b); None = -log(number of keys)
 
 
 @dataclass
@@ -101,14 +90,6 @@ class Config:
 
 
 
-# Keys that do not change a run's result, so they stay out of its hash (and out of the report's
-# grouping): a replica trained beside others, or compiled, is the same run as alone.
-UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile")
-# Keys added after run directories existed: at these values (the earlier behaviour) they stay out
-# of the hash, so earlier runs keep their directory names.
-LATER_KEYS = {"train.data_chunk": 1}
-
-
 def register_schema() -> None:
     """Make `Config` the schema Hydra checks `configs/config.yaml` against."""
     from hydra.core.config_store import ConfigStore
@@ -145,22 +126,14 @@ def omegaconf_message(err: Exception) -> str:
 
 def validate(cfg: Config) -> None:
     """Refuse impossible or unknown settings with one line naming the key."""
+    from sinkexp.model import AXES   # the model's registries are the valid choices
+
     m, t = cfg.model, cfg.train
-    checks = [
-        ("attn.normaliser", cfg.attn.normaliser, NORMALISER_NAMES),
-        ("attn.slot", cfg.attn.slot, SLOTS),
-        ("attn.gate", cfg.attn.gate, GATES),
-        ("model.norm", m.norm, NORM_PLACEMENTS),
-        ("model.norm_type", m.norm_type, NORM_TYPES),
-        ("model.mlp", m.mlp, MLPS),
-        ("model.pos", m.pos, POSITIONS),
-        ("model.embed", m.embed, PROJECTIONS),
-        ("model.readout", m.readout, PROJECTIONS),
-        ("train.optim", t.optim, OPTIMIZERS),
-    ]
-    for key, value, valid in checks:
-        if value not in valid:
-            raise choices_error(key, value, valid)
+    for key, registry in {**AXES, "train.optim": OPTIMIZERS}.items():
+        section, leaf = key.split(".")
+        value = getattr(getattr(cfg, section), leaf)
+        if value not in registry:
+            raise choices_error(key, value, registry)
     positive = {"model.n_layers": m.n_layers, "model.n_heads": m.n_heads, "model.d_model": m.d_model,
                 "train.steps": t.steps, "train.batch_size": t.batch_size, "train.log_every": t.log_every,
                 "train.checkpoint_every": t.checkpoint_every, "train.replicas": t.replicas,
@@ -193,16 +166,3 @@ def validate(cfg: Config) -> None:
 
 def to_dict(cfg: Config) -> dict:
     return dataclasses.asdict(cfg)
-
-
-def config_hash(cfg: Config) -> str:
-    """Eight hex digits over every setting that changes the result (not the UNHASHED_KEYS)."""
-    settings = to_dict(cfg)
-    for key in (*UNHASHED_KEYS, *LATER_KEYS):
-        *parents, leaf = key.split(".")
-        node = settings
-        for parent in parents:
-            node = node[parent]
-        if key in UNHASHED_KEYS or node[leaf] == LATER_KEYS[key]:
-            del node[leaf]
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]

@@ -19,7 +19,8 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from sinkexp import rundir as R
-from sinkexp.config import UNHASHED_KEYS
+from sinkexp.evaluate.tables import final_values
+from sinkexp.rundir import UNHASHED_KEYS
 
 IGNORED_SETTINGS = {"seed", *UNHASHED_KEYS}   # the seed is what groups average over; the rest is bookkeeping
 
@@ -27,12 +28,6 @@ IGNORED_SETTINGS = {"seed", *UNHASHED_KEYS}   # the seed is what groups average 
 def find_runs(root: Path) -> list[Path]:
     """Every folder below (or equal to) root that holds a run's config.yaml."""
     return sorted(p.parent for p in Path(root).rglob(R.CONFIG) if ".hydra" not in p.parts)
-
-
-def status(run: Path) -> str:
-    if (run / R.DONE).exists():
-        return "done"
-    return "failed" if (run / R.FAILED).exists() else "incomplete"
 
 
 def settings(run: Path) -> dict:
@@ -45,19 +40,13 @@ def collect(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(runs: one row per run with settings and status; finals: long rows of final values of finished runs)."""
     runs, finals = [], []
     for run in find_runs(root):
-        row = {"run": str(run.relative_to(root)) if run != Path(root) else ".", "status": status(run), **settings(run)}
+        row = {"run": str(run.relative_to(root)) if run != Path(root) else ".", "status": R.status(run),
+               **settings(run)}
         runs.append(row)
         if row["status"] != "done":
             continue
-        metrics = pd.read_csv(run / R.METRICS)
-        last = metrics[metrics["step"] == metrics["step"].max()]
-        per_layer = last.groupby(["layer", "query_type", "metric"], as_index=False)["value"].mean()  # mean over heads
-        losses = pd.read_csv(run / R.LOSSES)
-        losses = losses[(losses["step"] == losses["step"].max()) & losses["split"].str.contains("/")]
-        split = losses["split"].str.split("/", n=1, expand=True)
-        loss_rows = pd.DataFrame({"layer": -1, "query_type": split[1], "metric": "loss_" + split[0],
-                                  "value": losses["loss"].to_numpy()})
-        finals.append(pd.concat([per_layer, loss_rows]).assign(run=row["run"]))
+        final = final_values(pd.read_csv(run / R.METRICS), pd.read_csv(run / R.LOSSES))
+        finals.append(final.assign(run=row["run"]))
     runs = pd.DataFrame(runs)
     finals = pd.concat(finals, ignore_index=True) if finals else pd.DataFrame(columns=["run", "layer", "query_type", "metric", "value"])
     return runs, finals
@@ -79,7 +68,7 @@ def varying(runs: pd.DataFrame) -> list[str]:
     return chosen
 
 
-def summarise(runs: pd.DataFrame, finals: pd.DataFrame, groups: list[str]) -> pd.DataFrame:
+def aggregate(runs: pd.DataFrame, finals: pd.DataFrame, groups: list[str]) -> pd.DataFrame:
     """mean, std and n over seeds of each final value, per group (the varying settings), layer, query type, metric."""
     keyed = finals.merge(runs[["run"] + groups], on="run")
     by = groups + ["layer", "query_type", "metric"]
@@ -159,7 +148,7 @@ def report(root: Path, out: Path | None = None) -> Path:
         raise FileNotFoundError(f"no run directories (with {R.CONFIG}) below {root}")
     out.mkdir(parents=True, exist_ok=True)
     groups = varying(runs)
-    summary = summarise(runs, finals, groups)
+    summary = aggregate(runs, finals, groups)
     R.write_csv(out / "runs.csv", runs)
     R.write_csv(out / "summary.csv", summary)
     try:

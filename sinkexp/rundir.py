@@ -1,28 +1,109 @@
-"""The run directory: the only interface between training and reporting (SPEC section 2).
+"""The run directory: the only interface between training and reporting (docs/rundir.md).
 
-Every file is written atomically (a temporary file in the same folder, then os.replace), so a run
-killed at any moment leaves either the old file or the new one. `DONE` is written last; a failed
-run writes `FAILED` with the error instead; a run with neither is incomplete (and resumable when it
-has a checkpoint).
+This module owns everything about it:
+- its path: the Hydra patterns in configs/config.yaml call the resolvers registered here (the run's
+  config hash, the process's UTC time, the sweep name), and `replica_run_dirs` predicts the directory
+  each seed of a replica group would get alone;
+- its identity: `config_hash`, over every setting that changes the result;
+- its files, each written atomically (a temporary file in the same folder, then os.replace), so a
+  run killed at any moment leaves either the old file or the new one;
+- what may happen to it (`RunDir.open`): a finished run of the same config is left untouched, a
+  checkpoint of the same config is resumed, anything of another config is refused.
+
+`DONE` is written last; a failed run writes `FAILED` with the error instead; a run with neither is
+incomplete (and resumable when it has a checkpoint).
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import platform
 import subprocess
 import sys
 import tempfile
+import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
+from omegaconf import DictConfig, OmegaConf
+
+from sinkexp.config import Config, from_dictconfig, to_dict
+from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 CONFIG, META, METRICS, LOSSES, SUMMARY = "config.yaml", "meta.json", "metrics.csv", "losses.csv", "summary.json"
 CHECKPOINT, DONE, FAILED, ATTENTION = "checkpoint.pt", "DONE", "FAILED", "attention.npz"
+
+# Keys that do not change a run's result, so they stay out of its hash (and out of the report's
+# grouping): a replica trained beside others, or compiled, is the same run as alone.
+UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile")
+# Keys added after run directories existed: at these values (the earlier behaviour) they stay out
+# of the hash, so earlier runs keep their directory names.
+LATER_KEYS = {"train.data_chunk": 1}
+# Keys renamed after run directories existed: they are hashed under their first name.
+RENAMED_KEYS = {"attn.sigmoid_bias": "attn.bias"}
+
+
+class RunDirError(RuntimeError):
+    """The run directory holds something this run must not overwrite."""
+
+
+def config_hash(cfg: Config) -> str:
+    """Eight hex digits over every setting that changes the result (not the UNHASHED_KEYS)."""
+    settings = to_dict(cfg)
+    for key in (*UNHASHED_KEYS, *LATER_KEYS, *RENAMED_KEYS):
+        *parents, leaf = key.split(".")
+        node = settings
+        for parent in parents:
+            node = node[parent]
+        if key in RENAMED_KEYS:
+            node[RENAMED_KEYS[key].rsplit(".", 1)[-1]] = node.pop(leaf)
+        elif key in UNHASHED_KEYS or node[leaf] == LATER_KEYS[key]:
+            del node[leaf]
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
+
+
+
+def register_resolvers() -> None:
+    """The resolvers configs/config.yaml's directory patterns use; idempotent."""
+    started = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")  # one timestamp per process
+    hashes: dict[str, str] = {}          # Hydra resolves the pattern several times per job
+
+    def hash_of(*, _root_: DictConfig) -> str:
+        plain = json.dumps({key: OmegaConf.to_container(_root_[key], resolve=True) if OmegaConf.is_config(_root_[key])
+                            else _root_[key] for key in _root_ if key != "hydra"}, sort_keys=True, default=str)
+        if plain not in hashes:
+            hashes[plain] = config_hash(from_dictconfig(_root_))
+        return hashes[plain]
+
+    resolvers = {"sinkexp_utc_now": lambda: started, "sinkexp_sweep_name": lambda name: name if name else started,
+                 "sinkexp_config_hash": hash_of}
+    if OmegaConf.has_resolver("sinkexp_utc_now"):
+        return
+    for name, resolver in resolvers.items():
+        OmegaConf.register_new_resolver(name, resolver)
+
+
+def replica_run_dirs(full: DictConfig, multirun: bool, seeds: list[int]) -> list[Path]:
+    """The run directory each seed would get alone: Hydra's directory pattern resolved with that seed.
+
+    `full` is a composed config with its hydra node (patterns unresolved).
+    """
+    node = OmegaConf.create(OmegaConf.to_container(full, resolve=False))   # a copy whose seed can change
+    dirs = []
+    for seed in seeds:
+        node.seed = seed
+        pattern = f"{node.hydra.sweep.dir}/{node.hydra.sweep.subdir}" if multirun else node.hydra.run.dir
+        dirs.append(Path(pattern).absolute())
+    return dirs
+
 
 
 def _atomic(path: Path, write) -> None:
@@ -58,12 +139,16 @@ def write_arrays(path: Path, arrays: dict) -> None:
     _atomic(path, write)
 
 
-def save_checkpoint(path: Path, state: dict) -> None:
-    _atomic(path, lambda tmp: torch.save(state, tmp))
-
-
 def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text())
+
+
+def status(path: Path) -> str:
+    """done | failed | incomplete."""
+    if (Path(path) / DONE).exists():
+        return "done"
+    return "failed" if (Path(path) / FAILED).exists() else "incomplete"
+
 
 
 def utc_now() -> str:
@@ -101,9 +186,92 @@ def device_name(device: torch.device) -> str:
     return platform.processor() or platform.machine()
 
 
-def start_meta(*, seed: int, config_hash: str, requested_device: str, device: torch.device) -> dict:
-    return {"schema_version": SCHEMA_VERSION, "config_hash": config_hash, "seed": seed,
-            "device": {"requested": requested_device, "resolved": str(device), "name": device_name(device),
-                       "torch_threads": torch.get_num_threads()},
-            "versions": versions(), "git": git_state(), "argv": sys.argv,
-            "start_time": utc_now(), "end_time": None, "wall_time_s": None, "steps_per_s": None}
+
+class RunDir:
+    """One run's directory and the tables it accumulates.
+
+    `open()` decides what the directory allows: it returns the finished run's summary (nothing to
+    do), or None after loading the checkpoint to resume from into `self.state` (None: start fresh);
+    it raises RunDirError for anything of another config.
+    """
+
+    def __init__(self, path: Path, cfg: Config):
+        self.path, self.cfg, self.digest = Path(path), cfg, config_hash(cfg)
+        self.state: dict | None = None
+        self.metric_rows: list = []
+        self.loss_rows: list = []
+        self.name = f"s{cfg.seed}"
+
+    def open(self) -> dict | None:
+        if status(self.path) == "done":
+            finished = read_json(self.path / META).get("config_hash")
+            if finished != self.digest:
+                raise RunDirError(f"{self.path} holds a finished run of another config (hash {finished}, "
+                                  f"this one {self.digest}); refusing to overwrite it")
+            log.info("%s is finished already (hash %s); left untouched", self.path, self.digest)
+            return read_json(self.path / SUMMARY)
+        self.state = self.load_checkpoint()
+        if self.state:
+            self.metric_rows, self.loss_rows = self.state["metric_rows"], self.state["loss_rows"]
+        return None
+
+    @property
+    def resume_step(self) -> int:
+        return self.state["trainer"]["step"] if self.state else 0
+
+    def load_checkpoint(self) -> dict | None:
+        checkpoint = self.path / CHECKPOINT
+        if not checkpoint.exists():
+            return None
+        state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        if state["config_hash"] != self.digest:
+            raise RunDirError(f"{checkpoint} belongs to another config (hash {state['config_hash']}, "
+                              f"this one {self.digest}); refusing to resume from it")
+        return state
+
+    def start(self, device: torch.device, replica: int, replicas: int) -> None:
+        """Clear a previous failure and write config.yaml and the opening meta.json."""
+        (self.path / FAILED).unlink(missing_ok=True)
+        self.meta = {"schema_version": SCHEMA_VERSION, "config_hash": self.digest, "seed": self.cfg.seed,
+                     "device": {"requested": self.cfg.device, "resolved": str(device), "name": device_name(device),
+                                "torch_threads": torch.get_num_threads()},
+                     "versions": versions(), "git": git_state(), "argv": sys.argv,
+                     "start_time": utc_now(), "end_time": None, "wall_time_s": None, "steps_per_s": None,
+                     "resumed_from_step": self.resume_step if self.state else None,
+                     "replica": {"index": replica, "of": replicas}}
+        write_text(self.path / CONFIG, OmegaConf.to_yaml(OmegaConf.create(to_dict(self.cfg))))
+        write_json(self.path / META, self.meta)
+
+    def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        return (pd.DataFrame(self.metric_rows, columns=METRIC_COLUMNS),
+                pd.DataFrame(self.loss_rows, columns=LOSS_COLUMNS))
+
+    def evaluated(self, rows: list, losses: list, step: int) -> None:
+        self.metric_rows.extend(rows)
+        self.loss_rows.extend(losses)
+        metrics, loss_table = self.tables()
+        write_csv(self.path / METRICS, metrics)
+        write_csv(self.path / LOSSES, loss_table)
+        now = {split: loss for s, split, loss in losses if split.startswith("eval/")}
+        log.info("%s step %d eval %s", self.name, step, " ".join(f"{k}={v:.4g}" for k, v in now.items()))
+
+    def logged(self, step: int, loss: float) -> None:
+        self.loss_rows.append((step, "train", loss))
+        log.info("%s step %d train loss %.5g", self.name, step, loss)
+
+    def checkpoint(self, trainer_state: dict) -> None:
+        # The tables so far travel with the checkpoint, so a resumed run continues them exactly.
+        _atomic(self.path / CHECKPOINT, lambda tmp: torch.save({
+            "config_hash": self.digest, "trainer": trainer_state, "torch_rng": torch.get_rng_state(),
+            "metric_rows": self.metric_rows, "loss_rows": self.loss_rows}, tmp))
+
+    def finish(self, summary: dict, attention: dict, wall_time_s: float, steps_per_s: float) -> None:
+        """Write the summary, the attention maps and the closing meta.json, then DONE."""
+        write_arrays(self.path / ATTENTION, attention)
+        write_json(self.path / SUMMARY, summary)
+        self.meta.update(end_time=utc_now(), wall_time_s=round(wall_time_s, 3), steps_per_s=round(steps_per_s, 2))
+        write_json(self.path / META, self.meta)
+        write_text(self.path / DONE, utc_now() + "\n")
+
+    def fail(self, err: BaseException) -> None:
+        write_text(self.path / FAILED, "".join(traceback.format_exception(err)))

@@ -9,12 +9,13 @@ and SGD are elementwise), so replica k follows its lone run's trajectory up to f
 summation order. The point is the GPU, where tiny models are bound by kernel launches rather than
 arithmetic (scripts/bench_gpu.py measures what K models cost against one).
 
-Neither knows anything about sinks. `fit` calls `on_eval(step)` at step 0, every `eval_every`
-steps and at the last step; `on_log(step, losses)` every `log_every` steps, with each replica's
-mean train loss since the last log; `on_checkpoint(step)` every `checkpoint_every` steps and at the
-end. `state_dict(k)` holds what replica k needs to continue bit-for-bit on the same device (model,
-optimiser, data generator, step, the partial train-loss window) in one format for both trainers,
-so a checkpoint written by either resumes in either.
+Both share one loop (`TrainLoop.fit`) and know nothing about sinks. `fit` calls `on_eval(step)` at
+step 0, every `eval_every` steps and at the last step; `on_log(step, losses)` every `log_every`
+steps, with each model's mean train loss since the last log (a list: one entry per model);
+`on_checkpoint(step)` every `checkpoint_every` steps and at the end. A lone trainer's
+`state_dict()` and a replica view's hold what that model needs to continue bit-for-bit on the same
+device (model, optimiser, data generator, step, the partial train-loss window) in one format, so a
+checkpoint written by either resumes in either.
 """
 from __future__ import annotations
 
@@ -63,82 +64,33 @@ def maybe_compile(fn, cfg: TrainConfig, device: torch.device):
     return torch.compile(fn, mode="reduce-overhead" if device.type == "cuda" else "default")
 
 
-class Trainer:
-    """One model, one data generator."""
+class TrainLoop:
+    """The loop both trainers share. A subclass sets `optimizer`, implements `draw(n)` (n examples
+    of fresh data, split along `batch_dim`) and `train_step()` (one step; the loss, one per model)."""
 
     batch_dim = 0                           # where a batch's examples run: after the model axis, if any
 
-    def __init__(self, model: nn.Module, task, cfg: TrainConfig, generator: torch.Generator, device: torch.device):
-        self.model = model
-        self.forward = maybe_compile(model, cfg, device)   # training only; evaluation calls self.model
-        self._setup(task, cfg, [generator], device, model.parameters())
-
-    def _setup(self, task, cfg: TrainConfig, generators: list, device: torch.device, params) -> None:
-        self.task, self.cfg, self.generators, self.device = task, cfg, generators, device
-        self.n_replicas = len(generators)
-        self.optimizer = make_optimizer(params, cfg)
+    def __init__(self, task, cfg: TrainConfig, device: torch.device, loss_shape: tuple):
+        self.task, self.cfg, self.device = task, cfg, device
         self.step = 0
-        self.window_sum = torch.zeros(self.n_replicas, device=device)   # train loss summed since the last log
+        self.window_sum = torch.zeros(loss_shape, device=device)   # train loss summed since the last log
         self.window_len = 0
         self.batches: deque[Batch] = deque()   # drawn ahead by next_batch, never across a checkpoint
 
-    def replica(self, k: int) -> nn.Module:
-        """Replica k as a plain module with its current weights (for evaluation)."""
-        return self.model
-
-    def state_dict(self, k: int = 0) -> dict:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                **self._progress(k)}
-
-    def load_state_dicts(self, states: list[dict]) -> None:
-        """Continue from one state per replica (as written by state_dict)."""
-        (state,) = states
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self._load_progress(states)
-
-    def _progress(self, k: int) -> dict:
-        return {"generator": self.generators[k].get_state(), "step": self.step,
-                "window_sum": self.window_sum[k].clone(), "window_len": self.window_len}
-
-    def _load_progress(self, states: list[dict]) -> None:
-        if len({(state["step"], state["window_len"]) for state in states}) != 1:
-            raise ValueError("replicas resume together only from the same step")
-        for generator, state in zip(self.generators, states):
-            generator.set_state(state["generator"])
-        self.step, self.window_len = states[0]["step"], states[0]["window_len"]
-        self.window_sum = torch.stack([state["window_sum"].reshape(()) for state in states]).to(self.device)
-
     def next_batch(self) -> Batch:
-        """This step's batch (with K replicas every field has a leading model axis: (K, B, ...)).
-
-        The sampler draws `train.data_chunk` steps' batches per call and generator (fewer kernel
-        launches on a GPU), never past the next checkpoint, so a resumed run draws what an
-        uninterrupted one does.
-        """
+        """This step's batch. The sampler draws `train.data_chunk` steps' batches per call (fewer
+        kernel launches on a GPU), never past the next checkpoint, so a resumed run draws what an
+        uninterrupted one does."""
         if not self.batches:
             cfg = self.cfg
             to_checkpoint = cfg.checkpoint_every - self.step % cfg.checkpoint_every
             steps = max(1, min(cfg.data_chunk, to_checkpoint, cfg.steps - self.step))
-            drawn = self.combine([self.task.sample(cfg.batch_size * steps, generator, self.device)
-                                  for generator in self.generators])
-            self.batches.extend(split_batch(drawn, cfg.batch_size, dim=self.batch_dim))
+            self.batches.extend(split_batch(self.draw(cfg.batch_size * steps), cfg.batch_size, dim=self.batch_dim))
         return self.batches.popleft()
 
-    def combine(self, batches: list[Batch]) -> Batch:
-        (batch,) = batches
-        return batch
-
-    def train_step(self) -> torch.Tensor:
-        """One optimiser step; returns each replica's training loss, shape (K,), on the device."""
-        batch = self.next_batch()
-        loss = batch_loss(self.task, self.forward(batch.inputs), batch)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
-        self.optimizer.step()
-        return loss.detach().reshape(1)
+    def progress(self, generator: torch.Generator, window_sum: torch.Tensor) -> dict:
+        return {"generator": generator.get_state(), "step": self.step, "window_sum": window_sum.clone(),
+                "window_len": self.window_len}
 
     def fit(self, *, eval_every: int, on_eval: Callable, on_log: Callable, on_checkpoint: Callable) -> float:
         """Train up to cfg.steps; returns the steps/s of this call (evaluation included)."""
@@ -156,7 +108,7 @@ class Trainer:
             bar.update(1)
             last = self.step == cfg.steps
             if self.step % cfg.log_every == 0 or last:
-                mean_losses = (self.window_sum / self.window_len).tolist()
+                mean_losses = (self.window_sum / self.window_len).reshape(-1).tolist()
                 self.window_sum.zero_()
                 self.window_len = 0
                 bar.set_postfix(loss=f"{mean_losses[0]:.4g}")
@@ -170,16 +122,54 @@ class Trainer:
         return (self.step - first) / elapsed if elapsed > 0 else float("nan")
 
 
-class ReplicaTrainer(Trainer):
+class Trainer(TrainLoop):
+    """One model, one data generator."""
+
+    def __init__(self, model: nn.Module, task, cfg: TrainConfig, generator: torch.Generator, device: torch.device):
+        super().__init__(task, cfg, device, loss_shape=())
+        self.model, self.generator = model, generator
+        self.forward = maybe_compile(model, cfg, device)   # training only; evaluation calls self.model
+        self.optimizer = make_optimizer(model.parameters(), cfg)
+
+    def draw(self, n: int) -> Batch:
+        return self.task.sample(n, self.generator, self.device)
+
+    def train_step(self) -> torch.Tensor:
+        """One optimiser step; returns the training loss (a 0-d tensor on the device)."""
+        batch = self.next_batch()
+        loss = batch_loss(self.task, self.forward(batch.inputs), batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        self.optimizer.step()
+        return loss.detach()
+
+    def state_dict(self) -> dict:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                **self.progress(self.generator, self.window_sum)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
+        self.step, self.window_len = state["step"], state["window_len"]
+        self.window_sum = state["window_sum"].reshape(()).to(self.device)
+
+
+class ReplicaTrainer(TrainLoop):
     """K models of one architecture (their own weights and generators) along a model axis.
 
     `models` and `generators` are what K lone runs would build; they are read once, then the
     trainer owns stacked copies. Shapes: every parameter (K, ...), inputs (K, B, ...), losses (K,).
+    `views()` gives each replica as a lone trainer's face: `.model` and `.state_dict()`.
     """
 
     batch_dim = 1
 
     def __init__(self, models: list[nn.Module], task, cfg: TrainConfig, generators: list, device: torch.device):
+        super().__init__(task, cfg, device, loss_shape=(len(models),))
+        self.generators = list(generators)
         self.params, self.buffers = stack_module_state(models)        # name -> (K, ...) leaf tensors
         self.model = copy.deepcopy(models[0])   # holds one replica's weights at a time, see replica()
         skeleton = copy.deepcopy(models[0]).to("meta")                # the architecture without storage
@@ -188,13 +178,8 @@ class ReplicaTrainer(Trainer):
             batch = Batch(*batch_fields)
             return batch_loss(task, functional_call(skeleton, (params, buffers), (batch.inputs,)), batch)
 
-        if device.type != "cuda":
-            # vmap has no batching rule for the CPU's fused attention kernel: it runs it once per
-            # replica, and the backward of that loop costs O(K^2) (K=32: 1.3 s a step, half of it
-            # filling zeros). The explicit path is batched. CUDA's fused kernels have batching rules.
-            skeleton.use_fused_attention(False)
         self.losses = maybe_compile(vmap(replica_loss), cfg, device)
-        self._setup(task, cfg, list(generators), device, self.params.values())
+        self.optimizer = make_optimizer(self.params.values(), cfg)
 
     def _stacked(self) -> dict[str, torch.Tensor]:
         return {**self.params, **self.buffers}
@@ -204,17 +189,24 @@ class ReplicaTrainer(Trainer):
 
     @torch.no_grad()
     def replica(self, k: int) -> nn.Module:
+        """Replica k as a plain module with its current weights (one shared module: use it before asking for another)."""
         stacked = self._stacked()
         for name, tensor in self._tensors():
             tensor.copy_(stacked[name][k])
         return self.model
 
-    def state_dict(self, k: int = 0) -> dict:
+    def views(self) -> list["ReplicaView"]:
+        return [ReplicaView(self, k) for k in range(len(self.generators))]
+
+    def replica_state_dict(self, k: int) -> dict:
         model = {name: tensor.clone() for name, tensor in self.replica(k).state_dict().items()}
         return {"model": model, "optimizer": replica_optimizer_state(self.optimizer.state_dict(), k),
-                **self._progress(k)}
+                **self.progress(self.generators[k], self.window_sum[k])}
 
     def load_state_dicts(self, states: list[dict]) -> None:
+        """Continue from one lone-format state per replica (they must share the step)."""
+        if len({(state["step"], state["window_len"]) for state in states}) != 1:
+            raise ValueError("replicas resume together only from the same step")
         stacked = self._stacked()
         with torch.no_grad():
             for k, state in enumerate(states):
@@ -222,9 +214,13 @@ class ReplicaTrainer(Trainer):
                 for name, tensor in self._tensors():
                     stacked[name][k].copy_(tensor)
         self.optimizer.load_state_dict(stack_optimizer_states([state["optimizer"] for state in states]))
-        self._load_progress(states)
+        for generator, state in zip(self.generators, states):
+            generator.set_state(state["generator"])
+        self.step, self.window_len = states[0]["step"], states[0]["window_len"]
+        self.window_sum = torch.stack([state["window_sum"].reshape(()) for state in states]).to(self.device)
 
-    def combine(self, batches: list[Batch]) -> Batch:
+    def draw(self, n: int) -> Batch:
+        batches = [self.task.sample(n, generator, self.device) for generator in self.generators]
         return Batch(*(torch.stack([getattr(batch, field.name) for batch in batches]) for field in FIELDS))
 
     def train_step(self) -> torch.Tensor:
@@ -236,6 +232,20 @@ class ReplicaTrainer(Trainer):
             clip_grad_norm_per_replica_(self.params.values(), self.cfg.grad_clip)
         self.optimizer.step()
         return losses.detach()
+
+
+@dataclasses.dataclass
+class ReplicaView:
+    """Replica k of a ReplicaTrainer, seen as a lone run: its module now, its lone-format state."""
+    trainer: ReplicaTrainer
+    k: int
+
+    @property
+    def model(self) -> nn.Module:
+        return self.trainer.replica(self.k)
+
+    def state_dict(self) -> dict:
+        return self.trainer.replica_state_dict(self.k)
 
 
 def split_batch(batch: Batch, size: int, dim: int) -> list[Batch]:

@@ -1,11 +1,16 @@
-"""Shared helpers: compose a validated Config the way the CLI does, without running Hydra's main."""
+"""Shared fixtures: configs composed as the CLI composes them, short-run overrides, a run killed mid-way."""
 import pytest
 
 from sinkexp.cli import compose_config
 
+# Overrides for a run of a few seconds: 30 steps, evaluated and checkpointed every 10.
+QUICK = ("train.steps=30", "eval.every=10", "train.log_every=5", "train.checkpoint_every=10",
+         "train.batch_size=16", "eval.batch_size=32", "device=cpu")
+
 
 @pytest.fixture(scope="session")
 def make_config():
+    """make_config(*overrides): a validated Config, composed as `sinkexp train` composes it."""
     return compose_config
 
 

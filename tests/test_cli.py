@@ -8,10 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sinkexp.evaluate.evaluator import LOSS_COLUMNS, METRIC_COLUMNS
+from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 
-QUICK = ["train.steps=20", "eval.every=10", "train.log_every=5", "train.batch_size=16", "eval.batch_size=32",
-         "device=cpu"]
+from conftest import QUICK
+
 
 
 def sinkexp(*args, cwd):
@@ -32,7 +32,7 @@ def test_single_run_writes_the_run_directory(tmp_path):
 
     metrics = pd.read_csv(run_dir / "metrics.csv")
     assert list(metrics.columns) == METRIC_COLUMNS
-    assert sorted(metrics["step"].unique()) == [0, 10, 20]
+    assert sorted(metrics["step"].unique()) == [0, 10, 20, 30]
     assert set(metrics["query_type"]) == {"trigger", "non_trigger", "all"}
     assert {"sink_attn", "sink_share", "max_inflow", "sink_rate@0.3", "sink_rate@0.8"} <= set(metrics["metric"])
     assert set(metrics.loc[metrics["metric"] == "sink_attn", "head"]) == {0, 1}
@@ -118,7 +118,7 @@ def test_launchers_run_the_same_path_for_real(tmp_path, launcher, plugin):
 
 
 def test_replicas_write_the_directories_lone_runs_would(tmp_path, make_config):
-    from sinkexp.config import config_hash
+    from sinkexp.rundir import config_hash
 
     sweep = sinkexp("train", "-m", "seed=0", "train.replicas=2", "name=rep", *QUICK, cwd=tmp_path)
     assert sweep.returncode == 0, sweep.stderr

@@ -35,15 +35,15 @@ def test_fused_and_explicit_attention_agree_on_cuda():
     torch.testing.assert_close(fused, explicit, atol=1e-4, rtol=1e-4)
 
 
-def test_replicas_on_cuda_equal_lone_runs_and_resume(make_config, tmp_path):
+def test_replicas_on_cuda_equal_lone_runs(make_config, tmp_path):
     import pandas as pd
 
-    from sinkexp.runner import replica_configs, run_replicas
+    from sinkexp.runner import replica_configs, run_seeds
 
     quick = ("train.steps=20", "eval.every=10", "train.checkpoint_every=10", "train.batch_size=16",
              "eval.batch_size=32", "model.n_heads=2", "device=cuda")
     cfg = make_config(*quick, "train.replicas=3")
-    run_replicas(replica_configs(cfg), [tmp_path / f"together{k}" for k in range(3)])
+    run_seeds(replica_configs(cfg), [tmp_path / f"together{k}" for k in range(3)])
     for k, lone in enumerate(replica_configs(cfg)):
         run(lone, tmp_path / f"alone{k}")     # replicas=3 is not hashed: the lone run is the same run
         together = pd.read_csv(tmp_path / f"together{k}/metrics.csv")["value"]

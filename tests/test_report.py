@@ -6,7 +6,8 @@ from sinkexp import rundir as R
 from sinkexp.report import collect, report, varying
 from sinkexp.runner import run
 
-QUICK = ("train.steps=20", "eval.every=10", "train.batch_size=16", "eval.batch_size=32", "device=cpu")
+from conftest import QUICK
+
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Sink metrics as pure tensor functions (SPEC section 5); no model, no I/O.
+"""Sink metrics as pure tensor functions (definitions: docs/metrics.md); no model, no I/O.
 
 Conventions: `weights` A is (B, H, T, S) as the normaliser produced it (rows of non-normalised
 variants need not sum to 1); `sink` is (B,) long, the sink key of each sequence; `queries` is a

@@ -1,6 +1,22 @@
-"""The transformer, its attention normalisers and its named capture points."""
-from sinkexp.model.attention import NORMALISERS
-from sinkexp.model.capture import capture, tap_names
-from sinkexp.model.transformer import Transformer
+"""The transformer, its attention normalisers and its named capture points.
 
-__all__ = ["NORMALISERS", "Transformer", "capture", "tap_names"]
+AXES maps each config key that chooses a model part to its registry (a literal dict); config
+validation checks names against these dicts directly.
+"""
+from sinkexp.model.attention import GATES, NORMALISERS, SLOTS
+from sinkexp.model.capture import capture, tap_names
+from sinkexp.model.transformer import MLPS, NORMS, PLACEMENTS, POSITIONS, PROJECTIONS, Transformer
+
+AXES = {
+    "attn.normaliser": NORMALISERS,
+    "attn.slot": SLOTS,
+    "attn.gate": GATES,
+    "model.norm": PLACEMENTS,
+    "model.norm_type": NORMS,
+    "model.mlp": MLPS,
+    "model.pos": POSITIONS,
+    "model.embed": PROJECTIONS,
+    "model.readout": PROJECTIONS,
+}
+
+__all__ = ["AXES", "NORMALISERS", "Transformer", "capture", "tap_names"]

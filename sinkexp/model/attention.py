@@ -1,8 +1,8 @@
-"""Multi-head attention whose sink-relevant choices are independent axes, each a small registry:
+"""Multi-head attention whose sink-relevant choices are independent axes, each a literal registry:
 
-  normaliser  scores -> weights           NORMALISERS (softmax, relu, sigmoid, softmax1, ...)
-  slot        an extra learned key/value  "none" | "learned" (Gu et al. 2025; Sun et al. 2024)
-  gate        output gate before W_O      GATES: "none" | "headwise" | "elementwise" (Qiu et al. 2025)
+  normaliser  scores -> weights            NORMALISERS: softmax, relu, sigmoid, softmax1, ...
+  slot        an extra learned key/value   SLOTS: none | learned (Gu et al. 2025; Sun et al. 2024)
+  gate        output gate before W_O       GATES: none | headwise | elementwise (Qiu et al. 2025)
   qk_norm     RMSNorm on q and k per head; rope: rotary positions on q and k (Su et al. 2021)
 
 Shape legend: B batch, H heads, T queries, S keys, D head dim (d_model / H).
@@ -15,7 +15,6 @@ variants need not sum to 1; the metrics report raw weights and the row-normalise
 from __future__ import annotations
 
 import math
-from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -23,34 +22,38 @@ from torch import nn
 
 from sinkexp.model.capture import Tap
 
+# Every normaliser is f(scores (B, H, T, S), visible (T, S), attn: AttnConfig) -> weights (B, H, T, S);
+# `attn` carries a variant's own settings (only sigmoid has one so far: attn.sigmoid_bias).
 
-def softmax(scores: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+
+def softmax(scores: torch.Tensor, visible: torch.Tensor, attn=None) -> torch.Tensor:
     return scores.masked_fill(~visible, float("-inf")).softmax(dim=-1)
 
 
-def relu(scores: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+def relu(scores: torch.Tensor, visible: torch.Tensor, attn=None) -> torch.Tensor:
     """ReLU(s_ij) / n_i with n_i the number of keys query i sees (Guo et al. 2024, arXiv 2410.13835)."""
     n_visible = visible.sum(dim=-1, keepdim=True)                       # (T, 1)
     return relu_raw(scores, visible) / n_visible
 
 
-def relu_len(scores: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+def relu_len(scores: torch.Tensor, visible: torch.Tensor, attn=None) -> torch.Tensor:
     """ReLU(s_ij) / L with L the sequence length (Wortsman et al. 2023, arXiv 2309.08586)."""
     return relu_raw(scores, visible) / visible.shape[-1]
 
 
-def relu_raw(scores: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+def relu_raw(scores: torch.Tensor, visible: torch.Tensor, attn=None) -> torch.Tensor:
     """ReLU(s_ij), not normalised (Ran-Milo 2026's "non-normalized ReLU attention")."""
     return F.relu(scores).masked_fill(~visible, 0.0)
 
 
-def sigmoid(scores: torch.Tensor, visible: torch.Tensor, bias: float | None = None) -> torch.Tensor:
-    """sigma(s_ij + b), b = -log(L) by default (Ramapuram et al. 2024, arXiv 2409.04431)."""
+def sigmoid(scores: torch.Tensor, visible: torch.Tensor, attn=None) -> torch.Tensor:
+    """sigma(s_ij + b), b = attn.sigmoid_bias, by default -log(L) (Ramapuram et al. 2024, arXiv 2409.04431)."""
+    bias = getattr(attn, "sigmoid_bias", None)
     b = -math.log(visible.shape[-1]) if bias is None else bias
     return torch.sigmoid(scores + b).masked_fill(~visible, 0.0)
 
 
-def softmax1(scores: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+def softmax1(scores: torch.Tensor, visible: torch.Tensor, attn=None) -> torch.Tensor:
     """e^{s_ij} / (1 + sum_j e^{s_ij}): softmax with an extra zero logit (Miller 2023, "off by one")."""
     masked = scores.masked_fill(~visible, float("-inf"))
     shift = masked.amax(dim=-1, keepdim=True).clamp_min(0.0)           # the zero logit joins the max
@@ -58,7 +61,7 @@ def softmax1(scores: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
     return numerator / ((-shift).exp() + numerator.sum(dim=-1, keepdim=True))
 
 
-def softpick(scores: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+def softpick(scores: torch.Tensor, visible: torch.Tensor, attn=None) -> torch.Tensor:
     """ReLU(e^{s_ij} - 1) / sum_j |e^{s_ij} - 1| over visible keys (Zuhri et al. 2025, arXiv 2504.20966).
 
     Computed as ReLU(e^{s-m} - e^{-m}) / sum |e^{s-m} - e^{-m}| (the factor e^m cancels); 0/0 := 0.
@@ -78,9 +81,22 @@ NORMALISERS = {
     "softmax1": softmax1,
     "softpick": softpick,
 }
-SLOTS = ("none", "learned")
+
+
+class LearnedSlot(nn.Module):
+    """A key and a value per head that every query sees, appended after the last key."""
+
+    def __init__(self, n_heads: int, d_head: int):
+        super().__init__()
+        self.k = nn.Parameter(torch.randn(n_heads, 1, d_head) * 0.02)
+        self.v = nn.Parameter(torch.randn(n_heads, 1, d_head) * 0.02)
+
+
+# slot name -> (n_heads, d_head) -> module or None
+SLOTS = {"none": lambda n_heads, d_head: None, "learned": LearnedSlot}
+# gate name -> (n_heads, d_head) -> gate outputs per token (0: no gate)
 GATES = {"none": lambda n_heads, d_head: 0, "headwise": lambda n_heads, d_head: n_heads,
-         "elementwise": lambda n_heads, d_head: n_heads * d_head}   # gate outputs per token
+         "elementwise": lambda n_heads, d_head: n_heads * d_head}
 
 
 def rotary(x: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
@@ -94,31 +110,33 @@ def rotary(x: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
 
 
 class Attention(nn.Module):
+    """`fused=True` lets plain softmax attention run as PyTorch's fused kernel whenever nobody
+    captures its scores or weights (training steps); evaluation captures them and takes the
+    explicit path. Other normalisers, and a slot, always take the explicit path."""
+
     def __init__(self, d_model: int, n_heads: int, attn, *, bias: bool = False, qk_norm: bool = False,
-                 rope: bool = False):
+                 rope: bool = False, fused: bool = True):
         super().__init__()
+        self.cfg = attn
         self.n_heads, self.d_head = n_heads, d_model // n_heads
-        normaliser = NORMALISERS[attn.normaliser]
-        self.normalise = partial(normaliser, bias=attn.bias) if attn.normaliser == "sigmoid" else normaliser
+        self.normalise = NORMALISERS[attn.normaliser]
         self.rope = rope
-        # Plain softmax attention can run as PyTorch's fused kernel whenever nobody captures its
-        # scores or weights (training steps); evaluation captures them and takes the explicit path.
-        self.fusable_by_config = attn.normaliser == "softmax" and attn.slot == "none"
-        self.fusable = self.fusable_by_config          # see Transformer.use_fused_attention
+        self.fused = fused and attn.normaliser == "softmax" and attn.slot == "none"
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.out = nn.Linear(d_model, d_model, bias=bias)
         self.q_norm = nn.RMSNorm(self.d_head) if qk_norm else nn.Identity()
         self.k_norm = nn.RMSNorm(self.d_head) if qk_norm else nn.Identity()
-        if attn.slot == "learned":
-            self.slot_k = nn.Parameter(torch.randn(n_heads, 1, self.d_head) * 0.02)
-            self.slot_v = nn.Parameter(torch.randn(n_heads, 1, self.d_head) * 0.02)
-        else:
-            self.slot_k = self.slot_v = None
+        self.slot = SLOTS[attn.slot](n_heads, self.d_head)
         n_gates = GATES[attn.gate](n_heads, self.d_head)
         # The gate has a bias so that it can sit fully open or shut (sigma(+-inf)), as in Qiu et al.
         self.gate = nn.Linear(d_model, n_gates) if n_gates else None
         self.gates = Tap() if n_gates else None
         self.scores, self.weights, self.v, self.mixed = Tap(), Tap(), Tap(), Tap()
+
+    def projections(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(W_Q, W_K, W_O) weights: W_Q and W_K (H * D, d_model), W_O (d_model, H * D)."""
+        w_q, w_k, _ = self.qkv.weight.chunk(3, dim=0)
+        return w_q, w_k, self.out.weight
 
     def forward(self, x: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
         B, T, d_model = x.shape
@@ -127,7 +145,7 @@ class Attention(nn.Module):
         if self.rope:
             q, k = rotary(q), rotary(k)
         v = self.v(v)
-        if self.fusable and self.scores.cache is None and self.weights.cache is None:
+        if self.fused and self.scores.cache is None and self.weights.cache is None:
             mixed = F.scaled_dot_product_attention(q, k, v, attn_mask=visible)                  # (B, H, T, D)
         else:
             mixed = self.explicit(q, k, v, visible)
@@ -141,13 +159,13 @@ class Attention(nn.Module):
         """scores -> normaliser -> weights -> mixed, with the scores and weights taps."""
         T = q.shape[2]
         scores = q @ k.transpose(-2, -1)                                                      # (B, H, T, S)
-        if self.slot_k is not None:
-            slot_scores = q @ self.slot_k.transpose(-2, -1)                                    # (B, H, T, 1)
+        if self.slot is not None:
+            slot_scores = q @ self.slot.k.transpose(-2, -1)                                    # (B, H, T, 1)
             scores = torch.cat([scores, slot_scores], dim=-1)                                  # (B, H, T, S+1)
             visible = torch.cat([visible, visible.new_ones(T, 1)], dim=-1)
         scores = self.scores(scores * self.d_head ** -0.5)
-        weights = self.weights(self.normalise(scores, visible))
+        weights = self.weights(self.normalise(scores, visible, self.cfg))
         mixed = weights[..., :T] @ v                                                          # (B, H, T, D)
-        if self.slot_v is not None:
-            mixed = mixed + weights[..., T:] * self.slot_v                                     # slot's share of its value
+        if self.slot is not None:
+            mixed = mixed + weights[..., T:] * self.slot.v                                     # slot's share of its value
         return mixed

@@ -1,20 +1,26 @@
-"""The block stack, configured by independent axes (norm placement and type, MLP, positions,
-residual); one file for every variant.
+"""The block stack, configured by independent axes, each a literal registry (one file for every variant):
+
+  model.norm       PLACEMENTS   where the norm sits: pre | post | sandwich | none
+  model.norm_type  NORMS        layernorm | rmsnorm | dyt
+  model.mlp        MLPS         none | gelu | relu | swiglu
+  model.pos        POSITIONS    learned | sinusoidal | rope | none
+  model.embed / model.readout   PROJECTIONS   linear | identity
 
     inputs -> embed (+ positions) -> [block] x n_layers -> (final norm) -> readout -> prediction
 
 Capture points (see capture.py): `embed` (residual stream entering block 0), and per block
 `blocks.{l}.attn.{scores,weights,v,mixed}` and `blocks.{l}.resid_post` (residual after the block).
+`Transformer.anatomy` hands evaluators what they need to know about the sequence and the weights.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sinkexp.config import AttnConfig, ModelConfig
 from sinkexp.model.attention import Attention
 from sinkexp.model.capture import Tap
 
@@ -32,12 +38,9 @@ class DynamicTanh(nn.Module):
         return self.gamma * torch.tanh(self.alpha * x) + self.beta
 
 
-# LayerNorm keeps its affine shift even when model.bias is off: `bias` means the Linear layers'.
+# norm type -> (d_model) -> module. LayerNorm keeps its affine shift even when model.bias is off:
+# `bias` means the Linear layers'.
 NORMS = {"layernorm": nn.LayerNorm, "rmsnorm": nn.RMSNorm, "dyt": DynamicTanh}
-
-
-def make_norm(kind: str, d_model: int) -> nn.Module:
-    return NORMS[kind](d_model)
 
 
 class SwiGLU(nn.Module):
@@ -54,17 +57,19 @@ class SwiGLU(nn.Module):
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
-def make_mlp(kind: str, d_model: int, bias: bool) -> nn.Module | None:
-    if kind == "none":
-        return None
-    if kind == "swiglu":
-        return SwiGLU(d_model, bias)
-    activation = {"gelu": nn.GELU, "relu": nn.ReLU}[kind]
-    return nn.Sequential(nn.Linear(d_model, 4 * d_model, bias=bias), activation(),
-                         nn.Linear(4 * d_model, d_model, bias=bias))
+def two_layer_mlp(activation):
+    def make(d_model: int, bias: bool) -> nn.Module:
+        return nn.Sequential(nn.Linear(d_model, 4 * d_model, bias=bias), activation(),
+                             nn.Linear(4 * d_model, d_model, bias=bias))
+    return make
 
 
-def sinusoidal_positions(seq_len: int, d_model: int) -> torch.Tensor:
+# mlp -> (d_model, bias) -> module or None
+MLPS = {"none": lambda d_model, bias: None, "gelu": two_layer_mlp(nn.GELU), "relu": two_layer_mlp(nn.ReLU),
+        "swiglu": SwiGLU}
+
+
+def sinusoidal_table(seq_len: int, d_model: int) -> torch.Tensor:
     """The fixed sin/cos table of Vaswani et al. 2017, (seq_len, d_model)."""
     position = torch.arange(seq_len)[:, None]
     frequency = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
@@ -74,37 +79,71 @@ def sinusoidal_positions(seq_len: int, d_model: int) -> torch.Tensor:
     return table
 
 
-class Block(nn.Module):
-    """One attention sub-layer and an optional MLP sub-layer.
+class AddedPositions(nn.Module):
+    """x + table[:T]; the table is learned (a parameter) or fixed (a buffer, not saved)."""
 
-    norm placement: pre       x + f(N(x))
-                    post      N(x + f(x))
-                    sandwich  x + N'(f(N(x)))
-                    none      x + f(x)
-    With `residual=False` the `x +` is dropped (bare layers, as some tasks' theory uses).
-    """
-
-    def __init__(self, cfg: ModelConfig, attn: AttnConfig):
+    def __init__(self, table: torch.Tensor, learned: bool):
         super().__init__()
-        self.placement, self.residual = cfg.norm, cfg.residual
+        if learned:
+            self.table = nn.Parameter(table)
+        else:
+            self.register_buffer("table", table, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.table[: x.shape[1]]
+
+
+# pos -> (length, d_model) -> module or None. rope adds nothing to the stream: Attention rotates q and k.
+POSITIONS = {
+    "learned": lambda length, d: AddedPositions(torch.randn(length, d) * 0.02, learned=True),
+    "sinusoidal": lambda length, d: AddedPositions(sinusoidal_table(length, d), learned=False),
+    "rope": lambda length, d: None,
+    "none": lambda length, d: None,
+}
+
+# embed / readout -> (n_in, n_out, bias) -> module
+PROJECTIONS = {"linear": lambda n_in, n_out, bias: nn.Linear(n_in, n_out, bias=bias),
+               "identity": lambda n_in, n_out, bias: nn.Identity()}
+
+
+def norm_first(x, f, norm_in, norm_out, residual: bool) -> torch.Tensor:
+    """pre x + f(N(x)); sandwich x + N'(f(N(x))); none x + f(x) (an absent norm is the identity)."""
+    update = norm_out(f(norm_in(x)))
+    return x + update if residual else update
+
+
+def norm_after(x, f, norm_in, norm_out, residual: bool) -> torch.Tensor:
+    """post N(x + f(x))."""
+    return norm_out(x + f(x) if residual else f(x))
+
+
+# norm placement -> (norm before the sub-layer, norm after it, how the sub-layer updates x)
+PLACEMENTS = {"pre": (True, False, norm_first), "post": (False, True, norm_after),
+              "sandwich": (True, True, norm_first), "none": (False, False, norm_first)}
+
+
+class Block(nn.Module):
+    """One attention sub-layer and an optional MLP sub-layer, combined with x as PLACEMENTS says.
+    With `residual=False` the `x +` is dropped (bare layers, as some tasks' theory uses)."""
+
+    def __init__(self, cfg, attn, fused: bool = True):
+        super().__init__()
+        self.residual = cfg.residual
+        has_in, has_out, self.combine = PLACEMENTS[cfg.norm]
         self.attn = Attention(cfg.d_model, cfg.n_heads, attn, bias=cfg.bias, qk_norm=cfg.qk_norm,
-                              rope=cfg.pos == "rope")
-        self.mlp = make_mlp(cfg.mlp, cfg.d_model, cfg.bias)
+                              rope=cfg.pos == "rope", fused=fused)
+        self.mlp = MLPS[cfg.mlp](cfg.d_model, cfg.bias)
         n_sublayers = 1 if self.mlp is None else 2
-        norm = lambda: make_norm(cfg.norm_type, cfg.d_model)  # noqa: E731
-        identity = [nn.Identity() for _ in range(n_sublayers)]
-        self.norms_in = nn.ModuleList([norm() for _ in range(n_sublayers)]
-                                      if cfg.norm in ("pre", "sandwich") else identity)
-        self.norms_out = nn.ModuleList([norm() for _ in range(n_sublayers)]
-                                       if cfg.norm in ("post", "sandwich") else identity)
+
+        def norms(wanted: bool) -> nn.ModuleList:
+            return nn.ModuleList([NORMS[cfg.norm_type](cfg.d_model) if wanted else nn.Identity()
+                                  for _ in range(n_sublayers)])
+
+        self.norms_in, self.norms_out = norms(has_in), norms(has_out)
         self.resid_post = Tap()
 
     def sublayer(self, i: int, x: torch.Tensor, f) -> torch.Tensor:
-        norm_in, norm_out = self.norms_in[i], self.norms_out[i]
-        if self.placement == "post":
-            return norm_out(x + f(x) if self.residual else f(x))
-        update = norm_out(f(norm_in(x)))
-        return x + update if self.residual else update
+        return self.combine(x, f, self.norms_in[i], self.norms_out[i], self.residual)
 
     def forward(self, x: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
         x = self.sublayer(0, x, lambda h: self.attn(h, visible))
@@ -113,43 +152,51 @@ class Block(nn.Module):
         return self.resid_post(x)
 
 
+@dataclass
+class LayerAnatomy:
+    n_heads: int
+    w_q: torch.Tensor        # (H * D, d_model)
+    w_k: torch.Tensor        # (H * D, d_model)
+    w_o: torch.Tensor        # (d_model, H * D)
+    has_slot: bool           # the last key of every row is a learned slot
+    has_gate: bool           # the layer has a `gates` tap
+
+
+@dataclass
+class Anatomy:
+    """Where the task's T tokens sit in the model's sequence, and each layer's weights."""
+    tokens: torch.Tensor     # (T,) positions of the task's tokens (registers shift them)
+    registers: torch.Tensor  # (R,) positions of the registers
+    n_keys: int              # T + R; a slot, when present, is key n_keys
+    visible: torch.Tensor    # (T, T) bool: which of the task's tokens each query sees
+    layers: list[LayerAnatomy]
+
+
 class Transformer(nn.Module):
     """`task` supplies input_dim or vocab_size, output_dim, seq_len, causal and has_bos.
 
     Registers (Darcet et al. 2023, arXiv 2309.16588): `n_registers` learned tokens inserted after
     BOS (at the front for tasks without one) and dropped before the readout. Capture points see the
-    model's whole sequence; `token_positions` says where the task's tokens sit in it.
+    model's whole sequence; `anatomy` says where the task's tokens sit in it. `fused` lets softmax
+    layers train with PyTorch's fused kernel (see Attention).
     """
 
-    def __init__(self, cfg: ModelConfig, attn: AttnConfig, task):
+    def __init__(self, cfg, attn, task, fused: bool = True):
         super().__init__()
         d = cfg.d_model
         self.causal = task.causal
         self.register_at, self.n_registers = (1 if task.has_bos else 0), cfg.n_registers
         self.registers = nn.Parameter(torch.randn(cfg.n_registers, d) * 0.02) if cfg.n_registers else None
-        length = task.seq_len + cfg.n_registers
         if task.vocab_size is not None:
             self.embed_in = nn.Embedding(task.vocab_size, d)
-        elif cfg.embed == "linear":
-            self.embed_in = nn.Linear(task.input_dim, d, bias=cfg.bias)
         else:
-            self.embed_in = nn.Identity()
-        if cfg.pos == "learned":
-            self.pos = nn.Parameter(torch.randn(length, d) * 0.02)
-        elif cfg.pos == "sinusoidal":
-            self.register_buffer("pos", sinusoidal_positions(length, d), persistent=False)
-        else:
-            self.pos = None                                                 # none, or rope inside attention
+            self.embed_in = PROJECTIONS[cfg.embed](task.input_dim, d, cfg.bias)
+        self.positions = POSITIONS[cfg.pos](task.seq_len + cfg.n_registers, d)
         self.bos_vector = nn.Parameter(torch.randn(d) * 0.02) if cfg.bos_vector else None
         self.embed = Tap()
-        self.blocks = nn.ModuleList([Block(cfg, attn) for _ in range(cfg.n_layers)])
-        self.final_norm = make_norm(cfg.norm_type, d) if cfg.final_norm else nn.Identity()
-        self.readout = nn.Linear(d, task.output_dim, bias=cfg.bias) if cfg.readout == "linear" else nn.Identity()
-
-    def use_fused_attention(self, enabled: bool) -> None:
-        """Whether softmax layers may train with the fused kernel (they do by default)."""
-        for block in self.blocks:
-            block.attn.fusable = enabled and block.attn.fusable_by_config
+        self.blocks = nn.ModuleList([Block(cfg, attn, fused) for _ in range(cfg.n_layers)])
+        self.final_norm = NORMS[cfg.norm_type](d) if cfg.final_norm else nn.Identity()
+        self.readout = PROJECTIONS[cfg.readout](d, task.output_dim, cfg.bias)
 
     def visible(self, T: int, device) -> torch.Tensor:
         """(T, T) bool: which keys each query sees."""
@@ -164,6 +211,14 @@ class Transformer(nn.Module):
     def register_positions(self, device=None) -> torch.Tensor:
         return torch.arange(self.register_at, self.register_at + self.n_registers, device=device)
 
+    def anatomy(self, T: int, device=None) -> Anatomy:
+        """What an evaluator needs for sequences of T task tokens."""
+        tokens = self.token_positions(T, device)
+        layers = [LayerAnatomy(block.attn.n_heads, *block.attn.projections(), has_slot=block.attn.slot is not None,
+                               has_gate=block.attn.gate is not None) for block in self.blocks]
+        return Anatomy(tokens=tokens, registers=self.register_positions(device), n_keys=T + self.n_registers,
+                       visible=self.visible(T + self.n_registers, device)[tokens][:, tokens], layers=layers)
+
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         x = self.embed_in(inputs)                                           # (B, T, d_model)
         B, T_tokens, d = x.shape
@@ -171,8 +226,8 @@ class Transformer(nn.Module):
             at = self.register_at
             x = torch.cat([x[:, :at], self.registers.expand(B, -1, -1), x[:, at:]], dim=1)  # (B, T + R, d)
         T = x.shape[1]
-        if self.pos is not None:
-            x = x + self.pos[:T]
+        if self.positions is not None:
+            x = self.positions(x)
         if self.bos_vector is not None:
             x = torch.cat([x[:, :1] + self.bos_vector, x[:, 1:]], dim=1)
         x = self.embed(x)

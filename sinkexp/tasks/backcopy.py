@@ -25,6 +25,7 @@ marginal reported and used for trigger choice is the stationary distribution of 
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,7 @@ class BackcopyConfig:
     bigram_table: Optional[str] = None  # a JSON table (cond, marginal, bos) instead
 
 
+@functools.lru_cache(maxsize=8)   # checking, naming and building a run all need it; never changed in place
 def synthetic_table(vocab: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(cond (n, n), marginal (n,), bos) with n = vocab + 1; see the module docstring."""
     generator = torch.Generator().manual_seed(seed)
@@ -68,12 +70,25 @@ def synthetic_table(vocab: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, 
 
 
 def load_table(path: str) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Read and check a JSON bigram table; any problem is a ConfigError naming task.bigram_table."""
+    """Read and check a JSON bigram table; any problem is a ConfigError naming task.bigram_table.
+
+    Checking a config, naming its run directory and building the task all need the table: the file
+    is read once per process and version (its path, size and modification time).
+    """
+    try:
+        stat = Path(path).stat()
+    except OSError as err:
+        raise ConfigError(f"task.bigram_table={path}: cannot be read ({err.__class__.__name__})") from None
+    return _parse_table(path, str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_table(path: str, resolved: str, size: int, mtime_ns: int) -> tuple[torch.Tensor, torch.Tensor, int]:
     def bad(why: str) -> ConfigError:
         return ConfigError(f"task.bigram_table={path}: {why}")
 
     try:
-        raw = json.loads(Path(path).read_text())
+        raw = json.loads(Path(resolved).read_text())
     except (OSError, ValueError) as err:
         raise bad(f"cannot be read as JSON ({err.__class__.__name__})") from None
     missing = [key for key in ("cond", "marginal", "bos") if key not in raw]
@@ -109,7 +124,7 @@ class BackcopyTask:
     def __init__(self, cfg: BackcopyConfig):
         self.cfg = cfg
         if cfg.bigram_table:
-            cond, marginal, self.bos = load_table(cfg.bigram_table)
+            cond, marginal, self.bos = load_table(cfg.bigram_table)   # cached: never changed in place
         else:
             cond, marginal, self.bos = synthetic_table(cfg.vocab, cfg.structure_seed)
         n = cond.shape[0]

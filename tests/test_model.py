@@ -30,7 +30,7 @@ def test_normalisers_match_their_formulas_on_a_hand_built_case():
     }
     assert set(expected) == set(NORMALISERS)
     for name, weights in expected.items():
-        torch.testing.assert_close(NORMALISERS[name](scores, visible)[0, 0], weights)
+        torch.testing.assert_close(NORMALISERS[name](scores, visible, AttnConfig())[0, 0], weights)
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -106,7 +106,15 @@ def test_norm_placements_follow_their_formulas(norm):
 
 def test_sigmoid_bias_overrides_minus_log_length():
     scores, visible = torch.zeros(1, 1, 2, 2), torch.ones(2, 2, dtype=torch.bool)
-    torch.testing.assert_close(NORMALISERS["sigmoid"](scores, visible, bias=1.0), torch.sigmoid(torch.ones(1, 1, 2, 2)))
+    torch.testing.assert_close(NORMALISERS["sigmoid"](scores, visible, AttnConfig(sigmoid_bias=1.0)),
+                               torch.sigmoid(torch.ones(1, 1, 2, 2)))
+
+
+def test_every_normaliser_takes_scores_visible_and_the_attention_config():
+    import inspect
+
+    signatures = {name: list(inspect.signature(fn).parameters) for name, fn in NORMALISERS.items()}
+    assert all(params == ["scores", "visible", "attn"] for params in signatures.values()), signatures
 
 
 def paired(**attn):
@@ -124,7 +132,7 @@ def test_sink_slot_at_minus_infinity_equals_softmax():
         for module in (plain, slotted):     # q = 1 for every token, so q . k_slot = -1e6 * D
             module.qkv.weight[:16] = 0.0
             module.qkv.bias[:16] = 1.0
-        slotted.slot_k.fill_(-1e6)
+        slotted.slot.k.fill_(-1e6)
     x, visible = torch.randn(2, 5, 16), torch.ones(5, 5, dtype=torch.bool).tril()
     torch.testing.assert_close(slotted(x, visible), plain(x, visible))
 
@@ -133,8 +141,8 @@ def test_softmax1_equals_softmax_with_a_zero_logit_zero_value_slot():
     _, slotted = paired(slot="learned")
     _, off_by_one = paired(normaliser="softmax1")
     with torch.no_grad():
-        slotted.slot_k.zero_()
-        slotted.slot_v.zero_()
+        slotted.slot.k.zero_()
+        slotted.slot.v.zero_()
     x, visible = torch.randn(2, 5, 16), torch.ones(5, 5, dtype=torch.bool).tril()
     torch.testing.assert_close(off_by_one(x, visible), slotted(x, visible))
 

@@ -1,0 +1,125 @@
+"""The evaluator: hand-built captured tensors -> the expected rows, and rows -> the final values
+that summary.json, the printed table and the report share."""
+import pandas as pd
+import pytest
+import torch
+
+from sinkexp.evaluate import metrics as M
+from sinkexp.evaluate.evaluator import attention_rows, evaluate, loss_rows
+from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS, final_values, summary
+from sinkexp.model.transformer import Anatomy, LayerAnatomy
+from sinkexp.tasks.base import Batch
+
+# One sequence of 4 tokens (BOS + 3), one causal head. Query 1 is of type "a", 2 and 3 of type "b".
+WEIGHTS = torch.tensor([[1.0, 0.0, 0.0, 0.0],
+                        [1.0, 0.0, 0.0, 0.0],
+                        [0.6, 0.4, 0.0, 0.0],
+                        [0.1, 0.6, 0.2, 0.1]]).view(1, 1, 4, 4)
+V = torch.tensor([[0.5, 0.0], [1.0, 0.0], [0.0, 2.0], [0.0, 1.0]]).view(1, 1, 4, 2)   # |v| = 0.5, 1, 2, 1
+RESID = torch.tensor([[3.0, 4.0], [0.0, 1.0], [0.0, 2.0], [1.0, 0.0]]).view(1, 4, 2)
+BATCH = Batch(inputs=torch.zeros(1, 4, 2), targets=torch.zeros(1, 4, 2),
+              loss_mask=torch.tensor([[False, True, True, True]]),
+              query_type=torch.tensor([[-1, 0, 1, 1]]), sink=torch.tensor([0]))
+
+
+def hand_built_rows():
+    scores = torch.zeros(1, 1, 4, 4)
+    scores[..., 0] = 2.0                                   # the sink scores 2 above every other key
+    cache = {"blocks.0.attn.scores": scores, "blocks.0.attn.weights": WEIGHTS, "blocks.0.attn.v": V,
+             "blocks.0.attn.mixed": WEIGHTS @ V, "blocks.0.resid_post": RESID}
+    eye = torch.eye(2)
+    anatomy = Anatomy(tokens=torch.arange(4), registers=torch.arange(0), n_keys=4,
+                      visible=torch.ones(4, 4, dtype=torch.bool).tril(),
+                      layers=[LayerAnatomy(1, w_q=eye, w_k=eye, w_o=eye, has_slot=False, has_gate=False)])
+    rows = attention_rows(cache, anatomy, BATCH, ("a", "b"), step=7)
+    return {(layer, head, query_type, metric): value for step, layer, head, query_type, metric, value in rows}
+
+
+@pytest.mark.parametrize("key,expected", [
+    ((0, 0, "a", "sink_attn"), 1.0),
+    ((0, 0, "b", "sink_attn"), (0.6 + 0.1) / 2),
+    ((0, 0, "all", "sink_attn"), (1.0 + 0.6 + 0.1) / 3),
+    ((0, 0, "b", "sink_share"), (0.6 + 0.1) / 2),          # rows sum to 1: the share is the weight
+    ((0, 0, "b", "max_inflow"), (0.4 + 0.6) / 2),           # key 1 receives the most from type b
+    ((0, 0, "a", "sink_match"), 1.0),
+    ((0, 0, "b", "sink_match"), 0.5),                       # query 3's argmax is key 1
+    ((0, 0, "b", "logit_gap"), 2.0),
+    ((0, 0, "all", "sink_score"), (1.0 + 1.0 + 0.6 + 0.1) / 4),   # query 0 included
+    ((0, -1, "all", "sink_rate@0.3"), 1.0),
+    ((0, -1, "all", "sink_rate@0.8"), 0.0),
+    ((-1, -1, "all", "sink_rate@0.3"), 1.0),
+    ((0, 0, "all", "value_norm_ratio"), 0.5 / ((1 + 2 + 1) / 3)),
+    ((0, 0, "all", "sink_value_norm"), 0.5),
+    ((0, -1, "all", "resid_norm_sink"), 5.0),
+    ((0, -1, "all", "resid_norm_rest"), (1 + 2 + 1) / 3),
+    ((0, -1, "all", "massive_ratio"), 4.0 / 1.0),           # max 4, median of |entries| 1
+])
+def test_attention_rows_of_a_hand_built_capture(key, expected):
+    assert hand_built_rows()[key] == pytest.approx(expected, rel=1e-6)
+
+
+def test_undefined_values_are_left_out_and_wired_metrics_match_their_functions():
+    rows = hand_built_rows()
+    assert (0, 0, "a", "logit_gap") not in rows            # query 1 sees only the sink and itself
+    assert not any(metric in ("slot_attn", "register_attn", "gate") for *_, metric in rows)
+    expected_rank = M.stable_rank(M.head_values(WEIGHTS @ V, torch.eye(2))).item()
+    assert rows[(0, 0, "all", "stable_rank")] == pytest.approx(expected_rank)
+    assert rows[(0, 0, "all", "qk_sigma1")] == pytest.approx(1.0)   # W_Q W_K^T = I
+
+
+class Halves:
+    """A task whose per-position loss is the prediction itself and whose reference loses 1 everywhere."""
+    query_types = ("a", "b")
+
+    def loss(self, pred, batch):
+        return pred
+
+    def baseline_loss(self, batch):
+        return torch.ones_like(batch.loss_mask, dtype=torch.float)
+
+
+def test_loss_rows_average_over_each_query_type_within_the_loss_mask():
+    pred = torch.tensor([[100.0, 0.5, 1.0, 2.0]])          # position 0 is outside the loss mask
+    rows = {split: loss for step, split, loss in loss_rows(Halves(), pred, BATCH, step=3)}
+    assert rows == {"eval/a": 0.5, "eval/b": 1.5, "eval/all": pytest.approx(3.5 / 3),
+                    "baseline/a": 1.0, "baseline/b": 1.0, "baseline/all": 1.0}
+
+
+def test_final_values_average_heads_at_the_last_step_and_feed_the_summary():
+    metrics = pd.DataFrame([(0, 0, 0, "a", "sink_attn", 0.1), (10, 0, 0, "a", "sink_attn", 0.8),
+                            (10, 0, 1, "a", "sink_attn", 0.6), (10, -1, -1, "all", "sink_rate@0.3", 0.5),
+                            (10, 0, -1, "all", "sink_rate@0.3", 0.5), (10, 0, -1, "all", "sink_rate@0.8", 0.0)],
+                           columns=METRIC_COLUMNS)
+    losses = pd.DataFrame([(0, "eval/a", 9.0), (10, "train", 2.0), (10, "eval/a", 0.25), (10, "baseline/a", 1.0)],
+                          columns=LOSS_COLUMNS)
+    final = final_values(metrics, losses)
+    values = {(layer, q, metric): value for layer, q, metric, value in final.itertuples(index=False)}
+    assert values[(0, "a", "sink_attn")] == pytest.approx(0.7)     # mean over the two heads at step 10
+    assert values[(-1, "a", "loss_eval")] == 0.25 and values[(-1, "a", "loss_baseline")] == 1.0
+    result = summary(final, 10, ("a",), "zero predictor")
+    assert result["step"] == 10 and result["loss"] == {"a": 0.25} and result["baseline_loss"] == {"a": 1.0}
+    assert result["sink_attn"] == {"0": {"a": pytest.approx(0.7)}}
+    assert result["sink_rate"] == {"0": {"0.3": 0.5, "0.8": 0.0}, "model": {"0.3": 0.5}}
+
+
+def test_evaluate_looks_at_the_task_tokens_of_a_model_with_registers_and_a_slot(make_config):
+    """The model's sequence is BOS, 2 registers, then the task's tokens; its keys end with the slot."""
+    from sinkexp.model import capture
+    from sinkexp.runner import make_trainer
+
+    cfg = make_config("model.n_registers=2", "attn=sink_kv", "model.n_heads=2")
+    task, trainer = make_trainer([cfg], torch.device("cpu"))
+    batch = task.sample(8, torch.Generator().manual_seed(0), "cpu")
+    rows, losses = evaluate(trainer.model, task, batch, 0)
+    by_key = {(r[1], r[2], r[3], r[4]): r[5] for r in rows}
+    with capture(trainer.model, ["blocks.0.attn.weights"]) as cache:
+        trainer.model.eval()(batch.inputs)
+    weights = cache["blocks.0.attn.weights"]                    # (B, H, T + 2, T + 2 + 1)
+    tokens = torch.tensor([0] + list(range(3, weights.shape[2])))
+    queries = weights[:, :, tokens][:, :, batch.query_type[0] >= 0]   # task queries, all positions alike
+    for head in (0, 1):
+        assert by_key[(0, head, "all", "sink_attn")] == pytest.approx(queries[:, head, :, 0].mean().item(), rel=1e-5)
+        assert by_key[(0, head, "all", "register_attn")] == pytest.approx(
+            queries[:, head, :, 1:3].sum(-1).mean().item(), rel=1e-5)
+        assert by_key[(0, head, "all", "slot_attn")] == pytest.approx(queries[:, head, :, -1].mean().item(), rel=1e-5)
+    assert {split for _, split, _ in losses} >= {"eval/trigger", "baseline/non_trigger"}

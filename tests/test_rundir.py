@@ -1,0 +1,92 @@
+"""The run directory (rundir.py): a finished run is never touched, a killed run resumes to the
+same tables as an uninterrupted one, a different config is refused."""
+import pytest
+
+from sinkexp import rundir as R
+from sinkexp.rundir import RunDirError
+from sinkexp.runner import run
+from sinkexp.train import Trainer
+
+from conftest import QUICK
+
+
+
+def read(run_dir, name):
+    return (run_dir / name).read_bytes()
+
+
+def test_killed_run_resumes_to_the_same_tables(make_config, tmp_path, kill_at_step):
+    cfg = make_config(*QUICK, "model.n_heads=2")
+    run(cfg, tmp_path / "whole")
+
+    kill_at_step(Trainer, 25)
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, tmp_path / "split")
+    assert (tmp_path / "split/FAILED").exists() and not (tmp_path / "split/DONE").exists()
+    kill_at_step(Trainer, None)
+    run(cfg, tmp_path / "split")            # resumes from the step-20 checkpoint
+    assert (tmp_path / "split/DONE").exists() and not (tmp_path / "split/FAILED").exists()
+    for name in (R.METRICS, R.LOSSES, R.SUMMARY):
+        assert read(tmp_path / "split", name) == read(tmp_path / "whole", name), name
+
+
+def test_finished_run_is_left_untouched_and_other_configs_refused(make_config, tmp_path):
+    cfg = make_config(*QUICK)
+    run(cfg, tmp_path)
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+    run(cfg, tmp_path)
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == stamps
+    with pytest.raises(RunDirError, match="another config"):
+        run(make_config(*QUICK, "seed=1"), tmp_path)
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == stamps
+
+
+def test_a_checkpoint_of_another_config_is_refused(make_config, tmp_path):
+    run(make_config(*QUICK, "train.steps=10"), tmp_path)
+    (tmp_path / R.DONE).unlink()                       # as if killed after its last checkpoint
+    with pytest.raises(RunDirError, match="belongs to another config"):
+        run(make_config(*QUICK, "train.steps=10", "seed=1"), tmp_path)
+
+
+def test_open_says_what_a_directory_allows(make_config, tmp_path):
+    cfg = make_config(*QUICK)
+    fresh = R.RunDir(tmp_path / "new", cfg)
+    assert fresh.open() is None and fresh.state is None and fresh.resume_step == 0
+    run(cfg, tmp_path / "done")
+    assert R.RunDir(tmp_path / "done", cfg).open() == R.read_json(tmp_path / "done" / R.SUMMARY)
+    assert [R.status(tmp_path / name) for name in ("new", "done")] == ["incomplete", "done"]
+
+
+def test_hash_ignores_bookkeeping_and_keeps_earlier_names(make_config):
+    base = R.config_hash(make_config())
+    assert base == "96365c1e"       # the trigger default's hash since the first release: run names stay valid
+    assert R.config_hash(make_config("device=cpu", "name=x", "threads=1", "train.replicas=4",
+                                     "train.compile=true", "train.data_chunk=1")) == base
+    assert R.config_hash(make_config("train.data_chunk=8")) != base      # another data stream
+    assert R.config_hash(make_config("seed=1")) != base
+    assert R.config_hash(make_config("task.p_trigger=0.3")) != base
+    # attn.sigmoid_bias was attn.bias: hashed under the first name, so sigmoid runs keep their names
+    assert R.config_hash(make_config("attn=sigmoid")) == "29e4407f"
+    assert R.config_hash(make_config("attn=sigmoid", "attn.sigmoid_bias=-1.0")) == "d5423262"   # was attn.bias=-1.0
+
+
+def test_replica_directories_are_the_pattern_resolved_with_each_seed(tmp_path):
+    from omegaconf import OmegaConf
+
+    full = OmegaConf.create({"seed": 0, "hydra": {"run": {"dir": str(tmp_path / "r/s${seed}")},
+                                                  "sweep": {"dir": str(tmp_path / "w"), "subdir": "x/s${seed}"}}})
+    assert R.replica_run_dirs(full, False, [3, 4]) == [tmp_path / "r/s3", tmp_path / "r/s4"]
+    assert R.replica_run_dirs(full, True, [5]) == [tmp_path / "w/x/s5"]
+
+
+def test_atomic_writes_leave_the_old_file_when_the_write_fails(tmp_path):
+    R.write_text(tmp_path / "a.txt", "old\n")
+
+    def broken(tmp):
+        open(tmp, "w").write("half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        R._atomic(tmp_path / "a.txt", broken)
+    assert (tmp_path / "a.txt").read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]     # no temporary file left
