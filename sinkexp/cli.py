@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -97,31 +98,92 @@ def _explain(overrides: list[str], err: Exception) -> ConfigError:
     return ConfigError(omegaconf_message(cause))
 
 
-def preflight(overrides: list[str], multirun: bool) -> None:
-    """Compose and validate every job the overrides describe; raise ConfigError on the first bad one."""
+def preflight(overrides: list[str], multirun: bool) -> list[tuple[Path, str]]:
+    """Compose and validate every job the overrides describe, with its run directories and the
+    memory it needs; raise ConfigError on the first bad one. Returns every (run directory, config
+    hash) the jobs will write, for the exit status."""
     from hydra import compose, initialize_config_module
+    from hydra.errors import OverrideParseException
 
-    from sinkexp.runner import resolve_device
+    from sinkexp.runner import replica_configs, resolve_device
 
+    register_schema()
+    register_resolvers()
     checked = [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
-    directories = [o for o in overrides if o.partition("=")[0] in RUN_DIR_KEYS]   # for the replicas' check
+    directories = [o for o in overrides if o.partition("=")[0] in RUN_DIR_KEYS]
     with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
-        plain = [o for o in checked if "," not in o.partition("=")[2]]   # enough to find an experiment's grid
         try:
-            params = compose("config", overrides=plain, return_hydra_config=True).hydra.sweeper.params or {}
-        except Exception as err:
-            raise _explain(plain, err) from None
+            plain = [o for o in checked if "," not in o.partition("=")[2]]   # enough to find an experiment's grid
+            try:
+                params = compose("config", overrides=plain, return_hydra_config=True).hydra.sweeper.params or {}
+            except OverrideParseException:
+                raise
+            except Exception as err:
+                raise _explain(plain, err) from None
+            expanded = _expand(checked, multirun, dict(params))
+        except OverrideParseException as err:
+            raise ConfigError(f"cannot parse the overrides ({str(err).splitlines()[0]}); quote values with spaces "
+                              "or special characters, e.g. key='a b'") from None
         jobs = []
-        for job in _expand(checked, multirun, dict(params)):
+        for job in expanded:
             try:
                 full = compose("config", overrides=job + directories, return_hydra_config=True)
             except Exception as err:
                 raise _explain(job, err) from None
             cfg = from_dictconfig(full)
-            resolve_device(cfg.device)
+            _check_memory(cfg, resolve_device(cfg.device))
             jobs.append((full, cfg))
-        if any(cfg.train.replicas > 1 for _, cfg in jobs):
-            _check_replica_dirs(jobs, multirun)
+    if any(cfg.train.replicas > 1 for _, cfg in jobs):
+        _check_replica_dirs(jobs, multirun)
+    planned = []
+    for full, cfg in jobs:
+        _check_patterns(full, multirun)
+        seeds = replica_configs(cfg)
+        for seed_cfg, run_dir in zip(seeds, replica_run_dirs(full, multirun, [c.seed for c in seeds])):
+            planned.append((run_dir, _check_run_dir(run_dir, seed_cfg)))
+    return planned
+
+
+def _check_patterns(full: DictConfig, multirun: bool) -> None:
+    keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if multirun else ("hydra.run.dir",)
+    for key in keys:
+        if not str(OmegaConf.select(full, key)).strip():
+            raise ConfigError(f"{key} is empty; give a directory (a run never writes into the current folder)")
+
+
+def _check_run_dir(path: Path, cfg) -> str:
+    """Refuse a directory that cannot be created or holds another config's run; returns the hash."""
+    from sinkexp.rundir import RunDir, RunDirError
+
+    for parent in [path, *path.parents]:
+        if parent.exists():
+            break
+    resolved = parent.resolve()
+    if parent != path and (not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK)
+                           or resolved.parts[1:2] in (("proc",), ("sys",), ("dev",))):
+        raise ConfigError(f"hydra.run.dir={path}: cannot be created ({parent} is not a writable folder)")
+    run_dir = RunDir(path, cfg)
+    try:
+        run_dir.check()
+    except RunDirError as err:
+        raise ConfigError(str(err)) from None
+    return run_dir.digest
+
+
+def _check_memory(cfg, device: torch.device) -> None:
+    from sinkexp.config import memory_estimate
+
+    need = memory_estimate(cfg)
+    if device.type == "cuda":
+        have = torch.cuda.get_device_properties(device).total_memory
+    else:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > have:
+        m, t = cfg.model, cfg.train
+        raise ConfigError(f"model.n_layers={m.n_layers} model.d_model={m.d_model} train.batch_size={t.batch_size} "
+                          f"eval.batch_size={cfg.eval.batch_size} train.replicas={t.replicas} need at least "
+                          f"{need / 2**30:.3g} GiB (weights, optimiser state, activations); {device} has "
+                          f"{have / 2**30:.3g} GiB: choose smaller sizes")
 
 
 def _check_replica_dirs(jobs: list, multirun: bool) -> None:
@@ -155,13 +217,32 @@ def spread_over_gpus(device: str, hydra_cfg) -> str:
     return f"cuda:{hydra_cfg.job.num % torch.cuda.device_count()}"
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's preemption, `kill`): stops a run as Ctrl-C does, FAILED written."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated("stopped by SIGTERM")
+
+
+def _handle_sigterm() -> None:
+    try:
+        signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:          # not the main thread (some launchers): leave the default
+        pass
+
+
 @hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base="1.3")
 def _train(dict_cfg: DictConfig) -> None:
     from sinkexp.evaluate.tables import format_summary
+    from sinkexp.rundir import RunBusy, RunDirError, status
     from sinkexp.runner import replica_configs, run_seeds
+    from sinkexp.train import Diverged
 
+    _handle_sigterm()
     cfg = from_dictconfig(dict_cfg)
     hydra_cfg = HydraConfig.get()
+    sweep = hydra_cfg.mode == RunMode.MULTIRUN
     parallel = "joblib" in str(hydra_cfg.launcher.get("_target_", ""))
     threads = cfg.threads or (1 if parallel else None)
     if threads:
@@ -172,17 +253,41 @@ def _train(dict_cfg: DictConfig) -> None:
     if len(cfgs) > 1:   # the other seeds' directories, as each would be named alone
         full = OmegaConf.create({**OmegaConf.to_container(dict_cfg, resolve=False),
                                  "hydra": OmegaConf.to_container(hydra_cfg, resolve=False)})
-        dirs += replica_run_dirs(full, hydra_cfg.mode == RunMode.MULTIRUN, [c.seed for c in cfgs[1:]])
+        dirs += replica_run_dirs(full, sweep, [c.seed for c in cfgs[1:]])
+    # Hydra's own record of the job (hydra.output_subdir is null so that Hydra never rewrites a
+    # directory this run may not touch); written when the run starts.
+    hydra_files = {"config.yaml": OmegaConf.to_yaml(dict_cfg),
+                   "hydra.yaml": OmegaConf.to_yaml(OmegaConf.create({"hydra": OmegaConf.to_container(hydra_cfg)})),
+                   "overrides.yaml": OmegaConf.to_yaml(hydra_cfg.overrides.task)}
+    fresh = [status(run_dir) != "done" for run_dir in dirs]
+    where = ", ".join(map(str, dirs))
     try:
-        summaries = run_seeds(cfgs, dirs)
-    except Exception:
-        if hydra_cfg.mode != RunMode.MULTIRUN:
-            raise
-        log.exception("run %s failed (FAILED written); the sweep goes on", ", ".join(map(str, dirs)))
+        summaries = run_seeds(cfgs, dirs, hydra_files)
+    except RunBusy as err:
+        print(f"sinkexp: {err}", file=sys.stderr)
         return
-    for summary, run_dir in zip(summaries, dirs):
-        print(format_summary(summary))
-        print(f"run directory: {run_dir}")
+    except (Diverged, RunDirError) as err:
+        marked = "FAILED written" if isinstance(err, Diverged) else "nothing written"
+        print(f"sinkexp: error: {err}" + (f" ({marked}; the sweep goes on)" if sweep else ""), file=sys.stderr)
+        return
+    except Exception:
+        if not sweep:
+            raise
+        log.exception("run %s failed (FAILED written); the sweep goes on", where)
+        return
+    for summary, run_dir, new in zip(summaries, dirs, fresh):
+        if new:
+            print(format_summary(summary))
+            print(f"run directory: {run_dir}")
+
+
+def finished(run_dir: Path, digest: str) -> bool:
+    from sinkexp.rundir import META, read_json, status
+
+    try:
+        return status(run_dir) == "done" and read_json(run_dir / META).get("config_hash") == digest
+    except (OSError, ValueError):
+        return False
 
 
 def train(argv: list[str]) -> int:
@@ -195,15 +300,23 @@ def train(argv: list[str]) -> int:
         return 2
     register_schema()
     register_resolvers()
-    if not (args.help or args.hydra_help or args.info or args.shell_completion):
+    planned = []
+    if not (args.help or args.hydra_help or args.info or args.shell_completion or args.cfg):
         try:
-            preflight(args.overrides, args.multirun)
+            planned = preflight(args.overrides, args.multirun)
         except ConfigError as err:
             print(f"sinkexp: error: {err}", file=sys.stderr)
             return 2
+    _handle_sigterm()
     sys.argv = ["sinkexp train", *argv]
     _train()
-    return 0
+    unfinished = [run_dir for run_dir, digest in planned if not finished(run_dir, digest)]
+    if unfinished and args.multirun:
+        failed = sum((run_dir / "FAILED").exists() for run_dir in unfinished)
+        print(f"sinkexp: {len(unfinished)} of {len(planned)} runs did not finish: {failed} failed (FAILED in the "
+              f"directory), {len(unfinished) - failed} refused, skipped or stopped (see the lines above)",
+              file=sys.stderr)
+    return 1 if unfinished else 0
 
 
 def main() -> None:

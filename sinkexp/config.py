@@ -10,6 +10,8 @@ registry (`sinkexp.tasks.TASKS`), so adding a task never touches this file.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional, Tuple
 
@@ -124,8 +126,14 @@ def omegaconf_message(err: Exception) -> str:
     return f"{key}: {first}" if key and key not in first else first
 
 
+MAX_SEED = 2**63 - 1                 # torch generators take seeds in [0, 2^63) here
+DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=,+-]*")   # one folder name: no "/", no leading "."
+
+
 def validate(cfg: Config) -> None:
-    """Refuse impossible or unknown settings with one line naming the key."""
+    """Refuse impossible or unknown settings with one line naming the key. Pure and cheap: the task
+    is not built (its sizes come from `dims`); a data file is read once per process."""
     from sinkexp.model import AXES   # the model's registries are the valid choices
 
     m, t = cfg.model, cfg.train
@@ -151,17 +159,68 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"model.pos=rope needs an even head dimension; d_model/n_heads = {m.d_model // m.n_heads}")
     if cfg.threads is not None and cfg.threads < 1:
         raise ConfigError(f"threads={cfg.threads} is not valid; it must be >= 1 (or null)")
-    if t.lr <= 0:
-        raise ConfigError(f"train.lr={t.lr} is not valid; it must be > 0")
-    if not (cfg.device == "auto" or cfg.device == "cpu" or cfg.device.split(":")[0] == "cuda"):
+    validate_optimizer(t)
+    seeds = {"seed": cfg.seed + t.replicas - 1, "eval.seed": cfg.eval.seed,
+             "task.structure_seed": getattr(cfg.task, "structure_seed", 0)}
+    for key, value in seeds.items():
+        if not 0 <= value <= MAX_SEED:
+            given = getattr(cfg, "seed") if key == "seed" else value
+            raise ConfigError(f"{key}={given} is not valid; seeds lie in [0, 2^63 - 1]"
+                              + (f" (with train.replicas={t.replicas}, up to seed + {t.replicas - 1})"
+                                 if key == "seed" and t.replicas > 1 else ""))
+    if not DEVICE.fullmatch(cfg.device):
         raise choices_error("device", cfg.device, ("auto", "cpu", "cuda", "cuda:N"))
+    if cfg.name is not None and not NAME.fullmatch(cfg.name):
+        raise ConfigError(f"name={cfg.name!r} is not valid; a sweep name is one folder name under outputs/sweeps "
+                          "(letters, digits, _ . = , + -; no '/', not starting with '.')")
     task_cls = TASKS[cfg.task.name]
     task_cls.validate(cfg.task)
-    task = task_cls(cfg.task)
-    for key, kind, dim in (("model.embed", m.embed, task.input_dim), ("model.readout", m.readout, task.output_dim)):
-        if kind == "identity" and (task.vocab_size is not None or dim != m.d_model):
+    dims = task_cls.dims(cfg.task)
+    for key, kind, dim in (("model.embed", m.embed, dims.input_dim), ("model.readout", m.readout, dims.output_dim)):
+        if kind == "identity" and (dims.vocab_size is not None or dim != m.d_model):
             raise ConfigError(f"{key}=identity needs vector data of width model.d_model={m.d_model}; "
                               f"task {task_cls.Config.name!r} has width {dim}; use {key}=linear")
+
+
+def validate_optimizer(t: TrainConfig) -> None:
+    """Values the optimiser would accept and then turn into NaN, or refuse mid-run."""
+    finite = {"train.lr": t.lr, "train.weight_decay": t.weight_decay, "train.momentum": t.momentum,
+              "train.grad_clip": t.grad_clip}
+    for key, value in finite.items():
+        if not math.isfinite(value):
+            raise ConfigError(f"{key}={value} is not valid; it must be a finite number")
+    if t.lr <= 0:
+        raise ConfigError(f"train.lr={t.lr} is not valid; it must be > 0")
+    for key in ("train.weight_decay", "train.grad_clip"):
+        if finite[key] < 0:
+            raise ConfigError(f"{key}={finite[key]} is not valid; it must be >= 0"
+                              + (" (0 disables clipping)" if key == "train.grad_clip" else ""))
+    if not 0 <= t.momentum < 1:
+        raise ConfigError(f"train.momentum={t.momentum} is not valid; it must lie in [0, 1)")
+    betas = list(t.betas)
+    if len(betas) != 2 or not all(math.isfinite(b) and 0 <= b < 1 for b in betas):
+        raise ConfigError(f"train.betas={betas} is not valid; it needs two values in [0, 1), e.g. [0.9, 0.999]")
+
+
+def memory_estimate(cfg: Config) -> int:
+    """Bytes a training step or an evaluation of `cfg` needs at the least (fp32): weights, gradients
+    and two optimiser moments per replica, the task's structure, and the larger of the training
+    step's and the captured evaluation's activations. A coarse floor, for refusing sizes no machine here can hold."""
+    m, t = cfg.model, cfg.train
+    dims = TASKS[cfg.task.name].dims(cfg.task)
+    d, L, H = m.d_model, m.n_layers, m.n_heads
+    T = dims.seq_len + m.n_registers
+    width = dims.vocab_size or dims.input_dim
+    mlp = 0 if m.mlp == "none" else 8 * d * d
+    params = L * (4 * d * d + mlp) + width * d + d * dims.output_dim + T * d
+
+    def activations(batch: int) -> int:   # per layer: scores and weights, and a dozen (T, d) tensors
+        return L * batch * (3 * H * T * T + 12 * T * d + (12 * T * d if mlp else 0))
+
+    data = t.data_chunk * t.batch_size * T * (dims.input_dim or 1)
+    floats = (4 * params + data + dims.structure) * t.replicas + max(t.replicas * activations(t.batch_size),
+                                                                     activations(cfg.eval.batch_size))
+    return 4 * floats
 
 
 def to_dict(cfg: Config) -> dict:

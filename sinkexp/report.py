@@ -36,16 +36,41 @@ def settings(run: Path) -> dict:
     return {key: (str(value) if isinstance(value, list) else value) for key, value in flat.iloc[0].items()}
 
 
+def read_final(run: Path, steps: int) -> pd.DataFrame:
+    """A finished run's final values, after checking that its files agree: metrics.csv, losses.csv
+    and summary.json all end at train.steps. Raises ValueError saying what is wrong."""
+    try:
+        metrics, losses = pd.read_csv(run / R.METRICS), pd.read_csv(run / R.LOSSES)
+        summary_step = R.read_json(run / R.SUMMARY)["step"]
+    except (OSError, ValueError, KeyError, pd.errors.ParserError) as err:
+        raise ValueError(f"{err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
+    ends = {R.METRICS: metrics["step"].max() if len(metrics) else None,
+            R.LOSSES: losses["step"].max() if len(losses) else None, R.SUMMARY: summary_step}
+    if any(end != steps for end in ends.values()):
+        raise ValueError("tables end at " + ", ".join(f"{name} step {end}" for name, end in ends.items())
+                         + f", not train.steps={steps}")
+    return final_values(metrics, losses)
+
+
 def collect(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(runs: one row per run with settings and status; finals: long rows of final values of finished runs)."""
+    """(runs: one row per run with settings, status and, for a damaged run, the reason; finals: long
+    rows of final values of finished runs). A run whose files cannot be read or disagree is
+    `damaged`; the others are reported as usual."""
     runs, finals = [], []
     for run in find_runs(root):
-        row = {"run": str(run.relative_to(root)) if run != Path(root) else ".", "status": R.status(run),
-               **settings(run)}
+        row = {"run": str(run.relative_to(root)) if run != Path(root) else ".", "status": R.status(run), "reason": ""}
+        try:
+            row.update(settings(run))
+        except Exception as err:   # OmegaConf raises several types for a file that is not a mapping
+            row.update(status="damaged", reason=f"{R.CONFIG} cannot be read ({err.__class__.__name__})")
         runs.append(row)
         if row["status"] != "done":
             continue
-        final = final_values(pd.read_csv(run / R.METRICS), pd.read_csv(run / R.LOSSES))
+        try:
+            final = read_final(run, int(row.get("train.steps", -1)))
+        except ValueError as err:
+            row.update(status="damaged", reason=str(err))
+            continue
         finals.append(final.assign(run=row["run"]))
     runs = pd.DataFrame(runs)
     finals = pd.concat(finals, ignore_index=True) if finals else pd.DataFrame(columns=["run", "layer", "query_type", "metric", "value"])
@@ -54,7 +79,7 @@ def collect(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def varying(runs: pd.DataFrame) -> list[str]:
     """Setting columns whose value differs between runs (the seed and bookkeeping excluded)."""
-    columns = [c for c in runs.columns if c not in {"run", "status"} and c not in IGNORED_SETTINGS]
+    columns = [c for c in runs.columns if c not in {"run", "status", "reason"} and c not in IGNORED_SETTINGS]
     chosen: list[str] = []
     for column in columns:
         values = runs[column].astype(str)
@@ -147,7 +172,7 @@ def report(root: Path, out: Path | None = None) -> Path:
     if runs.empty:
         raise FileNotFoundError(f"no run directories (with {R.CONFIG}) below {root}")
     out.mkdir(parents=True, exist_ok=True)
-    groups = varying(runs)
+    groups = varying(runs[runs["status"] == "done"])   # the runs the summary aggregates
     summary = aggregate(runs, finals, groups)
     R.write_csv(out / "runs.csv", runs)
     R.write_csv(out / "summary.csv", summary)
@@ -164,7 +189,7 @@ def report(root: Path, out: Path | None = None) -> Path:
     counts = runs["status"].value_counts().to_dict()
     print(f"{len(runs)} runs below {root}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     for _, run in runs[runs["status"] != "done"].iterrows():
-        print(f"  {run['status']:>10}: {run['run']}")
+        print(f"  {run['status']:>10}: {run['run']}" + (f" ({run['reason']})" if run["reason"] else ""))
     headline = summary[(summary["metric"] == "sink_attn") & (summary["layer"] >= 0) & (summary["query_type"] != "all")]
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(headline.drop(columns="metric").round(4).to_string(index=False))

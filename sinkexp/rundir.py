@@ -15,8 +15,10 @@ incomplete (and resumable when it has a checkpoint).
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import math
 import logging
 import os
 import platform
@@ -34,6 +36,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from sinkexp.config import Config, from_dictconfig, to_dict
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
+from sinkexp.tasks import TASKS
+from sinkexp.tasks.base import data_digest
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +62,10 @@ class RunDirError(RuntimeError):
 def config_hash(cfg: Config) -> str:
     """Eight hex digits over every setting that changes the result (not the UNHASHED_KEYS)."""
     settings = to_dict(cfg)
+    files = {f"task.{key}": data_digest(f"task.{key}", getattr(cfg.task, key))
+             for key in getattr(TASKS[cfg.task.name], "data_files", ()) if getattr(cfg.task, key)}
+    if files:   # a data file's content is part of the run: an edited file is a new run
+        settings["data_files"] = files
     for key in (*UNHASHED_KEYS, *LATER_KEYS, *RENAMED_KEYS):
         *parents, leaf = key.split(".")
         node = settings
@@ -125,7 +133,23 @@ def write_text(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, obj) -> None:
-    write_text(path, json.dumps(obj, indent=2) + "\n")
+    """Strict JSON: a value that is not finite becomes null, and `non_finite` lists where and what it was."""
+    found: dict[str, str] = {}
+
+    def strict(node, where: str):
+        if isinstance(node, float) and not math.isfinite(node):
+            found[where] = str(node)
+            return None
+        if isinstance(node, dict):
+            return {key: strict(value, f"{where}.{key}" if where else str(key)) for key, value in node.items()}
+        if isinstance(node, (list, tuple)):
+            return [strict(value, f"{where}[{i}]") for i, value in enumerate(node)]
+        return node
+
+    clean = strict(obj, "")
+    if found and isinstance(clean, dict):
+        clean["non_finite"] = found
+    write_text(path, json.dumps(clean, indent=2, allow_nan=False) + "\n")
 
 
 def write_csv(path: Path, frame: pd.DataFrame) -> None:
@@ -187,50 +211,93 @@ def device_name(device: torch.device) -> str:
 
 
 
+class RunBusy(RunDirError):
+    """Another live process holds the run directory's lock."""
+
+
 class RunDir:
     """One run's directory and the tables it accumulates.
 
     `open()` decides what the directory allows: it returns the finished run's summary (nothing to
-    do), or None after loading the checkpoint to resume from into `self.state` (None: start fresh);
-    it raises RunDirError for anything of another config.
+    do, nothing touched), or takes the directory's lock and returns None, with the checkpoint to
+    resume from in `self.state` (None: start fresh). It raises RunDirError for anything of another
+    config or a checkpoint that cannot be loaded safely, and RunBusy when another live process holds
+    the lock. `close()` releases the lock (a dead process's lock is released by the kernel).
     """
 
-    def __init__(self, path: Path, cfg: Config):
+    def __init__(self, path: Path, cfg: Config, hydra_files: dict[str, str] | None = None):
         self.path, self.cfg, self.digest = Path(path), cfg, config_hash(cfg)
+        self.hydra_files = hydra_files or {}     # .hydra/<name>: text, written when the run starts
         self.state: dict | None = None
         self.metric_rows: list = []
         self.loss_rows: list = []
         self.name = f"s{cfg.seed}"
+        self._lock: int | None = None
+
+    def check(self) -> dict | None:
+        """Without touching anything: the finished run's summary, None if there is work to do, or
+        RunDirError if the directory belongs to another config."""
+        if self.path.exists() and not self.path.is_dir():
+            raise RunDirError(f"{self.path} is a file, not a run directory")
+        recorded = read_json(self.path / META).get("config_hash") if (self.path / META).exists() else None
+        if recorded not in (None, self.digest):
+            what = "a finished run" if status(self.path) == "done" else "a run"
+            raise RunDirError(f"{self.path} holds {what} of another config (hash {recorded}, this one "
+                              f"{self.digest}); refusing to touch it: choose another hydra.run.dir or name")
+        if status(self.path) == "done":
+            return read_json(self.path / SUMMARY)
+        return None
 
     def open(self) -> dict | None:
-        if status(self.path) == "done":
-            finished = read_json(self.path / META).get("config_hash")
-            if finished != self.digest:
-                raise RunDirError(f"{self.path} holds a finished run of another config (hash {finished}, "
-                                  f"this one {self.digest}); refusing to overwrite it")
-            log.info("%s is finished already (hash %s); left untouched", self.path, self.digest)
-            return read_json(self.path / SUMMARY)
-        self.state = self.load_checkpoint()
+        finished = self.check()
+        if finished is not None:
+            return finished
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock = take_lock(self.path)
+        try:
+            finished = self.check()              # finished by another process since the first look
+            if finished is not None:
+                self.close()
+                return finished
+            for stale in self.path.glob(".*.tmp"):   # left by a write that was killed
+                stale.unlink(missing_ok=True)
+            self.state = self.load_checkpoint()
+        except BaseException:
+            self.close()
+            raise
         if self.state:
             self.metric_rows, self.loss_rows = self.state["metric_rows"], self.state["loss_rows"]
         return None
+
+    def close(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)                 # releases the flock
+            self._lock = None
 
     @property
     def resume_step(self) -> int:
         return self.state["trainer"]["step"] if self.state else 0
 
     def load_checkpoint(self) -> dict | None:
+        """The checkpoint's state, loaded as tensors and plain data only (weights_only: a crafted
+        file cannot run code); None without one."""
         checkpoint = self.path / CHECKPOINT
         if not checkpoint.exists():
             return None
-        state = torch.load(checkpoint, map_location="cpu", weights_only=False)
-        if state["config_hash"] != self.digest:
-            raise RunDirError(f"{checkpoint} belongs to another config (hash {state['config_hash']}, "
+        try:
+            state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+            recorded = state["config_hash"]
+        except Exception as err:
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else err.__class__.__name__
+            raise RunDirError(f"{checkpoint} cannot be loaded safely ({reason[:160]}); it was not executed. "
+                              "Move it away to restart this run from step 0") from None
+        if recorded != self.digest:
+            raise RunDirError(f"{checkpoint} belongs to another config (hash {recorded}, "
                               f"this one {self.digest}); refusing to resume from it")
         return state
 
     def start(self, device: torch.device, replica: int, replicas: int) -> None:
-        """Clear a previous failure and write config.yaml and the opening meta.json."""
+        """Clear a previous failure and write config.yaml, Hydra's files and the opening meta.json."""
         (self.path / FAILED).unlink(missing_ok=True)
         self.meta = {"schema_version": SCHEMA_VERSION, "config_hash": self.digest, "seed": self.cfg.seed,
                      "device": {"requested": self.cfg.device, "resolved": str(device), "name": device_name(device),
@@ -240,6 +307,8 @@ class RunDir:
                      "resumed_from_step": self.resume_step if self.state else None,
                      "replica": {"index": replica, "of": replicas}}
         write_text(self.path / CONFIG, OmegaConf.to_yaml(OmegaConf.create(to_dict(self.cfg))))
+        for name, text in self.hydra_files.items():
+            write_text(self.path / ".hydra" / name, text)
         write_json(self.path / META, self.meta)
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -266,7 +335,13 @@ class RunDir:
             "metric_rows": self.metric_rows, "loss_rows": self.loss_rows}, tmp))
 
     def finish(self, summary: dict, attention: dict, wall_time_s: float, steps_per_s: float) -> None:
-        """Write the summary, the attention maps and the closing meta.json, then DONE."""
+        """Write the summary, the attention maps and the closing meta.json, then DONE, once the
+        tables are complete: every one ends at train.steps."""
+        metrics, losses = self.tables()
+        ends = {METRICS: metrics["step"].max(), LOSSES: losses["step"].max(), SUMMARY: summary["step"]}
+        if any(end != self.cfg.train.steps for end in ends.values()):
+            raise RunDirError(f"{self.path}: tables end at steps {ends}, not train.steps={self.cfg.train.steps}; "
+                              "DONE not written")
         write_arrays(self.path / ATTENTION, attention)
         write_json(self.path / SUMMARY, summary)
         self.meta.update(end_time=utc_now(), wall_time_s=round(wall_time_s, 3), steps_per_s=round(steps_per_s, 2))
@@ -274,4 +349,21 @@ class RunDir:
         write_text(self.path / DONE, utc_now() + "\n")
 
     def fail(self, err: BaseException) -> None:
-        write_text(self.path / FAILED, "".join(traceback.format_exception(err)))
+        """FAILED with the reason first and the traceback after; never next to DONE."""
+        if status(self.path) != "done":
+            write_text(self.path / FAILED, f"{err.__class__.__name__}: {err}\n\n" + "".join(traceback.format_exception(err)))
+
+
+def take_lock(path: Path) -> int:
+    """An exclusive flock on <path>/.lock (works across NFS clients on Linux); RunBusy if a live
+    process holds it. The file keeps the last holder's pid and host, for the message."""
+    fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise RunBusy(f"{path} is being trained by {holder}; skipped (rerun once it has finished)") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on {platform.node()}\n".encode(), 0)
+    return fd

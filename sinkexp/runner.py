@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -21,7 +22,7 @@ from sinkexp.evaluate.tables import final_values, summary
 from sinkexp.model import Transformer
 from sinkexp.rundir import RunDir
 from sinkexp.tasks import TASKS
-from sinkexp.train import ReplicaTrainer, Trainer
+from sinkexp.train import Diverged, ReplicaTrainer, Trainer
 
 log = logging.getLogger(__name__)
 
@@ -53,30 +54,36 @@ def run(cfg: Config, run_dir: Path) -> dict:
     return run_seeds([cfg], [run_dir])[0]
 
 
-def run_seeds(cfgs: list[Config], run_dirs: list[Path]) -> list[dict]:
+def run_seeds(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict | None = None) -> list[dict]:
     """Train configs that differ only in the seed, one directory each; returns the summaries.
 
     Finished runs are skipped; the others train together, grouped by the step their checkpoint
     holds (0 without one), so that each resumes where it stopped. A failure marks every run of the
-    group it hit FAILED.
+    group it hit FAILED. `hydra_files` (.hydra/<name>: text) are written into each started run.
+    Raises RunDirError (RunBusy: another process holds a directory) before training anything.
     """
-    runs = [RunDir(path, cfg) for cfg, path in zip(cfgs, run_dirs)]
+    runs = [RunDir(path, cfg, hydra_files) for cfg, path in zip(cfgs, run_dirs)]
     summaries: dict[int, dict] = {}
     groups: dict[int, list[int]] = defaultdict(list)
-    for i, run_dir in enumerate(runs):
-        finished = run_dir.open()
-        if finished is not None:
-            summaries[i] = finished
-        else:
-            groups[run_dir.resume_step].append(i)
-    for group in groups.values():
-        try:
-            results = train_and_evaluate([runs[i] for i in group])
-        except BaseException as err:  # KeyboardInterrupt too: the directory says why it stopped
-            for i in group:
-                runs[i].fail(err)
-            raise
-        summaries.update(zip(group, results))
+    try:
+        for i, run_dir in enumerate(runs):
+            finished = run_dir.open()
+            if finished is not None:
+                print(f"{run_dir.path} is finished already (hash {run_dir.digest}); left untouched")
+                summaries[i] = finished
+            else:
+                groups[run_dir.resume_step].append(i)
+        for group in groups.values():
+            try:
+                results = train_and_evaluate([runs[i] for i in group])
+            except BaseException as err:  # KeyboardInterrupt too: the directory says why it stopped
+                for i in group:
+                    runs[i].fail(err)
+                raise
+            summaries.update(zip(group, results))
+    finally:
+        for run_dir in runs:
+            run_dir.close()
     return [summaries[i] for i in range(len(cfgs))]
 
 
@@ -122,7 +129,12 @@ def train_and_evaluate(runs: list[RunDir]) -> list[dict]:
 
     def on_eval(step: int) -> None:
         for view, run_dir in zip(views, runs):
-            run_dir.evaluated(*evaluate(view.model, task, eval_batch, step), step)
+            rows, losses = evaluate(view.model, task, eval_batch, step)
+            bad = [f"{split}={loss}" for _, split, loss in losses if split.startswith("eval/") and not math.isfinite(loss)]
+            if bad:   # finite weights can still be large enough to overflow the prediction
+                raise Diverged(f"diverged by step {step} (held-out loss {bad[0]}); try a lower train.lr "
+                               f"(now {cfg.train.lr:g})")
+            run_dir.evaluated(rows, losses, step)
 
     def on_log(step: int, losses: list[float]) -> None:
         for run_dir, loss in zip(runs, losses):

@@ -64,9 +64,14 @@ def maybe_compile(fn, cfg: TrainConfig, device: torch.device):
     return torch.compile(fn, mode="reduce-overhead" if device.type == "cuda" else "default")
 
 
+class Diverged(RuntimeError):
+    """Training produced a non-finite loss or parameter; the message says where and what to try."""
+
+
 class TrainLoop:
-    """The loop both trainers share. A subclass sets `optimizer`, implements `draw(n)` (n examples
-    of fresh data, split along `batch_dim`) and `train_step()` (one step; the loss, one per model)."""
+    """The loop both trainers share. A subclass sets `optimizer` and implements `draw(n)` (n examples
+    of fresh data, split along `batch_dim`), `train_step()` (one step; the loss, one per model) and
+    `parameters()` (every trained tensor, checked for divergence)."""
 
     batch_dim = 0                           # where a batch's examples run: after the model axis, if any
 
@@ -75,6 +80,9 @@ class TrainLoop:
         self.step = 0
         self.window_sum = torch.zeros(loss_shape, device=device)   # train loss summed since the last log
         self.window_len = 0
+        # The first step whose loss was not finite (0: none yet), tracked on the device so that no
+        # step waits for the host; read at log, eval and checkpoint steps (check_finite).
+        self.first_bad_step = torch.zeros(loss_shape, dtype=torch.long, device=device)
         self.batches: deque[Batch] = deque()   # drawn ahead by next_batch, never across a checkpoint
 
     def next_batch(self) -> Batch:
@@ -87,6 +95,16 @@ class TrainLoop:
             steps = max(1, min(cfg.data_chunk, to_checkpoint, cfg.steps - self.step))
             self.batches.extend(split_batch(self.draw(cfg.batch_size * steps), cfg.batch_size, dim=self.batch_dim))
         return self.batches.popleft()
+
+    def check_finite(self) -> None:
+        """Raise Diverged at the first non-finite training loss, or once a parameter is not finite."""
+        first_bad = self.first_bad_step.max().item()
+        if first_bad:
+            raise Diverged(f"diverged at step {first_bad} (train loss not finite); try a lower train.lr "
+                           f"(now {self.cfg.lr:g})")
+        if not all(torch.isfinite(p).all() for p in self.parameters()):
+            raise Diverged(f"diverged by step {self.step} (a parameter is not finite); try a lower train.lr "
+                           f"(now {self.cfg.lr:g})")
 
     def progress(self, generator: torch.Generator, window_sum: torch.Tensor) -> dict:
         return {"generator": generator.get_state(), "step": self.step, "window_sum": window_sum.clone(),
@@ -102,11 +120,17 @@ class TrainLoop:
                    dynamic_ncols=True, mininterval=1.0)
         while self.step < cfg.steps:
             # No host synchronisation here: the loss is summed on the device and read at log time.
-            self.window_sum += self.train_step()
+            loss = self.train_step()
+            self.window_sum += loss
             self.window_len += 1
             self.step += 1
+            bad = ~torch.isfinite(loss) & (self.first_bad_step == 0)
+            self.first_bad_step = torch.where(bad, self.step, self.first_bad_step)
             bar.update(1)
             last = self.step == cfg.steps
+            boundary = last or any(self.step % every == 0 for every in (cfg.log_every, eval_every, cfg.checkpoint_every))
+            if boundary:
+                self.check_finite()
             if self.step % cfg.log_every == 0 or last:
                 mean_losses = (self.window_sum / self.window_len).reshape(-1).tolist()
                 self.window_sum.zero_()
@@ -133,6 +157,9 @@ class Trainer(TrainLoop):
 
     def draw(self, n: int) -> Batch:
         return self.task.sample(n, self.generator, self.device)
+
+    def parameters(self):
+        return self.model.parameters()
 
     def train_step(self) -> torch.Tensor:
         """One optimiser step; returns the training loss (a 0-d tensor on the device)."""
@@ -218,6 +245,9 @@ class ReplicaTrainer(TrainLoop):
             generator.set_state(state["generator"])
         self.step, self.window_len = states[0]["step"], states[0]["window_len"]
         self.window_sum = torch.stack([state["window_sum"].reshape(()) for state in states]).to(self.device)
+
+    def parameters(self):
+        return self.params.values()
 
     def draw(self, n: int) -> Batch:
         batches = [self.task.sample(n, generator, self.device) for generator in self.generators]

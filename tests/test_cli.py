@@ -81,11 +81,13 @@ def test_rerunning_a_sweep_leaves_finished_runs_untouched(tmp_path):
     args = ("train", "-m", "attn=softmax,relu", "name=again", *QUICK)
     assert sinkexp(*args, cwd=tmp_path).returncode == 0
     runs = tmp_path / "outputs/sweeps/again/trigger"          # Hydra rewrites its own multirun.yaml above
-    stamps = {p: p.stat().st_mtime_ns for p in runs.rglob("*") if p.is_file()
-              and ".hydra" not in p.parts and p.suffix != ".log"}
-    assert len(stamps) > 10
-    assert sinkexp(*args, cwd=tmp_path).returncode == 0
-    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    stamps = {p: p.stat().st_mtime_ns for p in runs.rglob("*") if p.is_file()}
+    assert len(stamps) > 10 and any(".hydra" in p.parts for p in stamps)
+    again = sinkexp(*args, cwd=tmp_path)
+    assert again.returncode == 0
+    assert {p: p.stat().st_mtime_ns for p in runs.rglob("*") if p.is_file()} == stamps   # .hydra, train.log too
+    ours = [line for line in again.stdout.splitlines() if not line.startswith("[")]   # not Hydra's launcher lines
+    assert len(ours) == 2 and all("finished already" in line for line in ours)
 
 
 def test_an_experiment_grid_is_checked_and_composes(tmp_path):
@@ -150,3 +152,80 @@ def test_replicas_that_would_collide_are_refused(tmp_path, args, says):
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
     assert says in result.stderr and "train.replicas" in result.stderr
     assert not (tmp_path / "outputs").exists() and not (tmp_path / "fixed").exists()
+
+
+@pytest.mark.parametrize("args,says", [
+    (["model.n_layers=é"], "cannot parse the overrides"),
+    (["hydra.run.dir="], "hydra.run.dir is empty"),
+    (["-m", "name=../../x", "seed=0"], "name="),
+    (["model.n_layers=1000000000"], "GiB"),
+])
+def test_values_that_would_fail_later_are_refused_first(tmp_path, args, says):
+    flags = [a for a in args if a == "-m"]
+    result = sinkexp("train", *flags, *QUICK, *[a for a in args if a not in flags], cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and says in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_another_configs_directory_is_refused_without_touching_it(tmp_path):
+    assert sinkexp("train", "hydra.run.dir=taken", *QUICK, cwd=tmp_path).returncode == 0
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "taken").rglob("*")}
+    refused = sinkexp("train", "hydra.run.dir=taken", "seed=1", *QUICK, cwd=tmp_path)
+    assert refused.returncode == 2 and "another config" in refused.stderr
+    again = sinkexp("train", "hydra.run.dir=taken", *QUICK, cwd=tmp_path)   # the same config: skipped
+    assert again.returncode == 0 and again.stdout.strip().splitlines() == [
+        f"{tmp_path / 'taken'} is finished already (hash {json.loads((tmp_path / 'taken/meta.json').read_text())['config_hash']}); left untouched"]
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "taken").rglob("*")} == stamps   # .hydra and train.log too
+
+
+def test_a_sweep_with_a_failed_job_exits_nonzero_and_says_how_many(tmp_path):
+    result = sinkexp("train", "-m", "train.lr=1e-3,1e6", "name=mixed", *QUICK, cwd=tmp_path)
+    assert result.returncode == 1
+    assert "diverged" in result.stderr and "1 of 2 runs did not finish: 1 failed" in result.stderr
+    statuses = sorted(p.name for p in (tmp_path / "outputs/sweeps/mixed").rglob("*") if p.name in ("DONE", "FAILED"))
+    assert statuses == ["DONE", "FAILED"]
+
+
+def test_a_diverging_single_run_ends_with_one_line_and_failed(tmp_path):
+    result = sinkexp("train", "train.lr=1e6", "train.steps=1", "hydra.run.dir=div", cwd=tmp_path)
+    assert result.returncode == 1 and "sinkexp: error: diverged" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert (tmp_path / "div/FAILED").exists() and not (tmp_path / "div/DONE").exists()
+
+
+def test_two_concurrent_sweeps_train_each_run_once(tmp_path):
+    env = {**os.environ, "TQDM_DISABLE": "1"}
+    args = [sys.executable, "-m", "sinkexp.cli", "train", "-m", "seed=0,1,2,3", "name=both", *QUICK,
+            "train.steps=150", "train.checkpoint_every=50"]
+    first = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    second = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    outcomes = [process.communicate(timeout=300) for process in (first, second)]
+    runs = sorted((tmp_path / "outputs/sweeps/both/trigger/softmax/L1").iterdir())
+    assert len(runs) == 4
+    for run_dir in runs:
+        assert (run_dir / "DONE").exists() and not (run_dir / "FAILED").exists(), run_dir
+        log = (run_dir / "train.log").read_text()
+        assert log.count("step 0 eval") == 1, log        # trained by one process, from the start once
+        metrics = pd.read_csv(run_dir / "metrics.csv")
+        assert sorted(metrics["step"].unique()) == list(range(0, 151, 10))
+    for process, (_, err) in zip((first, second), outcomes):
+        # a sweep that skipped a run the other was training exits 1, unless it had finished by then
+        assert process.returncode == 0 or (process.returncode == 1 and "is being trained by" in err), err
+
+
+def test_sigterm_stops_a_run_like_ctrl_c(tmp_path):
+    import signal
+    import time
+
+    env = {**os.environ, "TQDM_DISABLE": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "sinkexp.cli", "train", "hydra.run.dir=term", "device=cpu",
+                                "train.steps=100000"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "term/metrics.csv").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=60)
+    assert process.returncode != 0
+    assert (tmp_path / "term/FAILED").read_text().startswith("Terminated: stopped by SIGTERM")

@@ -52,3 +52,25 @@ def test_report_works_on_a_single_run_directory(sweep, tmp_path):
     out = report(sweep / "trigger/relu/L1/s0", tmp_path / "one")
     assert len(pd.read_csv(out / "runs.csv")) == 1
     assert (out / "summary.csv").exists()
+
+
+def test_damaged_runs_are_listed_with_the_reason_and_the_rest_reported(sweep, tmp_path, capsys):
+    import shutil
+
+    root = tmp_path / "damaged"
+    shutil.copytree(sweep, root)
+    metrics = root / "trigger/softmax/L1/s0" / R.METRICS            # truncated: ends at step 10 of 30
+    lines = metrics.read_text().splitlines()
+    metrics.write_text("\n".join(line for line in lines if not line.startswith(("20,", "30,"))) + "\n")
+    (root / "trigger/relu/L1/s0" / R.METRICS).unlink()              # DONE without metrics.csv
+    (root / "trigger/relu/L1/s1" / R.CONFIG).write_text("[not: a mapping")
+    report(root)
+    runs = pd.read_csv(root / "report/runs.csv").set_index("run")
+    assert runs.loc["trigger/softmax/L1/s0", "status"] == "damaged"
+    assert "metrics.csv step 10" in runs.loc["trigger/softmax/L1/s0", "reason"]
+    assert runs.loc["trigger/relu/L1/s0", "status"] == "damaged"
+    assert runs.loc["trigger/relu/L1/s1", "status"] == "damaged" and "config.yaml" in runs.loc["trigger/relu/L1/s1", "reason"]
+    assert runs.loc["trigger/softmax/L1/s1", "status"] == "done"      # the rest is reported
+    summary = pd.read_csv(root / "report/summary.csv")
+    assert set(summary["n"]) == {1}
+    assert "damaged: trigger/softmax/L1/s0" in capsys.readouterr().out

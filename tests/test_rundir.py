@@ -44,8 +44,12 @@ def test_finished_run_is_left_untouched_and_other_configs_refused(make_config, t
 def test_a_checkpoint_of_another_config_is_refused(make_config, tmp_path):
     run(make_config(*QUICK, "train.steps=10"), tmp_path)
     (tmp_path / R.DONE).unlink()                       # as if killed after its last checkpoint
+    with pytest.raises(RunDirError, match="holds a run of another config"):    # meta.json says so first
+        run(make_config(*QUICK, "train.steps=10", "seed=1"), tmp_path)
+    (tmp_path / R.META).unlink()
     with pytest.raises(RunDirError, match="belongs to another config"):
         run(make_config(*QUICK, "train.steps=10", "seed=1"), tmp_path)
+    assert not (tmp_path / R.FAILED).exists()          # a refused directory is not marked
 
 
 def test_open_says_what_a_directory_allows(make_config, tmp_path):
@@ -90,3 +94,75 @@ def test_atomic_writes_leave_the_old_file_when_the_write_fails(tmp_path):
         R._atomic(tmp_path / "a.txt", broken)
     assert (tmp_path / "a.txt").read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]     # no temporary file left
+
+
+class Marker:
+    """Unpickling this creates a file: what a crafted checkpoint would do with a shell command."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (str(self.path), "w"))
+
+
+def test_a_crafted_checkpoint_is_never_executed(make_config, tmp_path):
+    import torch
+
+    cfg = make_config(*QUICK)
+    marker = tmp_path / "executed"
+    torch.save({"config_hash": R.config_hash(cfg), "trainer": Marker(marker)}, tmp_path / R.CHECKPOINT)
+    with pytest.raises(RunDirError, match="cannot be loaded safely") as err:
+        run(cfg, tmp_path)
+    assert not marker.exists()
+    assert "\n" not in str(err.value) and str(tmp_path / R.CHECKPOINT) in str(err.value)
+    assert not (tmp_path / R.DONE).exists()
+
+
+def test_a_directory_in_use_is_skipped_not_trained_twice(make_config, tmp_path):
+    cfg = make_config(*QUICK)
+    holder = R.RunDir(tmp_path, cfg)
+    assert holder.open() is None                          # this process now holds the lock
+    with pytest.raises(R.RunBusy, match=f"pid {__import__('os').getpid()}"):
+        run(cfg, tmp_path)
+    assert not (tmp_path / R.FAILED).exists() and not (tmp_path / R.METRICS).exists()
+    holder.close()                                        # released (as a dead process's lock is)
+    run(cfg, tmp_path)
+    assert R.status(tmp_path) == "done"
+
+
+def test_divergence_stops_the_run_with_failed_and_no_done(make_config, tmp_path):
+    from sinkexp.train import Diverged
+
+    with pytest.raises(Diverged, match="try a lower train.lr"):
+        run(make_config(*QUICK, "train.lr=1e6"), tmp_path)
+    assert R.status(tmp_path) == "failed" and not (tmp_path / R.SUMMARY).exists()
+    assert (tmp_path / R.FAILED).read_text().startswith("Diverged: diverged")
+
+
+def test_done_and_failed_never_coexist_and_stale_temporary_files_go(make_config, tmp_path, kill_at_step):
+    from sinkexp.train import Trainer
+
+    cfg = make_config(*QUICK)
+    kill_at_step(Trainer, 15)
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, tmp_path)
+    kill_at_step(Trainer, None)
+    stale = tmp_path / ".metrics.csv.abc123.tmp"          # a write killed half-way
+    stale.write_text("half")
+    run(cfg, tmp_path)
+    assert not stale.exists()
+    assert R.status(tmp_path) == "done" and not (tmp_path / R.FAILED).exists()
+    R.RunDir(tmp_path, cfg).fail(RuntimeError("late"))    # a finished run is never marked failed
+    assert not (tmp_path / R.FAILED).exists()
+
+
+def test_json_is_strict(tmp_path):
+    import json
+
+    R.write_json(tmp_path / "s.json", {"loss": {"all": float("nan"), "x": 1.0}, "steps": [float("inf")]})
+    text = (tmp_path / "s.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    loaded = json.loads(text, parse_constant=lambda name: pytest.fail(f"non-strict JSON constant {name}"))
+    assert loaded["loss"] == {"all": None, "x": 1.0} and loaded["steps"] == [None]
+    assert loaded["non_finite"] == {"loss.all": "nan", "steps[0]": "inf"}

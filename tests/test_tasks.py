@@ -159,6 +159,11 @@ def test_backcopy_oracle_equals_the_loss_of_the_true_conditional():
     ({"cond": [[1.5, -0.5], [1.0, 0.0]], "marginal": [1.0, 0.0], "bos": 1}, "non-negative"),
     ({"cond": [[0.5, 0.5], [1.0, 0.0]], "marginal": [1.0, 0.0], "bos": 2}, "bos"),
     ({"cond": [[0.5, 0.5], [1.0, 0.0]], "bos": 1}, "missing"),
+    ({"cond": [[0.5, 0.5], [1.0, 0.0]], "marginal": [float("nan"), 1.0], "bos": 1}, "not finite"),
+    ({"cond": [[0.5, 0.5], [1.0, 0.0]], "marginal": [float("inf"), 0.0], "bos": 1}, "not finite"),
+    ({"cond": [[0.5, 0.5], [1.0, 0.0]], "marginal": [0.0, 0.0], "bos": 1}, "marginal must sum to 1"),
+    ({"cond": [[0.5, 0.5], [1.0, 0.0]], "marginal": [1.0, 0.0], "bos": True}, "integer token id"),
+    ([1, 2], "JSON object"),
 ])
 def test_bad_bigram_tables_are_refused(tmp_path, content, needle):
     import json
@@ -169,3 +174,29 @@ def test_bad_bigram_tables_are_refused(tmp_path, content, needle):
     assert "task.bigram_table" in str(err.value)
     with pytest.raises(ConfigError, match="cannot be read"):
         load_table(str(tmp_path / "missing.json"))
+
+
+def test_a_marginal_with_no_mass_outside_bos_and_the_triggers_is_refused(tmp_path):
+    import json
+
+    path = tmp_path / "table.json"     # tokens 0, 1, 2 and BOS 3; only tokens 0 and 1 have marginal mass
+    path.write_text(json.dumps({"cond": [[0.0, 1.0, 0.0, 0.0], [1.0, 0, 0, 0], [1.0, 0, 0, 0], [1.0, 0, 0, 0]],
+                                "marginal": [0.6, 0.4, 0.0, 0.0], "bos": 3}))
+    BackcopyTask.validate(BackcopyConfig(bigram_table=str(path), n_triggers=1, seq_len=8))   # token 1 is left
+    with pytest.raises(ConfigError, match="no mass outside BOS"):
+        BackcopyTask.validate(BackcopyConfig(bigram_table=str(path), n_triggers=2, seq_len=8))
+
+
+def test_the_table_content_is_part_of_the_config_hash(tmp_path, make_config):
+    import json
+
+    from sinkexp.rundir import config_hash
+
+    path = tmp_path / "table.json"
+    table = {"cond": [[0.5, 0.5, 0.0], [0.5, 0.5, 0.0], [0.5, 0.5, 0.0]], "marginal": [0.5, 0.5, 0.0], "bos": 2}
+    path.write_text(json.dumps(table))
+    cfg = make_config("task=backcopy", f"task.bigram_table={path}", "task.n_triggers=1")
+    before = config_hash(cfg)
+    table["cond"][0] = [0.25, 0.75, 0.0]                     # edited in place, same path
+    path.write_text(json.dumps(table))
+    assert config_hash(cfg) != before

@@ -7,10 +7,13 @@ A task is one file with one class that has:
   has_bos           whether position 0 is a BOS/sink token (registers are inserted after it)
   input_dim / vocab_size, output_dim, seq_len   what the model's embedding and readout need
   validate(cfg)     raise ConfigError for impossible settings (a staticmethod)
+  dims(cfg) -> Dims its sizes, without building it (a staticmethod; checked against the model and memory)
   sample(batch_size, generator, device) -> Batch
   loss(pred, batch) -> (B, T) per-position loss
   reference         what baseline_loss measures (e.g. "zero predictor", "oracle")
   baseline_loss(batch) -> (B, T) per-position loss of that reference predictor
+  data_files        (optional) task config keys naming data files, read with tasks.base.read_data_file;
+                    their content is part of the config hash
 """
 from sinkexp.tasks.backcopy import BackcopyTask
 from sinkexp.tasks.base import Batch

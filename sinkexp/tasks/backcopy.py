@@ -28,14 +28,13 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
 from sinkexp.errors import ConfigError
-from sinkexp.tasks.base import Batch
+from sinkexp.tasks.base import Batch, Dims, read_data_file
 
 TRIGGER, NON_TRIGGER = 0, 1
 ROW_NOISE = 2.0  # spread of the synthetic rows' logits around log pi
@@ -72,44 +71,42 @@ def synthetic_table(vocab: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, 
 def load_table(path: str) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Read and check a JSON bigram table; any problem is a ConfigError naming task.bigram_table.
 
-    Checking a config, naming its run directory and building the task all need the table: the file
-    is read once per process and version (its path, size and modification time).
+    Checked: every entry finite and non-negative, cond square with rows summing to 1, the marginal
+    one entry per token summing to 1, bos an integer token id (`true` is not one).
     """
-    try:
-        stat = Path(path).stat()
-    except OSError as err:
-        raise ConfigError(f"task.bigram_table={path}: cannot be read ({err.__class__.__name__})") from None
-    return _parse_table(path, str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=8)
-def _parse_table(path: str, resolved: str, size: int, mtime_ns: int) -> tuple[torch.Tensor, torch.Tensor, int]:
     def bad(why: str) -> ConfigError:
         return ConfigError(f"task.bigram_table={path}: {why}")
 
     try:
-        raw = json.loads(Path(resolved).read_text())
-    except (OSError, ValueError) as err:
+        raw = json.loads(read_data_file("task.bigram_table", path))
+    except ValueError as err:
         raise bad(f"cannot be read as JSON ({err.__class__.__name__})") from None
+    if not isinstance(raw, dict):
+        raise bad("must be a JSON object with cond, marginal, bos")
     missing = [key for key in ("cond", "marginal", "bos") if key not in raw]
     if missing:
         raise bad(f"missing keys {missing}; a table needs cond, marginal, bos")
     try:
         cond = torch.tensor(raw["cond"], dtype=torch.float64)
         marginal = torch.tensor(raw["marginal"], dtype=torch.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RuntimeError):
         raise bad("cond and marginal must be numeric arrays") from None
     n = cond.shape[0] if cond.dim() == 2 else -1
     if cond.dim() != 2 or cond.shape[1] != n:
         raise bad(f"cond must be a square matrix, got shape {tuple(cond.shape)}")
     if marginal.shape != (n,):
         raise bad(f"marginal must have {n} entries (one per token), got shape {tuple(marginal.shape)}")
-    if (cond < 0).any() or (marginal < 0).any():
-        raise bad("probabilities must be non-negative")
+    for name, values in (("cond", cond), ("marginal", marginal)):
+        if not torch.isfinite(values).all():
+            raise bad(f"{name} holds a value that is not finite (NaN or inf)")
+        if (values < 0).any():
+            raise bad(f"{name}: probabilities must be non-negative")
     if not torch.allclose(cond.sum(-1), torch.ones(n, dtype=torch.float64), atol=1e-6):
         raise bad("every row of cond must sum to 1")
-    if not isinstance(raw["bos"], int) or not 0 <= raw["bos"] < n:
-        raise bad(f"bos must be a token id in [0, {n})")
+    if abs(marginal.sum().item() - 1.0) > 1e-6:
+        raise bad(f"marginal must sum to 1, sums to {marginal.sum().item():.6g}")
+    if type(raw["bos"]) is not int or not 0 <= raw["bos"] < n:
+        raise bad(f"bos must be an integer token id in [0, {n}), got {raw['bos']!r}")
     return cond, marginal, raw["bos"]
 
 
@@ -120,11 +117,12 @@ class BackcopyTask:
     input_dim = None
     has_bos = True  # registers go after position 0 when True
     reference = "oracle (exact optimum from the table)"
+    data_files = ("bigram_table",)   # config keys naming files whose content is part of the config hash
 
     def __init__(self, cfg: BackcopyConfig):
         self.cfg = cfg
         if cfg.bigram_table:
-            cond, marginal, self.bos = load_table(cfg.bigram_table)   # cached: never changed in place
+            cond, marginal, self.bos = load_table(cfg.bigram_table)
         else:
             cond, marginal, self.bos = synthetic_table(cfg.vocab, cfg.structure_seed)
         n = cond.shape[0]
@@ -143,17 +141,29 @@ class BackcopyTask:
         self.first_entropy = -(self.first[self.first > 0] * self.first[self.first > 0].log()).sum()
 
     @staticmethod
+    def dims(cfg: BackcopyConfig) -> Dims:
+        n = load_table(cfg.bigram_table)[0].shape[0] if cfg.bigram_table else cfg.vocab + 1
+        return Dims(cfg.seq_len, input_dim=None, vocab_size=n, output_dim=n, structure=n * n)
+
+    @staticmethod
     def validate(cfg: BackcopyConfig) -> None:
         if cfg.seq_len < 3:
             raise ConfigError(f"task.seq_len={cfg.seq_len} is not valid; it must be >= 3")
         if cfg.bigram_table:
-            n = load_table(cfg.bigram_table)[0].shape[0]
+            _, marginal, bos = load_table(cfg.bigram_table)
+            n = marginal.shape[0]
         else:
             if cfg.vocab < 2:
                 raise ConfigError(f"task.vocab={cfg.vocab} is not valid; it must be >= 2")
             n = cfg.vocab + 1
         if not 1 <= cfg.n_triggers <= n - 2:
             raise ConfigError(f"task.n_triggers={cfg.n_triggers} is not valid; it must lie in [1, {n - 2}]")
+        if cfg.bigram_table:
+            ordinary = marginal.clone()
+            ordinary[bos] = 0.0
+            if ordinary.sort(descending=True).values[cfg.n_triggers:].sum() <= 0:
+                raise ConfigError(f"task.bigram_table={cfg.bigram_table}: the marginal has no mass outside BOS and "
+                                  f"the {cfg.n_triggers} triggers, so the first token cannot be drawn")
 
     def _to(self, device: torch.device) -> None:
         """Move the table to `device` once (not per batch)."""

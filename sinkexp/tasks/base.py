@@ -1,9 +1,15 @@
-"""The batch every task sampler returns, and the per-position loss the regression tasks share."""
+"""The batch every task sampler returns, the per-position loss the regression tasks share, and
+the one way a task reads a data file (so that its content, not only its path, names the run)."""
 from __future__ import annotations
 
+import functools
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
+
+from sinkexp.errors import ConfigError
 
 
 @dataclass
@@ -15,6 +21,40 @@ class Batch:
     sink: torch.Tensor        # (B,) long: the sink position of each sequence (BOS = 0)
 
 
+@dataclass
+class Dims:
+    """A task's sizes, known from its config without building it (for checks before any work)."""
+    seq_len: int
+    input_dim: int | None     # width of vector inputs (None for token tasks)
+    vocab_size: int | None    # number of token ids (None for vector tasks)
+    output_dim: int
+    structure: int            # numbers in the task's fixed structure (gate, rotation, table)
+
+
 def mse(pred: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Squared error averaged over the channels: (B, T, C) x2 -> (B, T)."""
     return (pred - targets).pow(2).mean(-1)
+
+
+def read_data_file(key: str, path: str) -> bytes:
+    """The bytes of a task's data file (config key `key`), read once per process and file version
+    (path, size, modification time): checking a config, naming its run and building the task share it."""
+    try:
+        stat = Path(path).stat()
+        resolved = str(Path(path).resolve())
+    except OSError as err:
+        raise ConfigError(f"{key}={path}: cannot be read ({err.__class__.__name__})") from None
+    return _read(key, path, resolved, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _read(key: str, path: str, resolved: str, size: int, mtime_ns: int) -> bytes:
+    try:
+        return Path(resolved).read_bytes()
+    except OSError as err:
+        raise ConfigError(f"{key}={path}: cannot be read ({err.__class__.__name__})") from None
+
+
+def data_digest(key: str, path: str) -> str:
+    """SHA-256 of a data file's content (part of the config hash: an edited file is a new run)."""
+    return hashlib.sha256(read_data_file(key, path)).hexdigest()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from sinkexp.errors import ConfigError
-from sinkexp.tasks.base import Batch, mse
+from sinkexp.tasks.base import Batch, Dims, mse
 
 
 @dataclass
@@ -50,6 +50,10 @@ class BroadcastTask:
         self.hub_direction = u / u.norm()
         q, r = torch.linalg.qr(torch.randn(cfg.d, cfg.d, generator=generator))
         self.rotation = q * torch.sign(torch.diagonal(r))   # sign fix: Haar-distributed, deterministic
+
+    @staticmethod
+    def dims(cfg: BroadcastConfig) -> Dims:
+        return Dims(cfg.seq_len, input_dim=cfg.d, vocab_size=None, output_dim=cfg.d, structure=cfg.d * cfg.d + cfg.d)
 
     @staticmethod
     def validate(cfg: BroadcastConfig) -> None:

@@ -27,7 +27,7 @@ from statistics import NormalDist
 import torch
 
 from sinkexp.errors import ConfigError
-from sinkexp.tasks.base import Batch, mse
+from sinkexp.tasks.base import Batch, Dims, mse
 
 NOP, ACTIVE = 0, 1
 
@@ -56,6 +56,10 @@ class DampingTask:
         gate = torch.randn(cfg.d, generator=torch.Generator().manual_seed(cfg.structure_seed))
         self.gate = gate / gate.norm()
         self.threshold = NormalDist().inv_cdf(1 - cfg.p)
+
+    @staticmethod
+    def dims(cfg: DampingConfig) -> Dims:
+        return Dims(cfg.seq_len, input_dim=cfg.d, vocab_size=None, output_dim=cfg.d, structure=cfg.d)
 
     @staticmethod
     def validate(cfg: DampingConfig) -> None:

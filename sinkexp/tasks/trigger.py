@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from sinkexp.errors import ConfigError, choices_error
-from sinkexp.tasks.base import Batch, mse
+from sinkexp.tasks.base import Batch, Dims, mse
 
 TRIGGER, NON_TRIGGER = 0, 1           # indices into TriggerTask.query_types
 MODES = ("single", "bernoulli")
@@ -55,6 +55,10 @@ class TriggerTask:
         self.seq_len = cfg.seq_len
         self.input_dim = cfg.d_x + 2
         self.output_dim = cfg.d_x
+
+    @staticmethod
+    def dims(cfg: TriggerConfig) -> Dims:
+        return Dims(cfg.seq_len, input_dim=cfg.d_x + 2, vocab_size=None, output_dim=cfg.d_x, structure=0)
 
     @staticmethod
     def validate(cfg: TriggerConfig) -> None:
