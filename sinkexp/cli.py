@@ -12,19 +12,20 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import re
 import signal
 import sys
 from pathlib import Path
 
 import hydra
-import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp.config import from_dictconfig, omegaconf_message, register_schema
 from sinkexp.errors import ConfigError, choices_error
-from sinkexp.rundir import register_resolvers, replica_run_dirs
+
+# torch, and the modules that import it (config, rundir, runner), are imported where they are
+# needed, so that `sinkexp --help` and `--version` answer at once.
 
 log = logging.getLogger("sinkexp")
 CONFIG_MODULE = "sinkexp.conf"
@@ -32,13 +33,20 @@ RUN_DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir")   # wh
 USAGE = """usage: sinkexp <command> [args]
 commands:
   train    train one model, or sweep with -m (sinkexp train --help lists the options)
-  report   collect the runs below a directory into summary.csv and figures (sinkexp report DIR)"""
+  report   collect the runs below a directory into summary.csv and figures (sinkexp report DIR)
+options:
+  --version                  print the version
+  -sc install=bash|zsh|fish  print a shell-completion script for sinkexp train's overrides
+                             (eval "$(sinkexp -sc install=bash)")"""
 
 
 def compose_config(*overrides: str):
     """A validated Config from KEY=VALUE overrides, composed as `sinkexp train` composes it, without
     running anything (for tests and scripts)."""
     from hydra import compose, initialize_config_module
+
+    from sinkexp.config import from_dictconfig, register_schema
+    from sinkexp.rundir import register_resolvers
 
     register_schema()
     register_resolvers()
@@ -72,6 +80,7 @@ def _expand(overrides: list[str], multirun: bool, config_params: dict) -> list[l
 
 def _explain(overrides: list[str], err: Exception) -> ConfigError:
     """Rewrite a Hydra composition error as one line naming the key and what is valid there."""
+    from sinkexp.config import omegaconf_message
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -105,6 +114,8 @@ def preflight(overrides: list[str], multirun: bool) -> list[tuple[Path, str]]:
     from hydra import compose, initialize_config_module
     from hydra.errors import OverrideParseException
 
+    from sinkexp.config import from_dictconfig, register_schema
+    from sinkexp.rundir import register_resolvers, replica_run_dirs
     from sinkexp.runner import replica_configs, resolve_device
 
     register_schema()
@@ -170,7 +181,9 @@ def _check_run_dir(path: Path, cfg) -> str:
     return run_dir.digest
 
 
-def _check_memory(cfg, device: torch.device) -> None:
+def _check_memory(cfg, device) -> None:
+    import torch
+
     from sinkexp.config import memory_estimate
 
     need = memory_estimate(cfg)
@@ -188,6 +201,7 @@ def _check_memory(cfg, device: torch.device) -> None:
 
 def _check_replica_dirs(jobs: list, multirun: bool) -> None:
     """Refuse replicas that would share a run directory (within one job or across a sweep's jobs)."""
+    from sinkexp.rundir import replica_run_dirs
     from sinkexp.runner import replica_configs
 
     owner: dict[Path, tuple[int, int]] = {}       # run directory -> (job number, seed)
@@ -211,6 +225,8 @@ def spread_over_gpus(device: str, hydra_cfg) -> str:
     Left alone: an explicit device, single runs, one GPU, and jobs whose scheduler already chose
     (CUDA_VISIBLE_DEVICES set, as SLURM does).
     """
+    import torch
+
     if (device != "auto" or hydra_cfg.mode != RunMode.MULTIRUN or "CUDA_VISIBLE_DEVICES" in os.environ
             or not torch.cuda.is_available() or torch.cuda.device_count() < 2):
         return device
@@ -234,9 +250,13 @@ def _handle_sigterm() -> None:
 
 @hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base="1.3")
 def _train(dict_cfg: DictConfig) -> None:
+    import torch
+
+    from sinkexp.config import from_dictconfig
     from sinkexp.evaluate.tables import format_summary
-    from sinkexp.rundir import RunBusy, RunDirError, status
+    from sinkexp.rundir import RunBusy, RunDirError, replica_run_dirs, status
     from sinkexp.runner import replica_configs, run_seeds
+    from sinkexp.threads import choose_threads
     from sinkexp.train import Diverged
 
     _handle_sigterm()
@@ -244,9 +264,8 @@ def _train(dict_cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     sweep = hydra_cfg.mode == RunMode.MULTIRUN
     parallel = "joblib" in str(hydra_cfg.launcher.get("_target_", ""))
-    threads = cfg.threads or (1 if parallel else None)
-    if threads:
-        torch.set_num_threads(threads)   # before this job's first tensor operation
+    threads, why = choose_threads(cfg.threads, parallel)
+    torch.set_num_threads(threads)   # before this job's first tensor operation
     cfg.device = spread_over_gpus(cfg.device, hydra_cfg)
     cfgs = replica_configs(cfg)
     dirs = [Path(hydra_cfg.runtime.output_dir)]
@@ -262,7 +281,7 @@ def _train(dict_cfg: DictConfig) -> None:
     fresh = [status(run_dir) != "done" for run_dir in dirs]
     where = ", ".join(map(str, dirs))
     try:
-        summaries = run_seeds(cfgs, dirs, hydra_files)
+        summaries = run_seeds(cfgs, dirs, hydra_files, notes={"threads": f"{threads} ({why}; threads=N sets it)"})
     except RunBusy as err:
         print(f"sinkexp: {err}", file=sys.stderr)
         return
@@ -290,9 +309,39 @@ def finished(run_dir: Path, digest: str) -> bool:
         return False
 
 
+HIDDEN_GROUPS = ("task_scale", "hydra")   # chosen by scale= and Hydra's own options, not by the user directly
+
+
+def help_groups() -> str:
+    """`group: option, ...` for every user-facing config group (configs/<group>/*.yaml)."""
+    from importlib.resources import files
+
+    root = files(CONFIG_MODULE)
+    lines = []
+    for group in sorted(entry.name for entry in root.iterdir() if entry.is_dir() and entry.name not in HIDDEN_GROUPS
+                        and not entry.name.startswith("_")):
+        options = sorted(f.name.removesuffix(".yaml") for f in root.joinpath(group).iterdir() if f.name.endswith(".yaml"))
+        lines.append(f"{group}: {', '.join(options)}")
+    lines.append("hydra/launcher: parallel, slurm, submitit_local (installed with the parallel / slurm extras)")
+    return "\n".join(lines) + "\n"
+
+
+def help_choices() -> str:
+    """`key: choice, ...` for every key that names a registry entry (the model's AXES and the optimiser)."""
+    from sinkexp.config import OPTIMIZERS
+    from sinkexp.model import AXES
+
+    return "".join(f"{key}: {', '.join(registry)}\n" for key, registry in {**AXES, "train.optim": OPTIMIZERS}.items())
+
+
 def train(argv: list[str]) -> int:
     from hydra._internal.utils import get_args_parser
 
+    from sinkexp.config import register_schema
+    from sinkexp.rundir import register_resolvers
+
+    # `experiment=NAME` means what Hydra spells `+experiment=NAME` (the group is not in the defaults).
+    argv = ["+" + arg if arg.startswith("experiment=") else arg for arg in argv]
     args = get_args_parser().parse_args(argv)
     if args.multirun and (args.cfg or args.info):
         print("sinkexp: error: -m cannot be combined with --cfg/--info; drop -m to print the composed config",
@@ -300,6 +349,8 @@ def train(argv: list[str]) -> int:
         return 2
     register_schema()
     register_resolvers()
+    for name, text in (("sinkexp_help_groups", help_groups), ("sinkexp_help_choices", help_choices)):
+        OmegaConf.register_new_resolver(name, text, replace=True)
     planned = []
     if not (args.help or args.hydra_help or args.info or args.shell_completion or args.cfg):
         try:
@@ -308,7 +359,8 @@ def train(argv: list[str]) -> int:
             print(f"sinkexp: error: {err}", file=sys.stderr)
             return 2
     _handle_sigterm()
-    sys.argv = ["sinkexp train", *argv]
+    # Shell completion registers itself for basename(argv[0]): the command, not "sinkexp train".
+    sys.argv = ["sinkexp" if args.shell_completion else "sinkexp train", *argv]
     _train()
     unfinished = [run_dir for run_dir, digest in planned if not finished(run_dir, digest)]
     if unfinished and args.multirun:
@@ -319,15 +371,32 @@ def train(argv: list[str]) -> int:
     return 1 if unfinished else 0
 
 
+def complete(argv: list[str]) -> int:
+    """`sinkexp -sc install=bash` / `query=bash`: Hydra's completion of `sinkexp train` overrides.
+
+    The installed script calls `sinkexp -sc query=bash` with the whole line in COMP_LINE; the
+    `train` word is dropped from it so that Hydra sees only the overrides.
+    """
+    line = os.environ.get("COMP_LINE")
+    if line is not None:
+        os.environ["COMP_LINE"] = re.sub(r"^(\s*\S+)\s+train(?=\s|$)", r"\1", line)
+    return train(argv)
+
+
 def main() -> None:
+    from sinkexp import __version__
+
     argv = sys.argv[1:]
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         sys.exit(0 if argv else 2)
+    if argv[0] == "--version":
+        print(f"sinkexp {__version__}")
+        sys.exit(0)
+    if argv[0] in ("-sc", "--shell-completion"):
+        sys.exit(complete(argv))
     command, rest = argv[0], argv[1:]
-    from sinkexp import report
-
-    commands = {"train": train, "report": report.main}
+    commands = {"train": train, "report": lambda args: __import__("sinkexp.report").report.main(args)}
     if command not in commands:
         print(f"sinkexp: error: unknown command {command!r}; choose one of: {', '.join(commands)}", file=sys.stderr)
         sys.exit(2)

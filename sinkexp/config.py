@@ -69,6 +69,7 @@ class TrainConfig:
     data_chunk: int = 1          # steps' batches drawn per sampler call (fewer GPU launches; changes the data)
     replicas: int = 1            # K > 1: seeds seed .. seed+K-1 trained together, one run directory each
     compile: bool = False        # torch.compile the training step (CUDA graphs on a GPU)
+    keep_checkpoints: bool = False   # also keep each checkpoint as checkpoints/step_<N>.pt (for load_run)
 
 
 @dataclass

@@ -5,8 +5,10 @@ never the model: the run directory is the interface between training and reporti
 come from each run's config.yaml, not from folder names. Runs are grouped by every setting that
 varies across them except the seed; each group's final values become mean, std and n over seeds.
 
-Writes into DIR/report/: summary.csv (and summary.parquet when pyarrow is installed), runs.csv
-(one row per run with its status), sink_attn_by_layer.png, dynamics.png, attention_<run>.png.
+Writes into DIR/report/: summary.csv (mean, std, n over seeds; summary.parquet too when pyarrow is
+installed), runs.csv (one row per run with its status, and the reason for a damaged one),
+finals.csv (every run's final values), sink_attn_by_layer.png, dynamics.png, and
+attention_<setting>.png (one representative seed per setting).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from sinkexp import rundir as R
-from sinkexp.evaluate.tables import final_values
+from sinkexp.evaluate.tables import FINAL_COLUMNS, final_values
 from sinkexp.rundir import UNHASHED_KEYS
 
 IGNORED_SETTINGS = {"seed", *UNHASHED_KEYS}   # the seed is what groups average over; the rest is bookkeeping
@@ -101,67 +103,128 @@ def aggregate(runs: pd.DataFrame, finals: pd.DataFrame, groups: list[str]) -> pd
     return table
 
 
+def setting_name(key: str) -> str:
+    """attn.name -> attn, task.name -> task; every other key keeps its full dotted name."""
+    return key.removesuffix(".name")
+
+
 def label_of(row: pd.Series, groups: list[str]) -> str:
-    return ", ".join(f"{g.split('.')[-1]}={row[g]}" for g in groups) or "all runs"
+    return ", ".join(f"{setting_name(g)}={row[g]}" for g in groups) or "all runs"
 
 
-def plot_sink_by_layer(summary: pd.DataFrame, groups: list[str], path: Path) -> None:
+def with_labels(table: pd.DataFrame, runs: pd.DataFrame, groups: list[str]) -> pd.DataFrame:
+    """`table` (with a run column) plus each run's group label."""
+    labels = runs.set_index("run").apply(lambda row: label_of(row, groups), axis=1).rename("label")
+    return table.join(labels, on="run")
+
+
+def colours(labels) -> dict[str, str]:
+    """One colour per setting, the same in every panel and figure."""
+    return {label: f"C{i % 10}" for i, label in enumerate(sorted(set(labels)))}
+
+
+def compared(groups: list[str]) -> str:
+    return "compared: " + ", ".join(setting_name(g) for g in groups) if groups else "one setting"
+
+
+def plot_sink_by_layer(finals: pd.DataFrame, runs: pd.DataFrame, groups: list[str], path: Path) -> None:
+    """Final attention on the sink per layer and query type: each seed as a dot, mean +- std as a bar."""
     import matplotlib.pyplot as plt
 
-    rows = summary[(summary["metric"] == "sink_attn") & (summary["layer"] >= 0) & (summary["query_type"] != "all")]
-    query_types = sorted(rows["query_type"].unique())
-    fig, axes = plt.subplots(1, max(len(query_types), 1), figsize=(5 * max(len(query_types), 1), 3.6), squeeze=False)
+    rows = with_labels(finals, runs, groups)
+    rows = rows[(rows["metric"] == "sink_attn") & (rows["layer"] >= 0) & (rows["query_type"] != "all")]
+    query_types, labels = sorted(rows["query_type"].unique()), sorted(rows["label"].unique())
+    if rows.empty:
+        return
+    colour = colours(labels)
+    layers = sorted(rows["layer"].unique())
+    fig, axes = plt.subplots(1, len(query_types), figsize=(4.6 * len(query_types) + 2.6, 3.8), squeeze=False)
+    width = 0.8 / len(labels)
     for ax, query_type in zip(axes[0], query_types):
-        chosen = rows[rows["query_type"] == query_type]
-        for key, group in (chosen.groupby(groups, dropna=False) if groups else [((), chosen)]):
-            group = group.sort_values("layer")
-            ax.errorbar(group["layer"], group["mean"], yerr=group["std"].fillna(0), marker="o", capsize=3,
-                        label=label_of(group.iloc[0], groups))
+        for i, label in enumerate(labels):
+            chosen = rows[(rows["query_type"] == query_type) & (rows["label"] == label)]
+            for layer, seeds in chosen.groupby("layer"):
+                x = layers.index(layer) - 0.4 + width * (i + 0.5)
+                ax.errorbar(x, seeds["value"].mean(), yerr=seeds["value"].std() if len(seeds) > 1 else 0,
+                            fmt="s", color=colour[label], capsize=4, markersize=7)
+                ax.scatter([x] * len(seeds), seeds["value"], color=colour[label], s=12, alpha=0.5)
         ax.set(title=f"{query_type} queries", xlabel="layer", ylabel="attention on the sink", ylim=(-0.05, 1.05))
-        ax.set_xticks(sorted(chosen["layer"].unique()))
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
+        ax.set_xticks(range(len(layers)), [str(layer) for layer in layers])
+        ax.set_xlim(-0.5, len(layers) - 0.5)
+    n = rows.groupby("label")["run"].nunique()
+    handles = [plt.Line2D([], [], color=colour[label], marker="s", linestyle="", label=f"{label} (n={n[label]})")
+               for label in labels]
+    fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
+    fig.suptitle(f"Final attention on the sink, mean ± std over seeds (dots: seeds); {compared(groups)}", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1 - 2.6 / (4.6 * len(query_types) + 2.6), 0.95))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
 def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path) -> None:
-    """Attention on the sink over training, one line per group and layer (mean over seeds and heads)."""
+    """Attention on the sink over training per query type (a line per setting and layer, the band
+    spanning its seeds), and the held-out loss over training."""
     import matplotlib.pyplot as plt
 
-    curves = []
+    curves, losses = [], []
     for _, run in runs[runs["status"] == "done"].iterrows():
+        label = label_of(run, groups)
         metrics = pd.read_csv(Path(root) / run["run"] / R.METRICS)
-        metrics = metrics[(metrics["metric"] == "sink_attn") & (metrics["query_type"] == "all") & (metrics["head"] >= 0)]
-        curve = metrics.groupby(["step", "layer"], as_index=False)["value"].mean()
-        curves.append(curve.assign(label=label_of(run, groups)))
+        metrics = metrics[(metrics["metric"] == "sink_attn") & (metrics["query_type"] != "all") & (metrics["head"] >= 0)]
+        curves.append(metrics.groupby(["step", "layer", "query_type"], as_index=False)["value"].mean().assign(label=label))
+        loss = pd.read_csv(Path(root) / run["run"] / R.LOSSES)
+        losses.append(loss[loss["split"] == "eval/all"].assign(label=label))
     if not curves:
         return
-    curves = pd.concat(curves).groupby(["label", "layer", "step"], as_index=False)["value"].mean()
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    for (label, layer), curve in curves.groupby(["label", "layer"]):
-        ax.plot(curve["step"], curve["value"], label=f"{label}, layer {layer}")
-    ax.set(xlabel="step", ylabel="attention on the sink (all queries)", ylim=(-0.05, 1.05), title="sink dynamics")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    curves, losses = pd.concat(curves), pd.concat(losses)
+    query_types = sorted(curves["query_type"].unique())
+    colour = colours(curves["label"])
+    styles = ["-", "--", ":", "-."]
+    fig, axes = plt.subplots(1, len(query_types) + 1, figsize=(4.4 * (len(query_types) + 1) + 2.6, 3.8), squeeze=False)
+    for ax, query_type in zip(axes[0], query_types):
+        for (label, layer), curve in curves[curves["query_type"] == query_type].groupby(["label", "layer"]):
+            band = curve.groupby("step")["value"].agg(["mean", "min", "max"])
+            ax.plot(band.index, band["mean"], color=colour[label], linestyle=styles[layer % len(styles)])
+            ax.fill_between(band.index, band["min"], band["max"], color=colour[label], alpha=0.15)
+        ax.set(title=f"{query_type} queries", xlabel="step", ylabel="attention on the sink", ylim=(-0.05, 1.05))
+    for label, curve in losses.groupby("label"):
+        band = curve.groupby("step")["loss"].agg(["mean", "min", "max"])
+        axes[0][-1].plot(band.index, band["mean"], color=colour[label])
+        axes[0][-1].fill_between(band.index, band["min"], band["max"], color=colour[label], alpha=0.15)
+    axes[0][-1].set(title="held-out loss (all queries)", xlabel="step", ylabel="loss", yscale="log")
+    n = curves.groupby("label")["step"].size()   # only for the labels' order
+    handles = [plt.Line2D([], [], color=colour[label], label=label) for label in n.index]
+    handles += [plt.Line2D([], [], color="grey", linestyle=styles[layer % len(styles)], label=f"layer {layer}")
+                for layer in sorted(curves["layer"].unique())]
+    fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
+    fig.suptitle(f"Sink formation over training: mean over seeds, band from the lowest to the highest seed; "
+                 f"{compared(groups)}", fontsize=10)
+    total = 4.4 * (len(query_types) + 1) + 2.6
+    fig.tight_layout(rect=(0, 0, 1 - 2.6 / total, 0.95))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def plot_heatmaps(run: Path, path: Path) -> None:
-    """A layer x head grid of the run's mean attention maps (attention.npz)."""
+def plot_heatmaps(run: Path, label: str, path: Path) -> None:
+    """A layer x head grid of one run's mean attention maps (attention.npz), the sink column marked."""
     import matplotlib.pyplot as plt
 
     maps = np.load(run / R.ATTENTION)
-    layers = sorted(maps.files, key=lambda name: int(name.removeprefix("layer")))
+    layers = sorted((name for name in maps.files if name.startswith("layer")), key=lambda name: int(name[5:]))
+    sink = int(maps["sink"]) if "sink" in maps.files else -1
     n_heads = maps[layers[0]].shape[0]
-    fig, axes = plt.subplots(len(layers), n_heads, figsize=(2.6 * n_heads, 2.4 * len(layers)), squeeze=False)
+    fig, axes = plt.subplots(len(layers), n_heads, figsize=(3.6 * n_heads, 3.2 * len(layers)), squeeze=False)
     for i, name in enumerate(layers):
         for h in range(n_heads):
-            axes[i][h].imshow(maps[name][h], cmap="viridis", vmin=0)
-            axes[i][h].set(title=f"layer {i}, head {h}", xlabel="key", ylabel="query")
+            image = axes[i][h].imshow(maps[name][h], cmap="viridis", vmin=0, vmax=1)
+            if sink >= 0:
+                axes[i][h].axvline(sink, color="red", linestyle="--", linewidth=1)
+            axes[i][h].set(title=f"layer {i}, head {h}", xlabel="key" + (f" (sink: {sink}, dashed)" if sink >= 0 else ""),
+                           ylabel="query")
+            fig.colorbar(image, ax=axes[i][h], fraction=0.046)
+    fig.suptitle(f"{label}\nmean attention over the held-out batch ({run.name})", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
@@ -180,11 +243,15 @@ def report(root: Path, out: Path | None = None) -> Path:
         summary.to_parquet(out / "summary.parquet")
     except ImportError:
         pass
-    plot_sink_by_layer(summary, groups, out / "sink_attn_by_layer.png")
+    R.write_csv(out / "finals.csv", with_labels(finals, runs, groups)[["run", "label", *FINAL_COLUMNS]])
+    plot_sink_by_layer(finals, runs, groups, out / "sink_attn_by_layer.png")
     plot_dynamics(root, runs, groups, out / "dynamics.png")
-    first = runs[runs["status"] == "done"]["run"]
-    if not first.empty and (root / first.iloc[0] / R.ATTENTION).exists():
-        plot_heatmaps(root / first.iloc[0], out / f"attention_{first.iloc[0].replace('/', '_').strip('._') or 'run'}.png")
+    done = runs[runs["status"] == "done"]
+    for label, members in done.groupby(done.apply(lambda row: label_of(row, groups), axis=1)):
+        first = members["run"].iloc[0]                       # a representative seed: the first by folder name
+        if (root / first / R.ATTENTION).exists():
+            name = "".join(c if c.isalnum() or c in "=-." else "_" for c in label.replace(", ", "_"))
+            plot_heatmaps(root / first, label, out / f"attention_{name}.png")
 
     counts = runs["status"].value_counts().to_dict()
     print(f"{len(runs)} runs below {root}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))

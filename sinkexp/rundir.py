@@ -44,15 +44,29 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 CONFIG, META, METRICS, LOSSES, SUMMARY = "config.yaml", "meta.json", "metrics.csv", "losses.csv", "summary.json"
 CHECKPOINT, DONE, FAILED, ATTENTION = "checkpoint.pt", "DONE", "FAILED", "attention.npz"
+KEPT = "checkpoints"          # checkpoints/step_<N>.pt with train.keep_checkpoints
+
+
+def kept_checkpoint(step: int) -> str:
+    return f"{KEPT}/step_{step:06d}.pt"
 
 # Keys that do not change a run's result, so they stay out of its hash (and out of the report's
 # grouping): a replica trained beside others, or compiled, is the same run as alone.
-UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile")
+UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile", "train.keep_checkpoints")
 # Keys added after run directories existed: at these values (the earlier behaviour) they stay out
 # of the hash, so earlier runs keep their directory names.
 LATER_KEYS = {"train.data_chunk": 1}
 # Keys renamed after run directories existed: they are hashed under their first name.
 RENAMED_KEYS = {"attn.sigmoid_bias": "attn.bias"}
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+UMASK = _umask()
 
 
 class RunDirError(RuntimeError):
@@ -119,6 +133,7 @@ def _atomic(path: Path, write) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, 0o666 & ~UMASK)   # mkstemp makes 0600; results are shared as the user's umask allows
     os.close(fd)
     try:
         write(tmp)
@@ -225,9 +240,11 @@ class RunDir:
     the lock. `close()` releases the lock (a dead process's lock is released by the kernel).
     """
 
-    def __init__(self, path: Path, cfg: Config, hydra_files: dict[str, str] | None = None):
+    def __init__(self, path: Path, cfg: Config, hydra_files: dict[str, str] | None = None,
+                 notes: dict | None = None):
         self.path, self.cfg, self.digest = Path(path), cfg, config_hash(cfg)
         self.hydra_files = hydra_files or {}     # .hydra/<name>: text, written when the run starts
+        self.notes = notes or {}                 # into meta.json and the log's first lines
         self.state: dict | None = None
         self.metric_rows: list = []
         self.loss_rows: list = []
@@ -278,10 +295,10 @@ class RunDir:
     def resume_step(self) -> int:
         return self.state["trainer"]["step"] if self.state else 0
 
-    def load_checkpoint(self) -> dict | None:
+    def load_checkpoint(self, name: str = CHECKPOINT) -> dict | None:
         """The checkpoint's state, loaded as tensors and plain data only (weights_only: a crafted
         file cannot run code); None without one."""
-        checkpoint = self.path / CHECKPOINT
+        checkpoint = self.path / name
         if not checkpoint.exists():
             return None
         try:
@@ -305,7 +322,9 @@ class RunDir:
                      "versions": versions(), "git": git_state(), "argv": sys.argv,
                      "start_time": utc_now(), "end_time": None, "wall_time_s": None, "steps_per_s": None,
                      "resumed_from_step": self.resume_step if self.state else None,
-                     "replica": {"index": replica, "of": replicas}}
+                     "replica": {"index": replica, "of": replicas}, **self.notes}
+        for key, value in self.notes.items():
+            log.info("%s %s: %s", self.name, key, value)
         write_text(self.path / CONFIG, OmegaConf.to_yaml(OmegaConf.create(to_dict(self.cfg))))
         for name, text in self.hydra_files.items():
             write_text(self.path / ".hydra" / name, text)
@@ -330,9 +349,11 @@ class RunDir:
 
     def checkpoint(self, trainer_state: dict) -> None:
         # The tables so far travel with the checkpoint, so a resumed run continues them exactly.
-        _atomic(self.path / CHECKPOINT, lambda tmp: torch.save({
-            "config_hash": self.digest, "trainer": trainer_state, "torch_rng": torch.get_rng_state(),
-            "metric_rows": self.metric_rows, "loss_rows": self.loss_rows}, tmp))
+        state = {"config_hash": self.digest, "trainer": trainer_state, "torch_rng": torch.get_rng_state(),
+                 "metric_rows": self.metric_rows, "loss_rows": self.loss_rows}
+        _atomic(self.path / CHECKPOINT, lambda tmp: torch.save(state, tmp))
+        if self.cfg.train.keep_checkpoints:
+            _atomic(self.path / kept_checkpoint(trainer_state["step"]), lambda tmp: torch.save(state, tmp))
 
     def finish(self, summary: dict, attention: dict, wall_time_s: float, steps_per_s: float) -> None:
         """Write the summary, the attention maps and the closing meta.json, then DONE, once the
@@ -357,7 +378,7 @@ class RunDir:
 def take_lock(path: Path) -> int:
     """An exclusive flock on <path>/.lock (works across NFS clients on Linux); RunBusy if a live
     process holds it. The file keeps the last holder's pid and host, for the message."""
-    fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT, 0o666)   # the umask applies
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

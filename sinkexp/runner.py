@@ -54,15 +54,17 @@ def run(cfg: Config, run_dir: Path) -> dict:
     return run_seeds([cfg], [run_dir])[0]
 
 
-def run_seeds(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict | None = None) -> list[dict]:
+def run_seeds(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict | None = None,
+              notes: dict | None = None) -> list[dict]:
     """Train configs that differ only in the seed, one directory each; returns the summaries.
 
     Finished runs are skipped; the others train together, grouped by the step their checkpoint
     holds (0 without one), so that each resumes where it stopped. A failure marks every run of the
-    group it hit FAILED. `hydra_files` (.hydra/<name>: text) are written into each started run.
+    group it hit FAILED. `hydra_files` (.hydra/<name>: text) are written into each started run;
+    `notes` go into its meta.json and the first lines of its log (e.g. the thread count and why).
     Raises RunDirError (RunBusy: another process holds a directory) before training anything.
     """
-    runs = [RunDir(path, cfg, hydra_files) for cfg, path in zip(cfgs, run_dirs)]
+    runs = [RunDir(path, cfg, hydra_files, notes) for cfg, path in zip(cfgs, run_dirs)]
     summaries: dict[int, dict] = {}
     groups: dict[int, list[int]] = defaultdict(list)
     try:

@@ -46,7 +46,9 @@ def test_single_run_writes_the_run_directory(tmp_path):
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["device"]["resolved"] == "cpu" and meta["steps_per_s"] > 0
     assert meta["config_hash"] == run_dir.name.split("-")[-1]
-    assert "sink_attn[non_trigger]" in result.stdout
+    assert meta["threads"].startswith(str(meta["device"]["torch_threads"]))     # the count and why
+    assert "threads: " in (run_dir / "train.log").read_text().splitlines()[0]
+    assert "sink_attn, non_trigger queries" in result.stdout and "layer 0: " in result.stdout
 
 
 def test_sweep_writes_one_readable_folder_per_run(tmp_path):
@@ -197,7 +199,7 @@ def test_a_diverging_single_run_ends_with_one_line_and_failed(tmp_path):
 def test_two_concurrent_sweeps_train_each_run_once(tmp_path):
     env = {**os.environ, "TQDM_DISABLE": "1"}
     args = [sys.executable, "-m", "sinkexp.cli", "train", "-m", "seed=0,1,2,3", "name=both", *QUICK,
-            "train.steps=150", "train.checkpoint_every=50"]
+            "train.steps=60", "train.checkpoint_every=20"]
     first = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     second = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     outcomes = [process.communicate(timeout=300) for process in (first, second)]
@@ -208,7 +210,7 @@ def test_two_concurrent_sweeps_train_each_run_once(tmp_path):
         log = (run_dir / "train.log").read_text()
         assert log.count("step 0 eval") == 1, log        # trained by one process, from the start once
         metrics = pd.read_csv(run_dir / "metrics.csv")
-        assert sorted(metrics["step"].unique()) == list(range(0, 151, 10))
+        assert sorted(metrics["step"].unique()) == list(range(0, 61, 10))
     for process, (_, err) in zip((first, second), outcomes):
         # a sweep that skipped a run the other was training exits 1, unless it had finished by then
         assert process.returncode == 0 or (process.returncode == 1 and "is being trained by" in err), err
@@ -229,3 +231,28 @@ def test_sigterm_stops_a_run_like_ctrl_c(tmp_path):
     process.communicate(timeout=60)
     assert process.returncode != 0
     assert (tmp_path / "term/FAILED").read_text().startswith("Terminated: stopped by SIGTERM")
+
+
+def test_version_help_and_shell_completion(tmp_path):
+    import sinkexp as package
+
+    assert sinkexp("--version", cwd=tmp_path).stdout.strip() == f"sinkexp {package.__version__}"
+    helped = sinkexp("train", "--help", cwd=tmp_path).stdout
+    assert "task_scale" not in helped and "model.norm: pre, post, sandwich, none" in helped
+    assert "attn.gate: none, headwise, elementwise" in helped
+    script = sinkexp("-sc", "install=bash", cwd=tmp_path).stdout
+    assert script.rstrip().endswith("hydra_bash_completion sinkexp")      # registered for the command
+    env = {**os.environ, "COMP_LINE": "sinkexp train attn=rel", "COMP_POINT": "22"}
+    query = subprocess.run([sys.executable, "-m", "sinkexp.cli", "-sc", "query=bash"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert query.stdout.split() == ["attn=relu", "attn=relu_len", "attn=relu_raw"]
+
+
+def test_experiment_without_plus_and_files_readable_as_the_umask_allows(tmp_path):
+    shown = sinkexp("train", "experiment=trigger_grid", "--cfg", "hydra", "-p", "hydra.sweeper.params", cwd=tmp_path)
+    assert shown.returncode == 0 and "model.n_layers: 1,2,3" in shown.stdout
+    result = subprocess.run(["bash", "-c", f"umask 022 && {sys.executable} -m sinkexp.cli train hydra.run.dir=r "
+                             + " ".join(QUICK)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in (tmp_path / "r").iterdir() if p.is_file()}
+    assert set(modes.values()) == {"0o644"}, modes

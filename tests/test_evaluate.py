@@ -123,3 +123,22 @@ def test_evaluate_looks_at_the_task_tokens_of_a_model_with_registers_and_a_slot(
             queries[:, head, :, 1:3].sum(-1).mean().item(), rel=1e-5)
         assert by_key[(0, head, "all", "slot_attn")] == pytest.approx(queries[:, head, :, -1].mean().item(), rel=1e-5)
     assert {split for _, split, _ in losses} >= {"eval/trigger", "baseline/non_trigger"}
+
+
+def test_the_printed_table_fits_100_columns_and_says_where_a_sink_formed():
+    from sinkexp.evaluate.tables import format_summary
+
+    layers = {str(layer): {"trigger": 0.01, "non_trigger": 0.99 if layer == 1 else 0.1} for layer in range(12)}
+    summary = {"step": 300, "reference": "zero predictor", "query_types": ["trigger", "non_trigger"],
+               "loss": {"trigger": 0.1, "non_trigger": 0.01, "all": 0.02},
+               "baseline_loss": {"trigger": 0.2, "non_trigger": 0.0, "all": 0.05},
+               "sink_attn": layers,
+               "sink_rate": {layer: {"0.3": 1.0 if layer == "1" else 0.0, "0.8": 0.0} for layer in layers},
+               "metrics": {"sink_score": {layer: {"all": 0.9 if layer == "1" else 0.1} for layer in layers},
+                           "massive_ratio": {layer: {"all": 392.3239} for layer in layers}}}
+    text = format_summary(summary)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert "layer 1: sink formed in 100% of heads" in text and "layer 0: no sink" in text
+    assert "392.3" in text and "392.3239" not in text                # four significant digits
+    assert "(mean over heads)" in text.splitlines()[0] and text.count("(mean over heads)") == 2   # wrapped
+    assert "trigger" in text and "50.0%" in text                     # model / reference of the trigger loss

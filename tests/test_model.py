@@ -220,3 +220,41 @@ def test_fused_training_path_matches_the_explicit_path(monkeypatch, gate, causal
     torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
     for a, b in zip(fused_grads, explicit_grads):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_zeroing_the_value_of_a_sink_that_takes_all_attention_zeroes_the_head():
+    """Closed form: with every query's attention on key 0, the head mixes v_0 alone; v_0 = 0 leaves
+    W_O's bias only. The intervention replaces v at its tap; the weights stay as they were."""
+    from sinkexp.model import intervene
+
+    torch.manual_seed(0)
+    attention = Attention(16, 2, AttnConfig(), bias=True)
+    x = torch.randn(3, 5, 16)
+    visible = torch.ones(5, 5, dtype=torch.bool).tril()
+    with capture(attention, ["weights", "mixed"]) as plain:
+        attention(x, visible)
+    # key 0 scores 1e4 for every query, so it takes all the attention
+    with intervene(attention, {"scores": lambda s: s.index_fill(-1, torch.tensor([0]), 1e4)}):
+        with capture(attention, ["weights"]) as sunk:
+            attention(x, visible)
+        torch.testing.assert_close(sunk["weights"][..., 0], torch.ones(3, 2, 5))     # all mass on key 0
+        with intervene(attention, {"v": lambda v: v.index_fill(2, torch.tensor([0]), 0.0)}):
+            with capture(attention, ["mixed"]) as ablated:
+                out = attention(x, visible)
+    torch.testing.assert_close(ablated["mixed"], torch.zeros(3, 2, 5, 8))
+    torch.testing.assert_close(out, attention.out.bias.expand(3, 5, 16))
+    assert not torch.allclose(plain["mixed"], torch.zeros_like(plain["mixed"]))      # nothing stays replaced
+    assert all(tap.replace is None for tap in attention.modules() if hasattr(tap, "replace"))
+
+
+def test_an_intervention_that_returns_its_input_changes_nothing_and_forces_the_explicit_path():
+    from sinkexp.model import intervene
+
+    model = make_model()
+    x = torch.randn(2, 10, 6)
+    with intervene(model, {"blocks.0.attn.weights": lambda w: w, "blocks.1.resid_post": lambda h: h}):
+        same = model(x)
+    torch.testing.assert_close(same, model(x), atol=1e-5, rtol=1e-5)
+    with pytest.raises(KeyError, match="unknown capture point"):
+        with intervene(model, {"blocks.0.attn.weight": lambda w: w}):
+            pass

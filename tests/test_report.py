@@ -43,7 +43,9 @@ def test_summary_is_mean_std_and_count_over_seeds(sweep, capsys):
     assert row["mean"] == pytest.approx(per_seed.mean()) and row["std"] == pytest.approx(per_seed.std())
     for figure in ("sink_attn_by_layer.png", "dynamics.png"):
         assert (out / figure).stat().st_size > 1000
-    assert list(out.glob("attention_*.png"))
+    assert sorted(p.name for p in out.glob("attention_*.png")) == ["attention_attn=relu.png", "attention_attn=softmax.png"]
+    finals_csv = pd.read_csv(out / "finals.csv")      # every finished run's final values, labelled by setting
+    assert set(finals_csv["label"]) == {"attn=relu", "attn=softmax"} and finals_csv["run"].nunique() == 4
     printed = capsys.readouterr().out
     assert "failed: trigger/relu/L1/s2" in printed and "incomplete: trigger/softmax/L1/s2" in printed
 

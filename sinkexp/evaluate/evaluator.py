@@ -144,9 +144,13 @@ def head_rows(rows: Rows, layer: int, weights, v, mixed, parts, sink) -> torch.T
 
 @torch.no_grad()
 def mean_attention(model, batch) -> dict:
-    """Attention weights averaged over the batch, per layer: {"layer0": (H, T, T) array} over the task's tokens."""
+    """Attention weights averaged over the batch, per layer: {"layer0": (H, T, T) array} over the task's
+    tokens, and "sink": the sink position when every sequence has the same one (BOS), else -1."""
     names = [name for name in tap_names(model) if name.endswith(".attn.weights")]
     _, cache = captured_forward(model, batch.inputs, names)
     keep = model.token_positions(batch.inputs.shape[1], batch.inputs.device)
-    return {f"layer{layer}": cache[name][:, :, keep][..., keep].mean(0).cpu().numpy()
+    maps = {f"layer{layer}": cache[name][:, :, keep][..., keep].mean(0).cpu().numpy()
             for layer, name in enumerate(names)}
+    sinks = batch.sink.unique()
+    maps["sink"] = (sinks if len(sinks) == 1 else torch.tensor([-1])).squeeze().cpu().numpy()   # -1: it moves
+    return maps

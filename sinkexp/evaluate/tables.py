@@ -55,31 +55,49 @@ def summary(final: pd.DataFrame, step: int, query_types, reference: str) -> dict
             "metrics": nested}
 
 
-TABLE_METRICS = ("value_norm_ratio", "massive_ratio")
-OPTIONAL_TABLE_METRICS = ("slot_attn", "register_attn")   # shown when the model has a slot / registers
+# Rows of the printed table after sink_attn and sink_rate; the optional ones only where the model has them.
+TABLE_METRICS = ("value_norm_ratio", "massive_ratio", "slot_attn", "register_attn", "gate")
+WIDTH = 100            # the printed table wraps its layer columns to stay within this many characters
+SINK_EPS = 0.3         # the verdict's threshold on a head's sink score (Gu et al. 2025)
 
 
 def format_summary(summary: dict) -> str:
-    """The per-layer table printed at the end of a run."""
-    query_types, metrics = summary["query_types"], summary["metrics"]
-    columns = list(TABLE_METRICS) + [m for m in OPTIONAL_TABLE_METRICS if m in metrics]
-    header = (["layer"] + [f"sink_attn[{q}]" for q in query_types] + [sink_rate_name(e) for e in SINK_RATE_EPS]
-              + columns)
-    width = max(len(h) for h in header) + 1
-    lines = ["".join(f"{h:>{width}}" for h in header)]
-    for layer in sorted(summary["sink_attn"], key=int):
-        cells = ([layer] + [_fmt(summary["sink_attn"][layer].get(q)) for q in query_types]
-                 + [_fmt(summary["sink_rate"][layer].get(str(e))) for e in SINK_RATE_EPS]
-                 + [_fmt(metrics.get(m, {}).get(layer, {}).get("all")) for m in columns])
-        lines.append("".join(f"{c:>{width}}" for c in cells))
-    lines.append(f"loss at step {summary['step']}, next to the {summary['reference']}:")
+    """What a run prints at its end: a metric x layer table (values are means over heads), one
+    verdict line per layer, and the losses next to the task's reference predictor."""
+    query_types, metrics, layers = summary["query_types"], summary["metrics"], sorted(summary["sink_attn"], key=int)
+    rows = [(f"sink_attn, {q} queries", [summary["sink_attn"][layer].get(q) for layer in layers]) for q in query_types]
+    rows += [(f"sink_rate@{eps} (share of heads)", [summary["sink_rate"][layer].get(str(eps)) for layer in layers])
+             for eps in SINK_RATE_EPS]
+    rows += [(metric, [metrics[metric].get(layer, {}).get("all") for layer in layers])
+             for metric in TABLE_METRICS if metric in metrics]
+    label_width = max(len(label) for label, _ in rows) + 2
+    per_chunk = max(1, (WIDTH - label_width) // 10)
+    lines = []
+    for start in range(0, len(layers), per_chunk):
+        chunk = range(start, min(start + per_chunk, len(layers)))
+        lines.append(f"{'(mean over heads)':<{label_width}}" + "".join(f"{'layer ' + layers[i]:>10}" for i in chunk))
+        lines += [f"{label:<{label_width}}" + "".join(f"{_fmt(values[i]):>10}" for i in chunk) for label, values in rows]
+    if any(value is None for _, values in rows for value in values):
+        lines.append("(- : not defined here, e.g. no query of that type in the held-out batch)")
+    lines += [verdict(layer, summary) for layer in layers]
+    lines.append(f"loss at step {summary['step']} on the held-out batch, next to the {summary['reference']}:")
+    lines.append(f"  {'query type':<14}{'model':>10}{'reference':>11}{'model-reference':>17}{'model/reference':>17}")
     for q in query_types + ["all"]:
         loss, base = summary["loss"].get(q), summary["baseline_loss"].get(q)
         if loss is not None:
-            ratio = f" ({loss / base:.1%})" if base else ""
-            lines.append(f"  {q:>14}: {loss:.5f} vs {base:.5f}, excess {loss - base:+.5f}{ratio}")
+            ratio = f"{loss / base:.1%}" if base else ""
+            lines.append(f"  {q:<14}{loss:>10.5f}{base:>11.5f}{loss - base:>+17.5f}{ratio:>17}")
     return "\n".join(lines)
 
 
+def verdict(layer: str, summary: dict) -> str:
+    """One line: did this layer form a sink (a head whose sink score alpha_s exceeds SINK_EPS)?"""
+    share = summary["sink_rate"].get(layer, {}).get(str(SINK_EPS))
+    score = summary["metrics"].get("sink_score", {}).get(layer, {}).get("all")
+    if share:
+        return f"layer {layer}: sink formed in {share:.0%} of heads (sink score alpha_s > {SINK_EPS})"
+    return f"layer {layer}: no sink (sink score alpha_s {_fmt(score)}, mean over heads, <= {SINK_EPS})"
+
+
 def _fmt(value) -> str:
-    return "-" if value is None else f"{value:.4f}"
+    return "-" if value is None else f"{value:.4g}"

@@ -4,7 +4,7 @@ AXES maps each config key that chooses a model part to its registry (a literal d
 validation checks names against these dicts directly.
 """
 from sinkexp.model.attention import GATES, NORMALISERS, SLOTS
-from sinkexp.model.capture import capture, tap_names
+from sinkexp.model.capture import capture, intervene, tap_names
 from sinkexp.model.transformer import MLPS, NORMS, PLACEMENTS, POSITIONS, PROJECTIONS, Transformer
 
 AXES = {
@@ -19,4 +19,4 @@ AXES = {
     "model.readout": PROJECTIONS,
 }
 
-__all__ = ["AXES", "NORMALISERS", "Transformer", "capture", "tap_names"]
+__all__ = ["AXES", "NORMALISERS", "Transformer", "capture", "intervene", "tap_names"]

@@ -111,8 +111,8 @@ def rotary(x: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
 
 class Attention(nn.Module):
     """`fused=True` lets plain softmax attention run as PyTorch's fused kernel whenever nobody
-    captures its scores or weights (training steps); evaluation captures them and takes the
-    explicit path. Other normalisers, and a slot, always take the explicit path."""
+    captures or replaces its scores or weights (training steps); evaluation captures them and takes
+    the explicit path. Other normalisers, and a slot, always take the explicit path."""
 
     def __init__(self, d_model: int, n_heads: int, attn, *, bias: bool = False, qk_norm: bool = False,
                  rope: bool = False, fused: bool = True):
@@ -145,7 +145,7 @@ class Attention(nn.Module):
         if self.rope:
             q, k = rotary(q), rotary(k)
         v = self.v(v)
-        if self.fused and self.scores.cache is None and self.weights.cache is None:
+        if self.fused and not (self.scores.active or self.weights.active):
             mixed = F.scaled_dot_product_attention(q, k, v, attn_mask=visible)                  # (B, H, T, D)
         else:
             mixed = self.explicit(q, k, v, visible)

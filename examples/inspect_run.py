@@ -1,0 +1,117 @@
+"""Load a finished run, draw its attention maps, and ablate its sink.
+
+    .venv/bin/sinkexp train attn=softmax train.keep_checkpoints=true hydra.run.dir=outputs/demo
+    .venv/bin/python examples/inspect_run.py outputs/demo
+
+Writes <run>/inspect/attention.png (per layer: the held-out batch's mean attention of head 0, with
+a colour bar and the sink column marked) and prints three things:
+  - the losses recomputed from the loaded model (they equal losses.csv's last evaluation);
+  - the ablation: every layer's value at the sink set to zero with the attention weights held fixed
+    (`sinkexp.model.intervene` on `blocks.<l>.attn.v`), its loss per query type, and how much the
+    output moved (RMS) at each query type: a no-op sink (small ||W_O v_sink||) barely moves anything;
+  - with train.keep_checkpoints, the attention on the sink at every kept step (sink formation).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+
+from sinkexp import load_run  # noqa: E402
+from sinkexp.evaluate import metrics as M  # noqa: E402
+from sinkexp.model import intervene  # noqa: E402
+
+
+def zero_sink_value(model_positions: torch.Tensor):
+    """v (B, H, S, D) -> v with each sequence's sink key (a position in the model's sequence) zeroed."""
+    def replace(v: torch.Tensor) -> torch.Tensor:
+        keep = torch.ones(v.shape[0], 1, v.shape[2], 1, dtype=v.dtype, device=v.device)
+        keep[torch.arange(v.shape[0]), 0, model_positions, 0] = 0.0
+        return v * keep
+    return replace
+
+
+def losses_by_query_type(run, pred: torch.Tensor) -> dict[str, float]:
+    per_position = run.task.loss(pred, run.batch)
+    out = {}
+    for index, name in enumerate(run.task.query_types):
+        chosen = (run.batch.query_type == index) & run.batch.loss_mask
+        if chosen.any():
+            out[name] = per_position[chosen].mean().item()
+    return out
+
+
+def draw_attention(run, cache: dict, path: Path) -> None:
+    layers = len(run.model.blocks)
+    tokens = run.model.anatomy(run.batch.inputs.shape[1]).tokens
+    fig, axes = plt.subplots(1, layers, figsize=(4.2 * layers, 3.8), squeeze=False)
+    for layer, ax in enumerate(axes[0]):
+        weights = cache[f"blocks.{layer}.attn.weights"][:, 0][:, tokens][..., tokens].mean(0)   # (T, T), head 0
+        image = ax.imshow(weights.cpu(), cmap="viridis", vmin=0)
+        fig.colorbar(image, ax=ax, fraction=0.046, label="attention")
+        sinks = run.batch.sink.unique()
+        if len(sinks) == 1:   # a fixed sink position (BOS): mark its column
+            ax.axvline(sinks.item(), color="red", linewidth=1, linestyle="--", label="sink")
+            ax.legend(loc="lower right", fontsize=7)
+        ax.set(title=f"layer {layer}, head 0 (mean over {len(run.batch.sink)} sequences)", xlabel="key", ylabel="query")
+    fig.suptitle(f"{run.cfg.task.name}, attn={run.cfg.attn.name}, step {run.step}")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path, help="a run directory")
+    args = parser.parse_args()
+
+    run = load_run(args.run)
+    names = [f"blocks.{layer}.attn.weights" for layer in range(len(run.model.blocks))]
+    pred, cache = run.forward(names)
+    draw_attention(run, cache, args.run / "inspect" / "attention.png")
+    print(f"run {args.run} at step {run.step}: attention maps in {args.run / 'inspect' / 'attention.png'}")
+
+    before = losses_by_query_type(run, pred)
+    recorded = run.losses[(run.losses["step"] == run.step) & run.losses["split"].str.startswith("eval/")]
+    print("loss per query type, recomputed | as recorded in losses.csv:")
+    for name, value in before.items():
+        written = recorded.loc[recorded["split"] == f"eval/{name}", "loss"]
+        print(f"  {name:<14}{value:.6f} | {written.iloc[0]:.6f}" if len(written) else f"  {name:<14}{value:.6f}")
+
+    sink_positions = run.model.anatomy(run.batch.inputs.shape[1]).tokens[run.batch.sink]
+    ablation = {f"blocks.{layer}.attn.v": zero_sink_value(sink_positions) for layer in range(len(run.model.blocks))}
+    with torch.no_grad(), intervene(run.model, ablation):
+        ablated = run.model(run.batch.inputs)
+    after = losses_by_query_type(run, ablated)
+    change = (ablated - pred).pow(2).mean(-1).sqrt() if ablated.is_floating_point() else None
+    print("sink's value zeroed in every layer (attention weights fixed):")
+    for index, name in enumerate(run.task.query_types):
+        if name in after:
+            moved = change[run.batch.query_type == index].mean().item()
+            print(f"  {name:<14}loss {before[name]:.6f} -> {after[name]:.6f}   RMS output change {moved:.4g}")
+
+    steps = run.kept_steps()
+    if steps:
+        print("attention on the sink over training (mean over heads and queries of each type):")
+        tokens = run.model.anatomy(run.batch.inputs.shape[1]).tokens
+        for step in steps:
+            kept = load_run(args.run, step=step)
+            _, kept_cache = kept.forward(names)
+            cells = []
+            for layer, name in enumerate(names):
+                weights = kept_cache[name][:, :, tokens][..., tokens]          # (B, H, T, T) over the task's tokens
+                for index, query in enumerate(kept.task.query_types):
+                    queries = kept.batch.query_type == index
+                    if queries.any():
+                        cells.append(f"layer {layer} {query} {M.sink_attn(weights, kept.batch.sink, queries).mean():.3f}")
+            print(f"  step {step:>6}: " + ", ".join(cells))
+
+
+if __name__ == "__main__":
+    main()
