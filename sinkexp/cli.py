@@ -3,13 +3,13 @@
     sinkexp train [-m] [--cfg job] [KEY=VALUE ...]   one run, or a Hydra multirun with -m
     sinkexp report DIR                                one table and figures for every run below DIR
 
-`train` checks every override first (every combination of a sweep), so a typo, a wrong type or
-an impossible setting ends with one line naming the key and its valid choices, exit code 2, and
-no directory written. Only then does Hydra run the job(s).
+`train` checks every override first (every combination of a sweep; preflight.py), so a typo, a
+wrong type or an impossible setting ends with one line naming the key and its valid choices, exit
+code 2, and no directory written. Only then does Hydra run the job(s); the exit code is 1 when a
+run did not finish. torch is imported only where needed, so `sinkexp --help` answers at once.
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import re
@@ -22,14 +22,13 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp.errors import ConfigError, choices_error
+from sinkexp.errors import ConfigError
 
 # torch, and the modules that import it (config, rundir, runner), are imported where they are
 # needed, so that `sinkexp --help` and `--version` answer at once.
 
 log = logging.getLogger("sinkexp")
 CONFIG_MODULE = "sinkexp.conf"
-RUN_DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir")   # where a run's directory comes from
 USAGE = """usage: sinkexp <command> [args]
 commands:
   train    train one model, or sweep with -m (sinkexp train --help lists the options)
@@ -52,171 +51,6 @@ def compose_config(*overrides: str):
     register_resolvers()
     with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
         return from_dictconfig(compose("config", overrides=list(overrides)))
-
-
-def _expand(overrides: list[str], multirun: bool, config_params: dict) -> list[list[str]]:
-    """Every combination of a sweep's values, as lists of plain KEY=VALUE overrides.
-
-    `config_params` is the config's own hydra.sweeper.params (an experiment's grid); the command
-    line wins over it key by key, as in Hydra's basic sweeper.
-    """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parser = OverridesParser.create()
-    given = parser.parse_overrides(overrides)
-    keys = {override.key_or_group for override in given}
-    from_config = [f"{key}={value}" for key, value in config_params.items() if key not in keys] if multirun else []
-    choices = []
-    for override in given + parser.parse_overrides(from_config):
-        if override.is_sweep_override():
-            if not multirun:
-                raise ConfigError(f"{override.input_line}: a sweep needs -m (sinkexp train -m ...)")
-            key = override.get_key_element()
-            choices.append([f"{key}={value}" for value in override.sweep_string_iterator()])
-        else:
-            choices.append([override.input_line])
-    return [list(combination) for combination in itertools.product(*choices)]
-
-
-def _explain(overrides: list[str], err: Exception) -> ConfigError:
-    """Rewrite a Hydra composition error as one line naming the key and what is valid there."""
-    from sinkexp.config import omegaconf_message
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    loader = GlobalHydra.instance().config_loader()
-    groups = loader.list_groups("")
-    parsed = OverridesParser.create().parse_overrides(overrides)
-    chosen = []                                         # group choices, checked first
-    for override in parsed:
-        if override.key_or_group in groups:
-            options = loader.get_group_options(override.key_or_group)
-            if override.value() not in options:
-                return choices_error(override.key_or_group, override.value(), options)
-            chosen.append(override.input_line)
-    base = hydra.compose("config", overrides=chosen)
-    for override in parsed:
-        key = override.key_or_group
-        if key not in groups and not override.is_add() and OmegaConf.select(base, key, default=KeyError) is KeyError:
-            parent, _, leaf = key.rpartition(".")
-            node = OmegaConf.select(base, parent) if parent else base
-            valid = sorted(str(k) for k in node.keys()) if isinstance(node, DictConfig) else []
-            where = f"under '{parent}'" if parent else "at the top level"
-            return ConfigError(f"{key}: unknown key; valid keys {where}: {', '.join(valid)}")
-    cause = err.__cause__ or err
-    return ConfigError(omegaconf_message(cause))
-
-
-def preflight(overrides: list[str], multirun: bool) -> list[tuple[Path, str]]:
-    """Compose and validate every job the overrides describe, with its run directories and the
-    memory it needs; raise ConfigError on the first bad one. Returns every (run directory, config
-    hash) the jobs will write, for the exit status."""
-    from hydra import compose, initialize_config_module
-    from hydra.errors import OverrideParseException
-
-    from sinkexp.config import from_dictconfig, register_schema
-    from sinkexp.rundir import register_resolvers, replica_run_dirs
-    from sinkexp.runner import replica_configs, resolve_device
-
-    register_schema()
-    register_resolvers()
-    checked = [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
-    directories = [o for o in overrides if o.partition("=")[0] in RUN_DIR_KEYS]
-    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
-        try:
-            plain = [o for o in checked if "," not in o.partition("=")[2]]   # enough to find an experiment's grid
-            try:
-                params = compose("config", overrides=plain, return_hydra_config=True).hydra.sweeper.params or {}
-            except OverrideParseException:
-                raise
-            except Exception as err:
-                raise _explain(plain, err) from None
-            expanded = _expand(checked, multirun, dict(params))
-        except OverrideParseException as err:
-            raise ConfigError(f"cannot parse the overrides ({str(err).splitlines()[0]}); quote values with spaces "
-                              "or special characters, e.g. key='a b'") from None
-        jobs = []
-        for job in expanded:
-            try:
-                full = compose("config", overrides=job + directories, return_hydra_config=True)
-            except Exception as err:
-                raise _explain(job, err) from None
-            cfg = from_dictconfig(full)
-            _check_memory(cfg, resolve_device(cfg.device))
-            jobs.append((full, cfg))
-    if any(cfg.train.replicas > 1 for _, cfg in jobs):
-        _check_replica_dirs(jobs, multirun)
-    planned = []
-    for full, cfg in jobs:
-        _check_patterns(full, multirun)
-        seeds = replica_configs(cfg)
-        for seed_cfg, run_dir in zip(seeds, replica_run_dirs(full, multirun, [c.seed for c in seeds])):
-            planned.append((run_dir, _check_run_dir(run_dir, seed_cfg)))
-    return planned
-
-
-def _check_patterns(full: DictConfig, multirun: bool) -> None:
-    keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if multirun else ("hydra.run.dir",)
-    for key in keys:
-        if not str(OmegaConf.select(full, key)).strip():
-            raise ConfigError(f"{key} is empty; give a directory (a run never writes into the current folder)")
-
-
-def _check_run_dir(path: Path, cfg) -> str:
-    """Refuse a directory that cannot be created or holds another config's run; returns the hash."""
-    from sinkexp.rundir import RunDir, RunDirError
-
-    for parent in [path, *path.parents]:
-        if parent.exists():
-            break
-    resolved = parent.resolve()
-    if parent != path and (not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK)
-                           or resolved.parts[1:2] in (("proc",), ("sys",), ("dev",))):
-        raise ConfigError(f"hydra.run.dir={path}: cannot be created ({parent} is not a writable folder)")
-    run_dir = RunDir(path, cfg)
-    try:
-        run_dir.check()
-    except RunDirError as err:
-        raise ConfigError(str(err)) from None
-    return run_dir.digest
-
-
-def _check_memory(cfg, device) -> None:
-    import torch
-
-    from sinkexp.config import memory_estimate
-
-    need = memory_estimate(cfg)
-    if device.type == "cuda":
-        have = torch.cuda.get_device_properties(device).total_memory
-    else:
-        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    if need > have:
-        m, t = cfg.model, cfg.train
-        raise ConfigError(f"model.n_layers={m.n_layers} model.d_model={m.d_model} train.batch_size={t.batch_size} "
-                          f"eval.batch_size={cfg.eval.batch_size} train.replicas={t.replicas} need at least "
-                          f"{need / 2**30:.3g} GiB (weights, optimiser state, activations); {device} has "
-                          f"{have / 2**30:.3g} GiB: choose smaller sizes")
-
-
-def _check_replica_dirs(jobs: list, multirun: bool) -> None:
-    """Refuse replicas that would share a run directory (within one job or across a sweep's jobs)."""
-    from sinkexp.rundir import replica_run_dirs
-    from sinkexp.runner import replica_configs
-
-    owner: dict[Path, tuple[int, int]] = {}       # run directory -> (job number, seed)
-    for number, (full, cfg) in enumerate(jobs):
-        K = cfg.train.replicas
-        seeds = [replica.seed for replica in replica_configs(cfg)]
-        for seed, run_dir in zip(seeds, replica_run_dirs(full, multirun, seeds)):
-            if run_dir in owner and owner[run_dir][0] == number:
-                raise ConfigError(f"train.replicas={K}: seeds {owner[run_dir][1]} and {seed} would share the run "
-                                  f"directory {run_dir}; the directory pattern (hydra.run.dir or "
-                                  "hydra.sweep.subdir) must contain ${seed}")
-            if run_dir in owner:
-                raise ConfigError(f"train.replicas={K}: seed {seed} would be trained by two jobs of this sweep; "
-                                  f"choose seeds train.replicas apart (e.g. seed=0,{K},{2 * K})")
-            owner[run_dir] = (number, seed)
 
 
 def spread_over_gpus(device: str, hydra_cfg) -> str:
@@ -338,6 +172,7 @@ def train(argv: list[str]) -> int:
     from hydra._internal.utils import get_args_parser
 
     from sinkexp.config import register_schema
+    from sinkexp.preflight import preflight
     from sinkexp.rundir import register_resolvers
 
     # `experiment=NAME` means what Hydra spells `+experiment=NAME` (the group is not in the defaults).
@@ -354,7 +189,7 @@ def train(argv: list[str]) -> int:
     planned = []
     if not (args.help or args.hydra_help or args.info or args.shell_completion or args.cfg):
         try:
-            planned = preflight(args.overrides, args.multirun)
+            planned = preflight(args.overrides, args.multirun)   # one line, exit 2, nothing written
         except ConfigError as err:
             print(f"sinkexp: error: {err}", file=sys.stderr)
             return 2

@@ -92,10 +92,11 @@ def config_hash(cfg: Config) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
 
 
-
 def register_resolvers() -> None:
-    """The resolvers configs/config.yaml's directory patterns use; idempotent."""
-    started = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")  # one timestamp per process
+    """The resolvers configs/config.yaml's directory patterns use; idempotent (one timestamp per process)."""
+    if OmegaConf.has_resolver("sinkexp_utc_now"):
+        return
+    started = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     hashes: dict[str, str] = {}          # Hydra resolves the pattern several times per job
 
     def hash_of(*, _root_: DictConfig) -> str:
@@ -107,8 +108,6 @@ def register_resolvers() -> None:
 
     resolvers = {"sinkexp_utc_now": lambda: started, "sinkexp_sweep_name": lambda name: name if name else started,
                  "sinkexp_config_hash": hash_of}
-    if OmegaConf.has_resolver("sinkexp_utc_now"):
-        return
     for name, resolver in resolvers.items():
         OmegaConf.register_new_resolver(name, resolver)
 

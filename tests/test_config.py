@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from sinkexp import config as C
-from sinkexp.cli import preflight
+from sinkexp.preflight import preflight
 from sinkexp.errors import ConfigError
 from sinkexp.model import AXES as MODEL_AXES
 from sinkexp.model import Transformer
