@@ -55,7 +55,7 @@ def kept_checkpoint(step: int) -> str:
 UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile", "train.keep_checkpoints")
 # Keys added after run directories existed: at these values (the earlier behaviour) they stay out
 # of the hash, so earlier runs keep their directory names.
-LATER_KEYS = {"train.data_chunk": 1}
+LATER_KEYS = {"train.data_chunk": 1, "task.sampler": "multinomial"}
 # Keys renamed after run directories existed: they are hashed under their first name.
 RENAMED_KEYS = {"attn.sigmoid_bias": "attn.bias"}
 
@@ -85,6 +85,8 @@ def config_hash(cfg: Config) -> str:
         node = settings
         for parent in parents:
             node = node[parent]
+        if leaf not in node:       # a key only some tasks have (task.sampler)
+            continue
         if key in RENAMED_KEYS:
             node[RENAMED_KEYS[key].rsplit(".", 1)[-1]] = node.pop(leaf)
         elif key in UNHASHED_KEYS or node[leaf] == LATER_KEYS[key]:

@@ -51,3 +51,12 @@ def test_gpu_benchmark_runs_both_parts_on_the_cpu():
     damping = bench_gpu.bench_damping(torch.device("cpu"), steps=2, chunk=1, compile=False)
     assert damping["batch_size"] == 1024 and damping["steps"] == 2
     assert set(damping["sink_attn_layer0"]) >= {"nop", "active"}
+
+
+def test_sampler_benchmark_runs_and_times_both_backcopy_samplers(capsys, monkeypatch):
+    bench_samplers = load_script("bench_samplers")
+    monkeypatch.setattr("sys.argv", ["bench_samplers.py", "--reps", "1"])
+    bench_samplers.main()
+    printed = capsys.readouterr().out
+    assert "backcopy inverse_cdf" in printed and "backcopy multinomial" in printed
+    assert "inverse_cdf / multinomial:" in printed and "damping" in printed and "broadcast" in printed

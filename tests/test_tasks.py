@@ -200,3 +200,53 @@ def test_the_table_content_is_part_of_the_config_hash(tmp_path, make_config):
     table["cond"][0] = [0.25, 0.75, 0.0]                     # edited in place, same path
     path.write_text(json.dumps(table))
     assert config_hash(cfg) != before
+
+
+def test_backcopy_multinomial_sampler_draws_the_first_releases_stream(make_config):
+    """task.sampler=multinomial keeps the first release's draws and run names (hashes pinned from it)."""
+    from sinkexp.rundir import config_hash
+
+    task = BackcopyTask(BackcopyConfig(seq_len=16, sampler="multinomial"))
+    batch = task.sample(4, torch.Generator().manual_seed(0), "cpu")
+    assert batch.inputs[:2].tolist() == [[64, 58, 23, 44, 21, 36, 2, 36, 43, 14, 26, 45, 1, 25, 0, 25],
+                                         [64, 9, 29, 4, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0]]
+    assert config_hash(make_config("task=backcopy", "task.sampler=multinomial")) == "9fe29307"
+    assert config_hash(make_config("task=backcopy")) != "9fe29307"        # the new default is another stream
+
+
+@pytest.mark.parametrize("table", ["synthetic", "sparse"])
+def test_backcopy_inverse_cdf_sampler_follows_the_table(tmp_path, table):
+    """Goodness of fit over ~500k transitions: every empirical transition frequency within 5 standard
+    errors (plus 1e-3) of the table, x_1 from the marginal without BOS and triggers, no
+    zero-probability transition ever drawn, and the copy rule after every trigger."""
+    import json
+
+    if table == "sparse":   # rows with zeros at the start, the middle and the end
+        path = tmp_path / "t.json"
+        cond = [[0.0, 0.5, 0.0, 0.5, 0.0], [0.2, 0.0, 0.8, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0, 0.0],
+                [0.3, 0.3, 0.4, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25, 0.0]]
+        path.write_text(json.dumps({"cond": cond, "marginal": [0.25, 0.25, 0.25, 0.25, 0.0], "bos": 4}))
+        cfg = BackcopyConfig(seq_len=128, bigram_table=str(path), n_triggers=1)
+    else:
+        cfg = BackcopyConfig(seq_len=128)
+    task = BackcopyTask(cfg)
+    batch = task.sample(4096, torch.Generator().manual_seed(0), "cpu")
+    again = task.sample(4096, torch.Generator().manual_seed(0), "cpu")
+    assert torch.equal(batch.inputs, again.inputs)                       # same generator state, same draws
+    x, y = batch.inputs, batch.targets
+    copied = task.is_trigger[x[:, 1:]]
+    assert torch.equal(y[:, 1:][copied], x[:, :-1][copied])              # back-copy after every trigger
+    current, following = x[:, 1:][~copied], y[:, 1:][~copied]            # bigram draws
+    n = task.vocab_size
+    counts = torch.zeros(n, n, dtype=torch.float64).index_put_((current, following), torch.ones(len(current),
+                                                                 dtype=torch.float64), accumulate=True)
+    cond = task.cond.double()
+    assert counts[cond == 0].sum() == 0                                   # impossible transitions never drawn
+    seen = counts.sum(-1) >= 2000
+    frequency = counts[seen] / counts[seen].sum(-1, keepdim=True)
+    p = cond[seen]
+    bound = 5 * (p * (1 - p) / counts[seen].sum(-1, keepdim=True)).sqrt() + 1e-3
+    assert ((frequency - p).abs() <= bound).all(), (frequency - p).abs().max()
+    first = torch.bincount(x[:, 1], minlength=n).double() / len(x)
+    assert ((first - task.first.double()).abs() <= 5 * (task.first.double() / len(x)).sqrt() + 1e-3).all()
+    assert first[task.is_trigger].sum() == 0 and first[task.bos] == 0

@@ -33,7 +33,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from sinkexp.errors import ConfigError
+from sinkexp.errors import ConfigError, choices_error
 from sinkexp.tasks.base import Batch, Dims, read_data_file
 
 TRIGGER, NON_TRIGGER = 0, 1
@@ -48,6 +48,12 @@ class BackcopyConfig:
     n_triggers: int = 3               # k
     structure_seed: int = 0           # draws the synthetic table
     bigram_table: Optional[str] = None  # a JSON table (cond, marginal, bos) instead
+    # inverse_cdf: one uniform per token, looked up in each row's cumulative distribution (fast);
+    # multinomial: torch.multinomial per step, the first release's stream (its runs keep their names)
+    sampler: str = "inverse_cdf"
+
+
+SAMPLERS = ("inverse_cdf", "multinomial")
 
 
 @functools.lru_cache(maxsize=8)   # checking, naming and building a run all need it; never changed in place
@@ -136,6 +142,15 @@ class BackcopyTask:
         first[self.is_trigger] = 0.0
         first[self.bos] = 0.0
         self.cond, self.first = cond.float(), (first / first.sum()).float()
+        # Inverse-CDF draws: row r's cumulative distribution, divided by its total so that it ends at
+        # exactly 1, plus r, all rows in one sorted float64 array. A draw from row r is then one search
+        # for u + r (u uniform in [0, 1)); searchsorted(right=True) returns the first entry above
+        # u + r, so a zero-probability token (an entry equal to the one before) is never drawn, and
+        # `token_of` maps the entry back to its token. Rows 0..n-1 are P(. | i), row n is x_1's law.
+        rows = torch.cat([cond, first[None] / first.sum()])                    # (n + 1, n), float64
+        cumulative = rows.cumsum(-1)
+        self.cdf = (cumulative / cumulative[:, -1:] + torch.arange(n + 1, dtype=torch.float64)[:, None]).flatten()
+        self.token_of = torch.arange(n).repeat(n + 1)                            # entry -> token
         plogp = torch.where(cond > 0, cond * cond.log(), torch.zeros_like(cond))
         self.entropy = (-plogp.sum(-1)).float()                                   # (n,) H(P(. | i))
         self.first_entropy = -(self.first[self.first > 0] * self.first[self.first > 0].log()).sum()
@@ -147,6 +162,8 @@ class BackcopyTask:
 
     @staticmethod
     def validate(cfg: BackcopyConfig) -> None:
+        if cfg.sampler not in SAMPLERS:
+            raise choices_error("task.sampler", cfg.sampler, SAMPLERS)
         if cfg.seq_len < 3:
             raise ConfigError(f"task.seq_len={cfg.seq_len} is not valid; it must be >= 3")
         if cfg.bigram_table:
@@ -168,7 +185,8 @@ class BackcopyTask:
     def _to(self, device: torch.device) -> None:
         """Move the table to `device` once (not per batch)."""
         if self.cond.device != device:
-            self.cond, self.first = self.cond.to(device), self.first.to(device)
+            self.cond, self.first, self.cdf = self.cond.to(device), self.first.to(device), self.cdf.to(device)
+            self.token_of = self.token_of.to(device)
             self.is_trigger, self.entropy = self.is_trigger.to(device), self.entropy.to(device)
 
     def sample(self, batch_size: int, generator: torch.Generator, device) -> Batch:
@@ -176,16 +194,39 @@ class BackcopyTask:
         self._to(torch.empty(0, device=device).device)   # resolved, e.g. cuda -> cuda:0
         tokens = torch.empty(B, L + 1, dtype=torch.long, device=device)          # inputs and the last target
         tokens[:, 0] = self.bos
-        tokens[:, 1] = torch.multinomial(self.first.expand(B, -1), 1, generator=generator).squeeze(1)
-        for t in range(1, L):
-            current = tokens[:, t]
-            drawn = torch.multinomial(self.cond[current], 1, generator=generator).squeeze(1)
-            tokens[:, t + 1] = torch.where(self.is_trigger[current], tokens[:, t - 1], drawn)
+        if self.cfg.sampler == "multinomial":
+            self._chain_multinomial(tokens, generator)
+        else:
+            self._chain_inverse_cdf(tokens, generator)
         inputs = tokens[:, :L]
         query_type = torch.where(self.is_trigger[inputs], TRIGGER, NON_TRIGGER)
         query_type[:, 0] = -1
         return Batch(inputs=inputs, targets=tokens[:, 1:], loss_mask=torch.ones(B, L, dtype=torch.bool, device=device),
                      query_type=query_type, sink=torch.zeros(B, dtype=torch.long, device=device))
+
+    def _chain_inverse_cdf(self, tokens: torch.Tensor, generator: torch.Generator) -> None:
+        """Fill tokens[:, 1:] (B, L) in place: all uniforms in one call, then per step one search,
+        one lookup and the copy rule (a Markov chain cannot skip steps). Time-major inside, so each
+        step writes one contiguous row."""
+        B, L = tokens.shape[0], tokens.shape[1] - 1
+        uniform = torch.rand(L, B, generator=generator, device=tokens.device, dtype=torch.float64)   # (L, B)
+        chain = torch.empty(L + 1, B, dtype=torch.long, device=tokens.device)   # (time, batch)
+        chain[0] = self.bos
+        chain[1] = self.token_of[torch.searchsorted(self.cdf, uniform[0] + self.vocab_size, right=True)]
+        for t in range(1, L):
+            current = chain[t]
+            drawn = self.token_of[torch.searchsorted(self.cdf, uniform[t] + current, right=True)]   # (B,)
+            torch.where(self.is_trigger[current], chain[t - 1], drawn, out=chain[t + 1])
+        tokens.copy_(chain.t())
+
+    def _chain_multinomial(self, tokens: torch.Tensor, generator: torch.Generator) -> None:
+        """The first release's draws: torch.multinomial per step (kept so its runs stay reproducible)."""
+        B, L = tokens.shape[0], tokens.shape[1] - 1
+        tokens[:, 1] = torch.multinomial(self.first.expand(B, -1), 1, generator=generator).squeeze(1)
+        for t in range(1, L):
+            current = tokens[:, t]
+            drawn = torch.multinomial(self.cond[current], 1, generator=generator).squeeze(1)
+            tokens[:, t + 1] = torch.where(self.is_trigger[current], tokens[:, t - 1], drawn)
 
     def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
         return F.cross_entropy(pred.transpose(1, 2), batch.targets, reduction="none")   # (B, L)

@@ -1,0 +1,54 @@
+"""Sampler speed at the sources' shapes, one thread, on the CPU: backcopy (L 256, batch 512) in
+tokens/s with the inverse-CDF sampler against the first release's torch.multinomial sampler in the
+same run, and damping / broadcast (batch 1024 x 32 x 64) in ms per batch.
+
+    .venv/bin/python scripts/bench_samplers.py [--table PATH] [--reps 7] [--threads 1]
+
+--table takes a JSON bigram table (e.g. the paper's Tiny-Shakespeare one); without it the
+synthetic default table (V = 64) is used. Each number is the best of --reps timed draws after one
+warm-up draw. The sources' own generators are not timed here (not yet re-implemented).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from sinkexp.tasks.backcopy import BackcopyConfig, BackcopyTask
+from sinkexp.tasks.broadcast import BroadcastConfig, BroadcastTask
+from sinkexp.tasks.damping import DampingConfig, DampingTask
+
+
+def best_seconds(task, batch_size: int, reps: int) -> float:
+    generator = torch.Generator().manual_seed(0)
+    task.sample(batch_size, generator, "cpu")
+    times = []
+    for _ in range(reps):
+        started = time.perf_counter()
+        task.sample(batch_size, generator, "cpu")
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--table", default=None, help="a JSON bigram table for backcopy")
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {args.threads} thread(s), table: {args.table or 'synthetic (V = 64)'}")
+    tokens = 512 * 256
+    speed = {}
+    for sampler in ("inverse_cdf", "multinomial"):
+        task = BackcopyTask(BackcopyConfig(seq_len=256, bigram_table=args.table, sampler=sampler))
+        speed[sampler] = tokens / best_seconds(task, 512, args.reps)
+        print(f"backcopy {sampler:<12} {speed[sampler] / 1e6:7.2f} M tokens/s")
+    print(f"backcopy inverse_cdf / multinomial: {speed['inverse_cdf'] / speed['multinomial']:.1f}x")
+    for name, task in (("damping", DampingTask(DampingConfig())), ("broadcast", BroadcastTask(BroadcastConfig()))):
+        print(f"{name:<9} batch 1024 x 32 x 64: {best_seconds(task, 1024, args.reps) * 1e3:7.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
