@@ -62,8 +62,13 @@ def test_sink_position_per_sequence():
     assert M.sink_attn(weights, torch.tensor([4, 2]), queries).item() == 0.0
     # sink score counts queries i >= s only: all of them attend to the sink here
     assert M.sink_score(weights, sink).item() == 1.0
-    # max_inflow: key 2 gets 1 from sequence 0 only, key 4 from sequence 1 only -> 0.5
-    assert M.max_inflow(weights, queries).item() == 0.5
+    # max_inflow is taken per sequence: key 2 takes all of sequence 0's attention, key 4 all of
+    # sequence 1's, so the moving sink counts in full (pooling the batch first would give 0.5)
+    assert M.max_inflow(weights, queries).item() == 1.0
+    half = torch.zeros(B, H, T, T)
+    half[0, ..., 2] = 1.0
+    half[1, ..., 0], half[1, ..., 4] = 0.5, 0.5
+    assert M.max_inflow(half, queries).item() == 0.75
 
 
 def test_row_share_handles_empty_rows_and_scales():

@@ -37,8 +37,13 @@ def sink_attn(weights: torch.Tensor, sink: torch.Tensor, queries: torch.Tensor) 
 
 
 def max_inflow(weights: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
-    """max_j mean_{i in queries} A_{i, j}: the largest average attention any single key receives, (H,)."""
-    return query_mean(weights, queries).amax(dim=-1)
+    """Per sequence, max over keys j of the mean over its queries of A_{i, j}; then the mean over the
+    sequences that have such queries, (H,). Taken per sequence (as Fesser et al.'s code does), so a
+    sink that sits at a different key in every sequence (the broadcast hub) still counts in full."""
+    mask = queries[:, None, :, None].to(weights.dtype)                     # (B, 1, T, 1)
+    count = queries.sum(dim=1)                                             # (B,)
+    inflow = (weights * mask).sum(dim=2) / count.clamp_min(1)[:, None, None]   # (B, H, S)
+    return inflow.amax(dim=-1)[count > 0].mean(dim=0)                      # NaN when no sequence has one
 
 
 def sink_match(weights: torch.Tensor, sink: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
