@@ -67,8 +67,23 @@ def test_sink_position_per_sequence():
     assert M.max_inflow(weights, queries).item() == 1.0
     half = torch.zeros(B, H, T, T)
     half[0, ..., 2] = 1.0
-    half[1, ..., 0], half[1, ..., 4] = 0.5, 0.5
-    assert M.max_inflow(half, queries).item() == 0.75
+    half[1, ..., 0], half[1, ..., 4] = 0.4, 0.6
+    assert M.max_inflow(half, queries).item() == pytest.approx(0.8)
+    assert M.sink_match_seq(half, sink, queries).item() == 1.0        # key 4 still leads sequence 1
+
+
+def test_sink_match_per_query_and_per_sequence_differ_while_the_sink_forms():
+    """Every query puts 0.4 on the sink and 0.6 on another key (its own; key 1 for query 0): no
+    query's argmax is the sink, yet the sink has the largest column mean (0.4 against 0.3)."""
+    T = 4
+    weights = torch.zeros(1, 1, T, T)
+    for i in range(T):
+        weights[0, 0, i, 0] = 0.4
+        weights[0, 0, i, i if i else 1] += 0.6
+    queries = torch.ones(1, T, dtype=torch.bool)
+    sink = torch.tensor([0])
+    assert M.sink_match(weights, sink, queries).item() == 0.0                 # every query's argmax is another key
+    assert M.sink_match_seq(weights, sink, queries).item() == 1.0             # column means: 0.4 vs <= 0.3
 
 
 def test_row_share_handles_empty_rows_and_scales():

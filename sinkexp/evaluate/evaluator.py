@@ -114,6 +114,7 @@ def query_rows(rows: Rows, layer: int, scores, weights, gates, anatomy, batch, q
         rows.per_head(layer, query_type, "sink_share", M.sink_attn(share, batch.sink, queries))
         rows.per_head(layer, query_type, "max_inflow", M.max_inflow(weights, queries))
         rows.per_head(layer, query_type, "sink_match", M.sink_match(weights, batch.sink, queries))
+        rows.per_head(layer, query_type, "sink_match_seq", M.sink_match_seq(weights, batch.sink, queries))
         rows.per_head(layer, query_type, "logit_gap", M.query_mean(gap.nan_to_num(0.0), queries & gap_defined))
         if parts.has_slot:
             rows.per_head(layer, query_type, "slot_attn", M.query_mean(extra_mass["slot_attn"], queries))

@@ -36,14 +36,28 @@ def sink_attn(weights: torch.Tensor, sink: torch.Tensor, queries: torch.Tensor) 
     return query_mean(at_sink(weights, sink), queries)
 
 
+def column_inflow(weights: torch.Tensor, queries: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inflow (B, H, S): each key's mean attention from the sequence's selected queries, has (B,):
+    whether the sequence has any)."""
+    mask = queries[:, None, :, None].to(weights.dtype)                     # (B, 1, T, 1)
+    count = queries.sum(dim=1)                                             # (B,)
+    return (weights * mask).sum(dim=2) / count.clamp_min(1)[:, None, None], count > 0
+
+
 def max_inflow(weights: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
     """Per sequence, max over keys j of the mean over its queries of A_{i, j}; then the mean over the
     sequences that have such queries, (H,). Taken per sequence (as Fesser et al.'s code does), so a
     sink that sits at a different key in every sequence (the broadcast hub) still counts in full."""
-    mask = queries[:, None, :, None].to(weights.dtype)                     # (B, 1, T, 1)
-    count = queries.sum(dim=1)                                             # (B,)
-    inflow = (weights * mask).sum(dim=2) / count.clamp_min(1)[:, None, None]   # (B, H, S)
-    return inflow.amax(dim=-1)[count > 0].mean(dim=0)                      # NaN when no sequence has one
+    inflow, has = column_inflow(weights, queries)
+    return inflow.amax(dim=-1)[has].mean(dim=0)                            # NaN when no sequence has one
+
+
+def sink_match_seq(weights: torch.Tensor, sink: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+    """Share of sequences whose most-attended key (mean over the sequence's queries) is its sink,
+    (H,): Fesser et al.'s `sink_match`. `sink_match` below is the per-query version; the two agree
+    once every query attends to the sink, not while it forms."""
+    inflow, has = column_inflow(weights, queries)
+    return (inflow.argmax(dim=-1) == sink[:, None]).to(weights.dtype)[has].mean(dim=0)
 
 
 def sink_match(weights: torch.Tensor, sink: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
