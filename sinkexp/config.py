@@ -45,6 +45,7 @@ class ModelConfig:
     final_norm: bool = False     # a norm before the readout (GPT-style); off for regression tasks
     mlp: str = "none"
     pos: str = "learned"
+    pos_init_std: float = 0.02   # learned positions start at N(0, std^2) (nn.Embedding's default would be 1)
     qk_norm: bool = False        # RMSNorm on q and k per head
     n_registers: int = 0         # learned tokens after BOS, dropped at the output (Darcet et al. 2023)
     bos_vector: bool = False     # a learned vector added at position 0 (Fesser et al.'s sink token)
@@ -151,6 +152,8 @@ def validate(cfg: Config) -> None:
     for key, value in positive.items():
         if value < 1:
             raise ConfigError(f"{key}={value} is not valid; it must be >= 1")
+    if not (math.isfinite(m.pos_init_std) and m.pos_init_std >= 0):
+        raise ConfigError(f"model.pos_init_std={m.pos_init_std} is not valid; it must be a finite number >= 0")
     if m.n_registers < 0:
         raise ConfigError(f"model.n_registers={m.n_registers} is not valid; it must be >= 0")
     if m.d_model % m.n_heads:

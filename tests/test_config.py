@@ -100,6 +100,7 @@ def test_paper_scale_composes_for_every_task(make_config, task):
     (["seed=9223372036854775808"], ["seed=", "2^63"]),
     (["seed=9223372036854775807", "train.replicas=2"], ["seed=", "train.replicas=2"]),
     (["eval.seed=-1"], ["eval.seed=-1"]),
+    (["model.pos_init_std=-1"], ["model.pos_init_std=-1", ">= 0"]),
 ])
 def test_bad_input_is_one_line_naming_the_key(make_config, overrides, needles):
     with pytest.raises(ConfigError) as err:

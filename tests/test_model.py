@@ -258,3 +258,11 @@ def test_an_intervention_that_returns_its_input_changes_nothing_and_forces_the_e
     with pytest.raises(KeyError, match="unknown capture point"):
         with intervene(model, {"blocks.0.attn.weight": lambda w: w}):
             pass
+
+
+@pytest.mark.parametrize("std", [0.02, 1.0])
+def test_learned_positions_start_at_the_chosen_scale(std):
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(d_model=64, pos_init_std=std), AttnConfig(),
+                        TriggerTask(TriggerConfig(seq_len=32, d_x=4)))
+    assert model.positions.table.std().item() == pytest.approx(std, rel=0.05)     # 32 x 64 draws

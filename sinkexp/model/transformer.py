@@ -93,12 +93,13 @@ class AddedPositions(nn.Module):
         return x + self.table[: x.shape[1]]
 
 
-# pos -> (length, d_model) -> module or None. rope adds nothing to the stream: Attention rotates q and k.
+# pos -> (length, d_model, init_std) -> module or None (init_std: the learned table's N(0, std^2)).
+# rope adds nothing to the stream: Attention rotates q and k.
 POSITIONS = {
-    "learned": lambda length, d: AddedPositions(torch.randn(length, d) * 0.02, learned=True),
-    "sinusoidal": lambda length, d: AddedPositions(sinusoidal_table(length, d), learned=False),
-    "rope": lambda length, d: None,
-    "none": lambda length, d: None,
+    "learned": lambda length, d, std: AddedPositions(torch.randn(length, d) * std, learned=True),
+    "sinusoidal": lambda length, d, std: AddedPositions(sinusoidal_table(length, d), learned=False),
+    "rope": lambda length, d, std: None,
+    "none": lambda length, d, std: None,
 }
 
 # embed / readout -> (n_in, n_out, bias) -> module
@@ -191,7 +192,7 @@ class Transformer(nn.Module):
             self.embed_in = nn.Embedding(task.vocab_size, d)
         else:
             self.embed_in = PROJECTIONS[cfg.embed](task.input_dim, d, cfg.bias)
-        self.positions = POSITIONS[cfg.pos](task.seq_len + cfg.n_registers, d)
+        self.positions = POSITIONS[cfg.pos](task.seq_len + cfg.n_registers, d, cfg.pos_init_std)
         self.bos_vector = nn.Parameter(torch.randn(d) * 0.02) if cfg.bos_vector else None
         self.embed = Tap()
         self.blocks = nn.ModuleList([Block(cfg, attn, fused) for _ in range(cfg.n_layers)])
