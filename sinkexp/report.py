@@ -133,9 +133,9 @@ def plot_sink_by_layer(finals: pd.DataFrame, runs: pd.DataFrame, groups: list[st
 
     rows = with_labels(finals, runs, groups)
     rows = rows[(rows["metric"] == "sink_attn") & (rows["layer"] >= 0) & (rows["query_type"] != "all")]
-    query_types, labels = sorted(rows["query_type"].unique()), sorted(rows["label"].unique())
     if rows.empty:
         return
+    query_types, labels = sorted(rows["query_type"].unique()), sorted(rows["label"].unique())
     colour = colours(labels)
     layers = sorted(rows["layer"].unique())
     fig, axes = plt.subplots(1, len(query_types), figsize=(4.6 * len(query_types) + 2.6, 3.8), squeeze=False)
@@ -192,8 +192,7 @@ def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path)
         axes[0][-1].plot(band.index, band["mean"], color=colour[label])
         axes[0][-1].fill_between(band.index, band["min"], band["max"], color=colour[label], alpha=0.15)
     axes[0][-1].set(title="held-out loss (all queries)", xlabel="step", ylabel="loss", yscale="log")
-    n = curves.groupby("label")["step"].size()   # only for the labels' order
-    handles = [plt.Line2D([], [], color=colour[label], label=label) for label in n.index]
+    handles = [plt.Line2D([], [], color=colour[label], label=label) for label in colour]
     handles += [plt.Line2D([], [], color="grey", linestyle=styles[layer % len(styles)], label=f"layer {layer}")
                 for layer in sorted(curves["layer"].unique())]
     fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)

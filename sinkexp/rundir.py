@@ -22,6 +22,7 @@ import math
 import logging
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -258,11 +259,12 @@ class RunDir:
         if self.path.exists() and not self.path.is_dir():
             raise RunDirError(f"{self.path} is a file, not a run directory")
         recorded = read_json(self.path / META).get("config_hash") if (self.path / META).exists() else None
+        done = status(self.path) == "done"
         if recorded not in (None, self.digest):
-            what = "a finished run" if status(self.path) == "done" else "a run"
-            raise RunDirError(f"{self.path} holds {what} of another config (hash {recorded}, this one "
-                              f"{self.digest}); refusing to touch it: choose another hydra.run.dir or name")
-        if status(self.path) == "done":
+            raise RunDirError(f"{self.path} holds {'a finished run' if done else 'a run'} of another config (hash "
+                              f"{recorded}, this one {self.digest}); refusing to touch it: choose another "
+                              "hydra.run.dir or name")
+        if done:
             return read_json(self.path / SUMMARY)
         return None
 
@@ -353,8 +355,9 @@ class RunDir:
         state = {"config_hash": self.digest, "trainer": trainer_state, "torch_rng": torch.get_rng_state(),
                  "metric_rows": self.metric_rows, "loss_rows": self.loss_rows}
         _atomic(self.path / CHECKPOINT, lambda tmp: torch.save(state, tmp))
-        if self.cfg.train.keep_checkpoints:
-            _atomic(self.path / kept_checkpoint(trainer_state["step"]), lambda tmp: torch.save(state, tmp))
+        if self.cfg.train.keep_checkpoints:   # a copy of the file just written, not a second serialisation
+            _atomic(self.path / kept_checkpoint(trainer_state["step"]),
+                    lambda tmp: shutil.copyfile(self.path / CHECKPOINT, tmp))
 
     def finish(self, summary: dict, attention: dict, wall_time_s: float, steps_per_s: float) -> None:
         """Write the summary, the attention maps and the closing meta.json, then DONE, once the

@@ -128,18 +128,19 @@ class TrainLoop:
             self.first_bad_step = torch.where(bad, self.step, self.first_bad_step)
             bar.update(1)
             last = self.step == cfg.steps
-            boundary = last or any(self.step % every == 0 for every in (cfg.log_every, eval_every, cfg.checkpoint_every))
-            if boundary:
+            log_now, eval_now, checkpoint_now = (last or self.step % every == 0
+                                                 for every in (cfg.log_every, eval_every, cfg.checkpoint_every))
+            if log_now or eval_now or checkpoint_now:   # nothing non-finite is logged, evaluated or saved
                 self.check_finite()
-            if self.step % cfg.log_every == 0 or last:
+            if log_now:
                 mean_losses = (self.window_sum / self.window_len).reshape(-1).tolist()
                 self.window_sum.zero_()
                 self.window_len = 0
                 bar.set_postfix(loss=f"{mean_losses[0]:.4g}")
                 on_log(self.step, mean_losses)
-            if self.step % eval_every == 0 or last:
+            if eval_now:
                 on_eval(self.step)
-            if self.step % cfg.checkpoint_every == 0 or last:
+            if checkpoint_now:
                 on_checkpoint(self.step)
         bar.close()
         elapsed = time.perf_counter() - started
