@@ -46,6 +46,7 @@ class ModelConfig:
     mlp: str = "none"
     pos: str = "learned"
     pos_init_std: float = 0.02   # learned positions start at N(0, std^2) (nn.Embedding's default would be 1)
+    pos_into: str = "stream"     # stream | first_attn: added positions enter the residual stream, or block 0's attention input only
     qk_norm: bool = False        # RMSNorm on q and k per head
     n_registers: int = 0         # learned tokens after BOS, dropped at the output (Darcet et al. 2023)
     bos_vector: bool = False     # a learned vector added at position 0 (Fesser et al.'s sink token)
@@ -53,6 +54,7 @@ class ModelConfig:
     readout: str = "linear"      # linear | identity (identity: the residual stream is the prediction)
     residual: bool = True
     bias: bool = False
+    mlp_bias: Optional[bool] = None   # the MLP's Linear biases; None: as model.bias
 
 
 @dataclass
@@ -154,6 +156,9 @@ def validate(cfg: Config) -> None:
             raise ConfigError(f"{key}={value} is not valid; it must be >= 1")
     if not (math.isfinite(m.pos_init_std) and m.pos_init_std >= 0):
         raise ConfigError(f"model.pos_init_std={m.pos_init_std} is not valid; it must be a finite number >= 0")
+    if m.pos_into != "stream" and m.pos not in ("learned", "sinusoidal"):
+        raise ConfigError(f"model.pos_into={m.pos_into} needs added positions; model.pos={m.pos} adds none "
+                          "(use model.pos=learned or sinusoidal)")
     if m.n_registers < 0:
         raise ConfigError(f"model.n_registers={m.n_registers} is not valid; it must be >= 0")
     if m.d_model % m.n_heads:

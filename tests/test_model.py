@@ -49,7 +49,7 @@ def test_explicit_softmax_equals_scaled_dot_product_attention(causal):
 def make_model(attn="softmax", **model):
     torch.manual_seed(0)
     task = TriggerTask(TriggerConfig(seq_len=10, d_x=4))
-    return Transformer(ModelConfig(n_layers=2, n_heads=2, d_model=16, mlp="gelu", **model),
+    return Transformer(ModelConfig(**{"n_layers": 2, "n_heads": 2, "d_model": 16, "mlp": "gelu", **model}),
                        AttnConfig(name=attn, normaliser=attn), task)
 
 
@@ -266,3 +266,31 @@ def test_learned_positions_start_at_the_chosen_scale(std):
     model = Transformer(ModelConfig(d_model=64, pos_init_std=std), AttnConfig(),
                         TriggerTask(TriggerConfig(seq_len=32, d_x=4)))
     assert model.positions.table.std().item() == pytest.approx(std, rel=0.05)     # 32 x 64 draws
+
+
+@pytest.mark.parametrize("norm", ["pre", "post", "none"])
+def test_positions_into_the_first_attention_only_reach_its_input(norm):
+    """model.pos_into=first_attn: block 0 computes x + attn(N(x + P)) (post: N(x + attn(x + P))); the
+    stream, later blocks and the readout never see P. Checked against the blocks' own modules."""
+    model = make_model(norm=norm, pos_into="first_attn", mlp="none")
+    with torch.no_grad():
+        model.positions.table.normal_()          # large enough to matter
+    x = torch.randn(2, 10, 6)
+    visible = model.visible(10, x.device)
+    P = model.positions.table[:10]
+    h = model.embed_in(x)
+    first, second = model.blocks
+    attn_in = first.norms_in[0](h + P)
+    h = first.norms_out[0](h + first.attn(attn_in, visible))
+    h = second.norms_out[0](h + second.attn(second.norms_in[0](h), visible))
+    torch.testing.assert_close(model(x), model.readout(model.final_norm(h)))
+    with capture(model, ["embed"]) as seen:
+        model(x)
+    torch.testing.assert_close(seen["embed"], model.embed_in(x))   # the stream starts without positions
+
+
+def test_mlp_bias_overrides_model_bias():
+    assert make_model(bias=False, mlp_bias=True).blocks[0].mlp[0].bias is not None
+    assert make_model(bias=True, mlp_bias=False).blocks[0].mlp[0].bias is None
+    assert make_model(bias=False).blocks[0].mlp[0].bias is None
+    assert make_model(bias=False, mlp_bias=True).blocks[0].attn.qkv.bias is None

@@ -112,6 +112,23 @@ def test_broadcast_targets_carry_the_rotated_hub():
         torch.testing.assert_close(batch.targets[b], batch.inputs[b] + 0.5 * batch.inputs[b, hub] @ R)
 
 
+@pytest.mark.parametrize("Task,Config,attr", [(DampingTask, DampingConfig, "gate"),
+                                               (BroadcastTask, BroadcastConfig, "hub_direction")])
+def test_the_deciding_direction_is_visible_through_layernorm(Task, Config, attr):
+    """A LayerNorm removes each token's channel mean, so <x, u> must not depend on it: for a centred
+    u, adding any constant to every channel of x leaves <x, u> unchanged, on every structure seed."""
+    x = torch.randn(16, 64, generator=torch.Generator().manual_seed(0))
+    shift = torch.randn(16, 1, generator=torch.Generator().manual_seed(1)) * 10
+    for structure_seed in range(5):
+        u = getattr(Task(Config(structure_seed=structure_seed)), attr)
+        assert torch.isclose(u.norm(), torch.tensor(1.0))
+        assert abs(u.sum().item()) < 1e-5
+        torch.testing.assert_close((x + shift) @ u, x @ u, atol=1e-4, rtol=0)
+        raw = getattr(Task(Config(structure_seed=structure_seed, centred=False)), attr)
+        assert abs(raw.sum().item()) > 1e-3     # the first release's draw kept a visible-to-nobody part
+        assert torch.allclose(u, (raw - raw.mean()) / (raw - raw.mean()).norm(), atol=1e-6)
+
+
 def write_table(path, cond, marginal, bos):
     import json
     path.write_text(json.dumps({"cond": cond, "marginal": marginal, "bos": bos}))

@@ -5,7 +5,7 @@ validation checks names against these dicts directly.
 """
 from sinkexp.model.attention import GATES, NORMALISERS, SLOTS
 from sinkexp.model.capture import capture, intervene, tap_names
-from sinkexp.model.transformer import MLPS, NORMS, PLACEMENTS, POSITIONS, PROJECTIONS, Transformer
+from sinkexp.model.transformer import MLPS, NORMS, PLACEMENTS, POSITION_TARGETS, POSITIONS, PROJECTIONS, Transformer
 
 AXES = {
     "attn.normaliser": NORMALISERS,
@@ -15,6 +15,7 @@ AXES = {
     "model.norm_type": NORMS,
     "model.mlp": MLPS,
     "model.pos": POSITIONS,
+    "model.pos_into": POSITION_TARGETS,
     "model.embed": PROJECTIONS,
     "model.readout": PROJECTIONS,
 }

@@ -4,6 +4,7 @@
   model.norm_type  NORMS        layernorm | rmsnorm | dyt
   model.mlp        MLPS         none | gelu | relu | swiglu
   model.pos        POSITIONS    learned | sinusoidal | rope | none
+  model.pos_into   POSITION_TARGETS   stream | first_attn: where added positions enter
   model.embed / model.readout   PROJECTIONS   linear | identity
 
     inputs -> embed (+ positions) -> [block] x n_layers -> (final norm) -> readout -> prediction
@@ -102,6 +103,12 @@ POSITIONS = {
     "none": lambda length, d, std: None,
 }
 
+# pos_into -> what it means. `first_attn` (Fesser et al.'s broadcast source): the positions are added
+# to the first attention's input, before its norm, and never to the residual stream, so no later
+# layer and no identity readout sees them.
+POSITION_TARGETS = {"stream": "added to the residual stream after the embedding",
+                    "first_attn": "added to block 0's attention input only (before its norm)"}
+
 # embed / readout -> (n_in, n_out, bias) -> module
 PROJECTIONS = {"linear": lambda n_in, n_out, bias: nn.Linear(n_in, n_out, bias=bias),
                "identity": lambda n_in, n_out, bias: nn.Identity()}
@@ -114,8 +121,9 @@ def norm_first(x, f, norm_in, norm_out, residual: bool) -> torch.Tensor:
 
 
 def norm_after(x, f, norm_in, norm_out, residual: bool) -> torch.Tensor:
-    """post N(x + f(x))."""
-    return norm_out(x + f(x) if residual else f(x))
+    """post N(x + f(x)) (norm_in is the identity here, unless positions enter the input)."""
+    update = f(norm_in(x))
+    return norm_out(x + update if residual else update)
 
 
 # norm placement -> (norm before the sub-layer, norm after it, how the sub-layer updates x)
@@ -133,7 +141,7 @@ class Block(nn.Module):
         has_in, has_out, self.combine = PLACEMENTS[cfg.norm]
         self.attn = Attention(cfg.d_model, cfg.n_heads, attn, bias=cfg.bias, qk_norm=cfg.qk_norm,
                               rope=cfg.pos == "rope", fused=fused)
-        self.mlp = MLPS[cfg.mlp](cfg.d_model, cfg.bias)
+        self.mlp = MLPS[cfg.mlp](cfg.d_model, cfg.bias if cfg.mlp_bias is None else cfg.mlp_bias)
         n_sublayers = 1 if self.mlp is None else 2
 
         def norms(wanted: bool) -> nn.ModuleList:
@@ -146,8 +154,12 @@ class Block(nn.Module):
     def sublayer(self, i: int, x: torch.Tensor, f) -> torch.Tensor:
         return self.combine(x, f, self.norms_in[i], self.norms_out[i], self.residual)
 
-    def forward(self, x: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
-        x = self.sublayer(0, x, lambda h: self.attn(h, visible))
+    def forward(self, x: torch.Tensor, visible: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """`positions` (model.pos_into=first_attn): added to the attention's input, not to x."""
+        norm_in = self.norms_in[0]
+        if positions is not None:
+            norm_in = lambda h: self.norms_in[0](h + positions)   # noqa: E731
+        x = self.combine(x, lambda h: self.attn(h, visible), norm_in, self.norms_out[0], self.residual)
         if self.mlp is not None:
             x = self.sublayer(1, x, self.mlp)
         return self.resid_post(x)
@@ -193,6 +205,7 @@ class Transformer(nn.Module):
         else:
             self.embed_in = PROJECTIONS[cfg.embed](task.input_dim, d, cfg.bias)
         self.positions = POSITIONS[cfg.pos](task.seq_len + cfg.n_registers, d, cfg.pos_init_std)
+        self.pos_into = cfg.pos_into
         self.bos_vector = nn.Parameter(torch.randn(d) * 0.02) if cfg.bos_vector else None
         self.embed = Tap()
         self.blocks = nn.ModuleList([Block(cfg, attn, fused) for _ in range(cfg.n_layers)])
@@ -227,14 +240,17 @@ class Transformer(nn.Module):
             at = self.register_at
             x = torch.cat([x[:, :at], self.registers.expand(B, -1, -1), x[:, at:]], dim=1)  # (B, T + R, d)
         T = x.shape[1]
-        if self.positions is not None:
+        first_attn_positions = None
+        if self.positions is not None and self.pos_into == "stream":
             x = self.positions(x)
+        elif self.positions is not None:
+            first_attn_positions = self.positions.table[:T]
         if self.bos_vector is not None:
             x = torch.cat([x[:, :1] + self.bos_vector, x[:, 1:]], dim=1)
         x = self.embed(x)
         visible = self.visible(T, x.device)
-        for block in self.blocks:
-            x = block(x, visible)
+        for i, block in enumerate(self.blocks):
+            x = block(x, visible, first_attn_positions if i == 0 else None)
         if self.registers is not None:
             x = x[:, self.token_positions(T_tokens, x.device)]              # (B, T_tokens, d)
         return self.readout(self.final_norm(x))                             # (B, T_tokens, output_dim)

@@ -31,6 +31,20 @@ class Dims:
     structure: int            # numbers in the task's fixed structure (gate, rotation, table)
 
 
+def direction(d: int, generator: torch.Generator, centred: bool) -> torch.Tensor:
+    """A random unit vector in R^d; `centred` projects it off the all-ones direction first.
+
+    Every read of the residual stream passes a LayerNorm, which removes each token's mean over the
+    channels, so a direction's component along (1, ..., 1) is invisible to the model: a task that
+    decides by <x, u> must draw u with mean 0 over the channels, or part of its decision cannot be
+    learned (with u ~ N(0, I_64), cos(u, 1) is ~0.09 by chance).
+    """
+    u = torch.randn(d, generator=generator)
+    if centred:
+        u = u - u.mean()
+    return u / u.norm()
+
+
 def mse(pred: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Squared error averaged over the channels: (B, T, C) x2 -> (B, T)."""
     return (pred - targets).pow(2).mean(-1)

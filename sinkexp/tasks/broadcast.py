@@ -1,6 +1,7 @@
 """Global broadcast (Fesser et al. 2026, arXiv 2606.08105).
 
-x_i ~ N(0, I_d) at every position, no BOS. A fixed unit vector u picks the hub of each sequence,
+x_i ~ N(0, I_d) at every position, no BOS. A fixed unit vector u (mean 0 over the channels,
+`task.centred`, so that the model's LayerNorm sees all of it; see tasks.base.direction) picks the hub of each sequence,
 j* = argmax_j <x_j, u>, and every position must receive a fixed rotation of the hub's vector:
 y_i = x_i + alpha x_{j*} R, with R a fixed orthogonal matrix (QR of a Gaussian). The sink of each
 sequence is j* (content-defined, not positional): every sink metric uses it.
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from sinkexp.errors import ConfigError
-from sinkexp.tasks.base import Batch, Dims, mse
+from sinkexp.tasks.base import Batch, Dims, direction, mse
 
 
 @dataclass
@@ -32,6 +33,7 @@ class BroadcastConfig:
     d: int = 64
     alpha: float = 1.0
     structure_seed: int = 0   # draws u and R
+    centred: bool = True      # u has mean 0 over the channels (False: the first release's raw draw)
 
 
 class BroadcastTask:
@@ -46,8 +48,7 @@ class BroadcastTask:
         self.cfg = cfg
         self.seq_len, self.input_dim, self.output_dim = cfg.seq_len, cfg.d, cfg.d
         generator = torch.Generator().manual_seed(cfg.structure_seed)
-        u = torch.randn(cfg.d, generator=generator)
-        self.hub_direction = u / u.norm()
+        self.hub_direction = direction(cfg.d, generator, cfg.centred)
         q, r = torch.linalg.qr(torch.randn(cfg.d, cfg.d, generator=generator))
         self.rotation = q * torch.sign(torch.diagonal(r))   # sign fix: Haar-distributed, deterministic
 
@@ -59,8 +60,9 @@ class BroadcastTask:
     def validate(cfg: BroadcastConfig) -> None:
         if cfg.seq_len < 2:
             raise ConfigError(f"task.seq_len={cfg.seq_len} is not valid; it must be >= 2")
-        if cfg.d < 1:
-            raise ConfigError(f"task.d={cfg.d} is not valid; it must be >= 1")
+        if cfg.d < 1 + cfg.centred:
+            raise ConfigError(f"task.d={cfg.d} is not valid; it must be >= {1 + cfg.centred}"
+                              + (" (a centred direction needs 2 channels; task.centred=false allows 1)" if cfg.centred else ""))
 
     def sample(self, batch_size: int, generator: torch.Generator, device) -> Batch:
         B, L, d = batch_size, self.seq_len, self.cfg.d

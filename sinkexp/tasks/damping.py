@@ -2,7 +2,8 @@
 
 Token 0 is a dedicated sink token: a zero input to which the model adds a learned vector
 (`model.bos_vector`). Tokens 1..L-1 carry x_i ~ N(0, I_d). A fixed unit gate vector v decides
-which tokens are damped: m_i = 1[<x_i, v> > lambda], lambda = Phi^-1(1 - p), so a share p of the
+which tokens are damped (drawn with mean 0 over the channels, `task.centred`, so that the
+LayerNorm the model reads through sees all of it; see tasks.base.direction): m_i = 1[<x_i, v> > lambda], lambda = Phi^-1(1 - p), so a share p of the
 tokens is damped. Target y_i = (1 - m_i) x_i + m_i gamma x_i. The model predicts
 y_hat = x + W_O A V (residual on the raw x), so where m_i = 0 the head must add nothing (`nop`
 queries): a softmax head does that by attending to the sink token, whose value it can shrink.
@@ -27,7 +28,7 @@ from statistics import NormalDist
 import torch
 
 from sinkexp.errors import ConfigError
-from sinkexp.tasks.base import Batch, Dims, mse
+from sinkexp.tasks.base import Batch, Dims, direction, mse
 
 NOP, ACTIVE = 0, 1
 
@@ -40,6 +41,7 @@ class DampingConfig:
     p: float = 0.5            # share of damped tokens; lambda = Phi^-1(1 - p)
     gamma: float = 0.0        # damped tokens' target is gamma * x
     structure_seed: int = 0   # draws the gate vector v
+    centred: bool = True      # v has mean 0 over the channels (False: the first release's raw draw)
 
 
 class DampingTask:
@@ -53,8 +55,7 @@ class DampingTask:
     def __init__(self, cfg: DampingConfig):
         self.cfg = cfg
         self.seq_len, self.input_dim, self.output_dim = cfg.seq_len, cfg.d, cfg.d
-        gate = torch.randn(cfg.d, generator=torch.Generator().manual_seed(cfg.structure_seed))
-        self.gate = gate / gate.norm()
+        self.gate = direction(cfg.d, torch.Generator().manual_seed(cfg.structure_seed), cfg.centred)
         self.threshold = NormalDist().inv_cdf(1 - cfg.p)
 
     @staticmethod
@@ -67,8 +68,9 @@ class DampingTask:
             raise ConfigError(f"task.seq_len={cfg.seq_len} is not valid; it must be >= 2 (sink + one token)")
         if not 0.0 < cfg.p < 1.0:
             raise ConfigError(f"task.p={cfg.p} is not valid; it must lie in (0, 1)")
-        if cfg.d < 1:
-            raise ConfigError(f"task.d={cfg.d} is not valid; it must be >= 1")
+        if cfg.d < 1 + cfg.centred:
+            raise ConfigError(f"task.d={cfg.d} is not valid; it must be >= {1 + cfg.centred}"
+                              + (" (a centred direction needs 2 channels; task.centred=false allows 1)" if cfg.centred else ""))
 
     def sample(self, batch_size: int, generator: torch.Generator, device) -> Batch:
         B, L, d = batch_size, self.seq_len, self.cfg.d
