@@ -33,6 +33,7 @@ USAGE = """usage: sinkexp <command> [args]
 commands:
   train    train one model, or sweep with -m (sinkexp train --help lists the options)
   report   collect the runs below a directory into summary.csv and figures (sinkexp report DIR)
+  reproduce  run a paper's experiments and check its claims (sinkexp reproduce PAPER|all|--list)
 options:
   --version                  print the version
   -sc install=bash|zsh|fish  print a shell-completion script for sinkexp train's overrides
@@ -231,7 +232,8 @@ def main() -> None:
     if argv[0] in ("-sc", "--shell-completion"):
         sys.exit(complete(argv))
     command, rest = argv[0], argv[1:]
-    commands = {"train": train, "report": lambda args: __import__("sinkexp.report").report.main(args)}
+    commands = {"train": train, "report": lambda args: __import__("sinkexp.report").report.main(args),
+                "reproduce": lambda args: __import__("sinkexp.reproduce").reproduce.main(args)}
     if command not in commands:
         print(f"sinkexp: error: unknown command {command!r}; choose one of: {', '.join(commands)}", file=sys.stderr)
         sys.exit(2)

@@ -1,0 +1,4 @@
+"""The papers `sinkexp reproduce` knows: one file each, holding its experiments and claims."""
+from sinkexp.reproduce.papers import fesser2026, guo2024, ranmilo2026
+
+PAPERS = {paper.name: paper for paper in (ranmilo2026.PAPER, fesser2026.PAPER, guo2024.PAPER)}

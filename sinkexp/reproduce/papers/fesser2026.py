@@ -1,0 +1,55 @@
+"""Fesser et al. 2026, "A unifying view of attention sinks: no-ops and broadcasts" (arXiv 2606.08105).
+
+Conditional damping (the adaptive NOP; source: the NOP notebook, Kempner
+toy/notebooks/noop_dynamics.ipynb): a one-head model learns to
+leave undamped tokens alone by attending to a dedicated sink token whose value it shrinks; the
+interaction matrix W_Q W_K^T grows one dominant direction. Global broadcast (source:
+toy/global_pathway/common.py, whose `layer_diagnostics` define sink_match_seq): the layer-2 head routes every query to the hub j*, whose value is not
+suppressed, and its update is rank one. Both tasks draw structure (v; u and R): every claim is
+checked on two structure seeds x three model seeds. CPU sizes: batch 256, 500 damping steps
+(the sink has formed by then, see README) and 1000 broadcast steps.
+"""
+from sinkexp.reproduce import Claim, Experiment, Paper, at_least, at_most, between, final, loss_ratio
+
+DRAWS = {"seed": "0,1,2", "task.structure_seed": "0,1"}
+GAMMA_0 = {"task.gamma": 0.0}
+
+PAPER = Paper(
+    name="fesser2026",
+    title="Fesser et al. 2026, no-op and broadcast sinks (arXiv 2606.08105)",
+    experiments=(
+        Experiment("damping", ("task=damping",), {"task.gamma": "0.0,0.01,0.1,1.0", **DRAWS},
+                   ("train.steps=500", "eval.every=100")),
+        Experiment("broadcast", ("task=broadcast",), DRAWS, ("train.steps=1000", "eval.every=100")),
+    ),
+    claims=(
+        Claim("damping_solved", "The one-head model learns the damping task.", "NOP notebook",
+              "MSE 0.0187 (reference 0.5)", "damping", GAMMA_0, loss_ratio("all"), at_most(0.1)),
+        Claim("damping_nop_sink", "Queries that must not be updated attend to the sink token.",
+              "NOP notebook", "0.993", "damping", GAMMA_0, final("sink_attn", 0, "nop"),
+              at_least(0.9)),
+        Claim("damping_active_no_sink", "Queries that must be damped do not attend to the sink.",
+              "NOP notebook", "0.012", "damping", GAMMA_0, final("sink_attn", 0, "active"),
+              at_most(0.1)),
+        Claim("damping_silent_sink", "The sink's value is suppressed (NOP-like: <= 0.2).", "NOP notebook",
+              "0.008", "damping", GAMMA_0, final("value_norm_ratio", 0), at_most(0.2)),
+        Claim("damping_qk_spike", "W_Q W_K^T grows a dominant singular value (sigma1/sigma2 = 1.04 at init).",
+              "NOP notebook", "dominant sigma1", "damping", GAMMA_0, final("qk_sigma1/sigma2", 0),
+              at_least(3.0)),
+        Claim("damping_sink_at_gamma_0.01", "A near-zero gamma still forms the sink.", "gamma sweep",
+              "sink", "damping", {"task.gamma": 0.01}, final("sink_attn", 0, "nop"), at_least(0.9)),
+        Claim("damping_no_sink_at_gamma_0.1", "gamma = 0.1 forms no sink.", "gamma sweep",
+              "no sink", "damping", {"task.gamma": 0.1}, final("sink_attn", 0, "nop"), at_most(0.2)),
+        Claim("damping_no_sink_at_gamma_1", "gamma = 1 (nothing to damp) forms no sink.", "gamma sweep",
+              "no sink", "damping", {"task.gamma": 1.0}, final("sink_attn", 0, "nop"), at_most(0.2)),
+        Claim("broadcast_routes_to_hub", "Layer 2's most-attended key is the hub j* (per sequence).",
+              "broadcast toy, App. A.1", "0.98", "broadcast", {},
+              final("sink_match_seq", 1), at_least(0.9)),
+        Claim("broadcast_attention_on_hub", "Layer 2 puts most of each query's attention on j*.", "broadcast toy, App. A.1",
+              "0.97", "broadcast", {}, final("sink_attn", 1), at_least(0.8)),
+        Claim("broadcast_loud_sink", "The hub's value is not suppressed (broadcast-like: ~1).", "broadcast toy, App. A.1",
+              "1.04", "broadcast", {}, final("value_norm_ratio", 1), between(0.5, 2.0)),
+        Claim("broadcast_rank_one", "Layer 2's update is rank one.", "broadcast toy, App. A.1", "~1",
+              "broadcast", {}, final("stable_rank", 1), at_most(1.5)),
+    ),
+)

@@ -1,0 +1,43 @@
+"""Ran-Milo 2026, "Attention sinks are provably necessary in softmax transformers" (arXiv 2603.11487).
+
+Theorems 1 and 2: a softmax model that solves the trigger-conditional mean puts almost all of a
+non-trigger query's attention on BOS (one layer: that layer; several: at least one). Theorem 3: ReLU
+attention solves it with no sink. The abstract reports both for single- and multi-head
+models. CPU sizes: 1000 steps of batch 128 (the task file's 3000 are for the printed table; the
+sink has formed by step ~300).
+"""
+from sinkexp.reproduce import (Claim, Experiment, Paper, at_least, at_most, final, head_extreme,
+                               loss_ratio)
+
+SEEDS = {"seed": "0,1,2"}
+CPU = ("train.steps=1000", "eval.every=100")
+SOFTMAX, RELU = {"attn.name": "softmax"}, {"attn.name": "relu"}
+BOS = ("sink_attn", "non_trigger")
+
+PAPER = Paper(
+    name="ranmilo2026",
+    title="Ran-Milo 2026, trigger-conditional mean (arXiv 2603.11487)",
+    experiments=(
+        Experiment("one_layer", ("task=trigger",), {"attn": "softmax,relu", **SEEDS}, CPU),
+        Experiment("two_layers", ("task=trigger", "model.n_layers=2"), {"attn": "softmax,relu", **SEEDS}, CPU),
+        Experiment("four_heads", ("task=trigger", "model.n_heads=4"), {"attn": "softmax,relu", **SEEDS}, CPU),
+    ),
+    claims=(
+        Claim("softmax_solves", "A one-layer softmax model solves the task.", "experiments",
+              "solved", "one_layer", SOFTMAX, loss_ratio("trigger"), at_most(0.1)),
+        Claim("softmax_sinks", "Solving it, softmax puts almost all non-trigger attention on BOS.",
+              "Thm. 1; experiments", "~1 (strong sink)", "one_layer", SOFTMAX, final(BOS[0], 0, BOS[1]), at_least(0.9)),
+        Claim("relu_solves", "A one-layer ReLU-attention model solves the task.", "Thm. 3; experiments",
+              "solved", "one_layer", RELU, loss_ratio("trigger"), at_most(0.1)),
+        Claim("relu_no_sink", "ReLU attention solves it with no sink.", "Thm. 3; experiments", "~0 (no sink)",
+              "one_layer", RELU, final(BOS[0], 0, BOS[1]), at_most(0.1)),
+        Claim("two_layers_softmax_sinks", "With two layers, at least one softmax layer sinks.", "Thm. 2",
+              "one layer ~1", "two_layers", SOFTMAX, final(BOS[0], "max", BOS[1]), at_least(0.9)),
+        Claim("two_layers_relu_no_sink", "With two layers, no ReLU layer sinks.", "Thm. 3; experiments", "~0",
+              "two_layers", RELU, final(BOS[0], "max", BOS[1]), at_most(0.1)),
+        Claim("four_heads_relu_no_sink", "Multi-head ReLU attention forms no sink in any head.", "experiments (abstract)",
+              "~0", "four_heads", RELU, head_extreme(BOS[0], 0, BOS[1], "max"), at_most(0.1)),
+        Claim("four_heads_softmax_sinks", "Multi-head softmax models develop strong sinks.", "experiments (abstract)",
+              "strong sink", "four_heads", SOFTMAX, head_extreme(BOS[0], 0, BOS[1], "max"), at_least(0.9)),
+    ),
+)

@@ -1,0 +1,113 @@
+"""`sinkexp reproduce`: the papers' declarations are complete and every job composes; a tiny
+plumbing paper runs end to end, a claim passes only when every run meets it, an impossible
+criterion FAILs, and a paired claim pairs runs by seed."""
+import math
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from conftest import QUICK
+from sinkexp.reproduce import (Claim, Experiment, Paper, Result, at_least, at_most, between,
+                               check, check_claims, final, reproduce)
+from sinkexp.reproduce.papers import PAPERS
+
+
+def test_criteria_hold_inclusively_and_nan_never_passes():
+    assert at_least(0.9).holds(0.9) and not at_least(0.9).holds(0.89)
+    assert at_most(0.1).holds(0.1) and not at_most(0.1).holds(0.11)
+    assert between(0.5, 2).holds(1.0) and not between(0.5, 2).holds(2.5)
+    assert not any(c.holds(math.nan) for c in (at_least(0), at_most(1), between(0, 1)))
+    assert (str(at_least(0.9)), str(at_most(0.1)), str(between(0.5, 2))) == (">= 0.9", "<= 0.1", "in [0.5, 2]")
+
+
+def test_a_claim_passes_only_when_every_run_meets_it():
+    claim = Claim("c", "s", "src", "1", "e", {}, final("sink_attn"), at_least(0.9))
+    assert Result(claim, {"s0": 0.95, "s1": 0.99}).passed
+    assert not Result(claim, {"s0": 0.95, "s1": 0.5}).passed      # the mean (0.725) is not what counts
+    assert not Result(claim, {}).passed
+    assert not Result(claim, {"s0": 0.95}, problem="1 selected runs did not finish").passed
+
+
+@pytest.mark.parametrize("paper", PAPERS.values(), ids=list(PAPERS))
+def test_every_claim_has_its_experiment_three_seeds_and_two_structure_draws(paper):
+    names = [e.name for e in paper.experiments]
+    assert len(set(names)) == len(names) and len({c.name for c in paper.claims}) == len(paper.claims)
+    for claim in paper.claims:
+        for name in filter(None, (claim.experiment, claim.against_in)):
+            exp = paper.experiment(name)
+            assert len(exp.grid["seed"].split(",")) >= 3, (claim.name, name)
+            task = next(o.split("=")[1] for o in exp.overrides if o.startswith("task="))
+            if task != "trigger":        # every other task draws structure (v; u, R; the bigram table)
+                assert len(exp.grid["task.structure_seed"].split(",")) >= 2, (claim.name, name)
+
+
+def test_every_job_of_every_paper_composes_and_validates(tmp_path):
+    check(list(PAPERS.values()), [], tmp_path)          # raises ConfigError on the first bad job
+
+
+def plumbing_paper():
+    tiny = Experiment("tiny", ("task=trigger", *QUICK), {"attn": "softmax,relu", "seed": "0,1"})
+    bos = final("sink_attn", 0, "non_trigger")
+    return Paper("plumbing", "a tiny case", (tiny,), (
+        Claim("possible", "BOS attention is a share.", "-", "-", "tiny", {"attn.name": "softmax"}, bos, between(0, 1)),
+        Claim("impossible", "BOS attention above 1.", "-", "-", "tiny", {"attn.name": "softmax"}, bos, at_least(1.5)),
+        Claim("paired", "softmax minus relu.", "-", "-", "tiny", {"attn.name": "softmax"}, bos, between(-1, 1),
+              against={"attn.name": "relu"}),
+    ))
+
+
+@pytest.fixture(scope="module")
+def plumbed(tmp_path_factory):
+    """The plumbing paper reproduced once: (root, claims table, console output)."""
+    import contextlib
+    import io
+
+    root = tmp_path_factory.mktemp("reproduce")
+    console = io.StringIO()
+    with contextlib.redirect_stdout(console):
+        rows = reproduce([plumbing_paper()], ["hydra/launcher=basic"], root=root, command="test")
+    return root, rows.set_index("claim"), console.getvalue()
+
+
+def test_a_tiny_paper_runs_end_to_end_and_an_impossible_criterion_fails(plumbed):
+    root, rows, console = plumbed
+    assert rows.loc["possible", "verdict"] == "PASS" and rows.loc["impossible", "verdict"] == "FAIL"
+    assert rows.loc["paired", "verdict"] == "PASS"
+    assert (rows["n"] == 2).all()
+    # per-run values are kept, and the paired values are the per-seed differences of the runs'
+    finals = {}
+    for summary in (root / "plumbing" / "tiny" / "trigger").glob("*/L1/*/summary.json"):
+        attn, seed = summary.parts[-4], summary.parent.name.split("-")[0]
+        finals[attn, seed] = pd.read_json(summary, typ="series")["sink_attn"]["0"]["non_trigger"]
+    for seed in ("s0", "s1"):
+        assert f"{seed}={finals['softmax', seed]:.4g}" in rows.loc["possible", "values"]
+        assert f"{seed}={finals['softmax', seed] - finals['relu', seed]:.4g}" in rows.loc["paired", "values"]
+    written = pd.read_csv(root / "plumbing" / "claims.csv").set_index("claim")
+    assert list(written["verdict"]) == ["PASS", "FAIL", "PASS"]
+    report = (root / "plumbing" / "REPORT.md").read_text()
+    assert "| plumbing | impossible |" in report and "tiny/report/sink_attn_by_layer.png" in report
+    assert (root / "plumbing" / "tiny" / "report" / "sink_attn_by_layer.png").exists()
+    assert console.rstrip().splitlines()[-1].startswith("2 of 3 claims pass")
+
+
+def test_an_unfinished_run_fails_its_claims_with_the_reason(plumbed, tmp_path):
+    shutil.copytree(plumbed[0], tmp_path, dirs_exist_ok=True)
+    next((tmp_path / "plumbing" / "tiny" / "trigger" / "softmax").rglob("DONE")).unlink()   # one softmax run unfinished
+    results = check_claims(plumbing_paper(), tmp_path)
+    assert not any(r.passed for r in results)
+    assert all("did not finish" in r.problem for r in results)
+
+
+def test_the_command_lists_papers_and_refuses_an_unknown_one():
+    listed = subprocess.run([sys.executable, "-m", "sinkexp.cli", "reproduce", "--list"], capture_output=True, text=True)
+    assert listed.returncode == 0
+    for paper in PAPERS.values():
+        assert paper.name in listed.stdout
+        assert all(claim.name in listed.stdout for claim in paper.claims)
+    wrong = subprocess.run([sys.executable, "-m", "sinkexp.cli", "reproduce", "nope"], capture_output=True, text=True)
+    assert wrong.returncode == 2 and "unknown paper 'nope'" in wrong.stderr and "ranmilo2026" in wrong.stderr
+
+
