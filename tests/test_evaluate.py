@@ -142,3 +142,20 @@ def test_the_printed_table_fits_100_columns_and_says_where_a_sink_formed():
     assert "392.3" in text and "392.3239" not in text                # four significant digits
     assert "(mean over heads)" in text.splitlines()[0] and text.count("(mean over heads)") == 2   # wrapped
     assert "trigger" in text and "50.0%" in text                     # model / reference of the trigger loss
+
+
+def test_head_cancellation_is_written_for_several_heads_only():
+    """Two heads attending alike, whose W_O^h are I and -I: every query's writes cancel exactly."""
+    assert not any(metric == "head_cancellation" for *_, metric in hand_built_rows())
+    eye = torch.eye(2)
+    weights, v = WEIGHTS.expand(1, 2, 4, 4), V.expand(1, 2, 4, 2)
+    cache = {"blocks.0.attn.scores": torch.zeros(1, 2, 4, 4), "blocks.0.attn.weights": weights,
+             "blocks.0.attn.v": v, "blocks.0.attn.mixed": weights @ v, "blocks.0.resid_post": RESID}
+    anatomy = Anatomy(tokens=torch.arange(4), registers=torch.arange(0), n_keys=4,
+                      visible=torch.ones(4, 4, dtype=torch.bool).tril(),
+                      layers=[LayerAnatomy(2, w_q=torch.cat([eye, eye]), w_k=torch.cat([eye, eye]),
+                                           w_o=torch.cat([eye, -eye], dim=1), has_slot=False, has_gate=False)])
+    rows = {(layer, head, query_type, metric): value
+            for step, layer, head, query_type, metric, value in attention_rows(cache, anatomy, BATCH, ("a", "b"), 0)}
+    for query_type in ("a", "b", "all"):
+        assert rows[(0, -1, query_type, "head_cancellation")] == pytest.approx(0.0, abs=1e-7)

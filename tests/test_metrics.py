@@ -155,3 +155,18 @@ def test_residual_norms_and_massive_ratio():
     at_sink, rest = M.resid_norms(resid, torch.tensor([1, 1]))
     assert at_sink.item() == 5.0 and abs(rest.item() - 3 ** 0.5) < 1e-6
     assert M.massive_ratio(resid).item() == 4.0            # max 4 over median 1
+
+
+def test_head_cancellation_closed_forms():
+    """Two heads: equal writes -> 1, opposite writes -> 0, orthogonal unit writes -> 1/sqrt(2);
+    a query where no head writes is skipped, and only the selected queries count."""
+    e1, e2 = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
+    updates = torch.stack([torch.stack([e1, e1, e1, torch.zeros(2)]),        # head 0 at queries 0..3
+                           torch.stack([e1, -e1, e2, torch.zeros(2)])])[None]  # head 1; (1, 2, 4, 2)
+    per_query = [1.0, 0.0, 2 ** -0.5]
+    for query in range(3):
+        only = torch.zeros(1, 4, dtype=torch.bool)
+        only[0, query] = True
+        assert torch.isclose(M.head_cancellation(updates, only), torch.tensor(per_query[query]))
+    everything = torch.ones(1, 4, dtype=torch.bool)
+    assert torch.isclose(M.head_cancellation(updates, everything), torch.tensor(sum(per_query) / 3))

@@ -66,10 +66,10 @@ class Rows(list):
             if math.isfinite(value):
                 self.append((self.step, layer, head, query_type, metric, value))
 
-    def scalar(self, layer: int, metric: str, value: torch.Tensor) -> None:
+    def scalar(self, layer: int, metric: str, value: torch.Tensor, query_type: str = "all") -> None:
         number = value.item()
         if math.isfinite(number):   # e.g. massive_ratio of a stream that is mostly exact zeros
-            self.append((self.step, layer, -1, "all", metric, number))
+            self.append((self.step, layer, -1, query_type, metric, number))
 
 
 def attention_rows(cache: dict, anatomy, batch, query_types, step: int) -> list[tuple]:
@@ -88,7 +88,11 @@ def attention_rows(cache: dict, anatomy, batch, query_types, step: int) -> list[
         gates = cache.get(f"blocks.{layer}.attn.gates")
         query_rows(rows, layer, taps["scores"], taps["weights"], gates, anatomy, batch, query_sets)
         weights = taps["weights"][..., anatomy.tokens]                           # (B, H, T, T) over tokens
-        sink_scores.append(head_rows(rows, layer, weights, taps["v"], taps["mixed"], parts, batch.sink))
+        updates = M.head_values(taps["mixed"], parts.w_o)                        # (B, H, T, d_model)
+        if parts.n_heads > 1:
+            for query_type, queries in query_sets.items():
+                rows.scalar(layer, "head_cancellation", M.head_cancellation(updates, queries), query_type)
+        sink_scores.append(head_rows(rows, layer, weights, taps["v"], updates, parts, batch.sink))
         resid = cache[f"blocks.{layer}.resid_post"][:, anatomy.tokens]           # (B, T, d_model)
         at_sink, rest = M.resid_norms(resid, batch.sink)
         rows.scalar(layer, "resid_norm_sink", at_sink)
@@ -124,13 +128,14 @@ def query_rows(rows: Rows, layer: int, scores, weights, gates, anatomy, batch, q
             rows.per_head(layer, query_type, "gate", M.query_mean(gates[:, :, keep].mean(-1), queries))
 
 
-def head_rows(rows: Rows, layer: int, weights, v, mixed, parts, sink) -> torch.Tensor:
+def head_rows(rows: Rows, layer: int, weights, v, updates, parts, sink) -> torch.Tensor:
     """Per head: what it writes (value norms, the update's rank), its QK spectrum and sink score;
-    returns the sink scores (H,). weights (B, H, T, T) over the task's tokens."""
+    returns the sink scores (H,). weights (B, H, T, T) over the task's tokens; updates (B, H, T,
+    d_model) what each head writes at each query."""
     values = M.head_values(v, parts.w_o)                                    # (B, H, T, d_model)
     rows.per_head(layer, "all", "value_norm_ratio", M.value_norm_ratio(values, sink))
     rows.per_head(layer, "all", "sink_value_norm", M.sink_value_norm(values, sink))
-    rows.per_head(layer, "all", "stable_rank", M.stable_rank(M.head_values(mixed, parts.w_o)))
+    rows.per_head(layer, "all", "stable_rank", M.stable_rank(updates))
     spectrum = M.qk_spectrum(parts.w_q, parts.w_k, parts.n_heads)         # (H, top)
     for rank in range(spectrum.shape[1]):
         rows.per_head(layer, "all", f"qk_sigma{rank + 1}", spectrum[:, rank])

@@ -108,6 +108,19 @@ def value_norm_ratio(values: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
     return (at_sink / rest).mean(0)
 
 
+def head_cancellation(updates: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+    """||sum_h u_h|| / sum_h ||u_h|| at each query, mean over the queries in `queries` (B, T); a scalar.
+
+    u_h = W_O^h (A V)_h is what head h writes at the query (updates: (B, H, T, d_model)). 1: the
+    heads write in one direction (always, with one head); near 0: their writes cancel, so a layer can
+    write nothing without any head writing nothing. Queries where no head writes (0/0) are skipped.
+    """
+    total = updates.sum(1).norm(dim=-1)                                      # (B, T)
+    parts = updates.norm(dim=-1).sum(1)                                      # (B, T)
+    keep = queries & (parts > 0)
+    return (total[keep] / parts[keep]).mean()
+
+
 def stable_rank(update: torch.Tensor) -> torch.Tensor:
     """||U||_F^2 / ||U||_2^2 of each head's update U (B, H, T, d_model), averaged over sequences, (H,)."""
     frobenius = update.pow(2).sum(dim=(-2, -1))
