@@ -11,7 +11,7 @@ import pytest
 
 from conftest import QUICK
 from sinkexp.reproduce import (Claim, Experiment, Paper, Result, at_least, at_most, between,
-                               check, check_claims, final, reproduce)
+                               check, check_claims, evaluate, final, load_runs, reproduce)
 from sinkexp.reproduce.papers import PAPERS
 
 
@@ -111,3 +111,10 @@ def test_the_command_lists_papers_and_refuses_an_unknown_one():
     assert wrong.returncode == 2 and "unknown paper 'nope'" in wrong.stderr and "ranmilo2026" in wrong.stderr
 
 
+
+
+def test_a_claim_whose_runs_cannot_be_told_apart_is_refused(plumbed):
+    runs, table = load_runs(plumbed[0] / "plumbing" / "tiny")
+    vague = Claim("vague", "-", "-", "-", "tiny", {}, final("sink_attn", 0, "non_trigger"), at_least(0))
+    result = evaluate(vague, runs, table)        # softmax and relu runs of one seed: same label
+    assert not result.passed and "narrow `where`" in result.problem

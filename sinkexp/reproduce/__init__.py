@@ -242,25 +242,26 @@ class Result:
 
 
 def evaluate(claim: Claim, runs: list[Run], table: pd.DataFrame) -> Result:
-    result = Result(claim)
-    wanted = [claim.where] + ([claim.against] if claim.against else [])
-    settings = table.drop(columns=["run", "status", "reason"], errors="ignore").to_dict("records")
-    unfinished = sum(1 for s, status in zip(settings, table.get("status", [])) if status != "done"
-                     and any(selects(s, w) for w in wanted))
+    """The claim's value on every run it selects (paired: the difference to the `against` run of the
+    same seed and structure seed); `problem` says why there is none."""
+    arms = [claim.where] + ([claim.against] if claim.against else [])
+    unfinished = sum(row["status"] != "done" and any(selects(row, arm) for arm in arms)
+                     for row in table.to_dict("records"))
     chosen = [r for r in runs if selects(r.settings, claim.where)]
-    if unfinished or not chosen:
-        result.problem = f"{unfinished} selected runs did not finish" if unfinished else "no run selected"
-        return result
+    others = {label(r): r for r in runs if claim.against and selects(r.settings, claim.against)}
+    labels = [label(r) for r in chosen]
+    if unfinished:
+        return Result(claim, problem=f"{unfinished} selected runs did not finish")
+    if not chosen:
+        return Result(claim, problem="no run selected")
+    if len(set(labels)) < len(labels):
+        return Result(claim, problem="several selected runs share a seed and structure seed; narrow `where`")
     if claim.against is None:
-        result.values = {label(r): claim.measure.of(r) for r in chosen}
-        return result
-    others = {label(r): r for r in runs if selects(r.settings, claim.against)}
-    missing = [label(r) for r in chosen if label(r) not in others]
+        return Result(claim, {name: claim.measure.of(r) for name, r in zip(labels, chosen)})
+    missing = [name for name in labels if name not in others]
     if missing:
-        result.problem = "no paired run for " + ", ".join(missing)
-        return result
-    result.values = {label(r): claim.measure.of(r) - claim.measure.of(others[label(r)]) for r in chosen}
-    return result
+        return Result(claim, problem="no paired run for " + ", ".join(missing))
+    return Result(claim, {name: claim.measure.of(r) - claim.measure.of(others[name]) for name, r in zip(labels, chosen)})
 
 
 def check_claims(paper: Paper, root: Path) -> list[Result]:
