@@ -60,3 +60,15 @@ def test_sampler_benchmark_runs_and_times_both_backcopy_samplers(capsys, monkeyp
     printed = capsys.readouterr().out
     assert "backcopy inverse_cdf" in printed and "backcopy multinomial" in printed
     assert "inverse_cdf / multinomial:" in printed and "damping" in printed and "broadcast" in printed
+    assert "the source's generator" in printed
+
+
+def test_the_benchmarks_source_broadcast_generator_draws_sinkexps_batches():
+    """Like for like: from the same generator state both draw the same inputs, hubs and targets."""
+    from sinkexp.tasks.broadcast import BroadcastConfig, BroadcastTask
+
+    task = BroadcastTask(BroadcastConfig(structure_seed=3))
+    ours = task.sample(64, torch.Generator().manual_seed(5), "cpu")
+    source = load_script("bench_samplers").SourceBroadcast(task).sample(64, torch.Generator().manual_seed(5), "cpu")
+    assert torch.equal(ours.sink, source["j_star"])
+    torch.testing.assert_close(ours.targets, source["target"])
