@@ -93,6 +93,8 @@ def test_damping_targets_match_the_gate(gamma, p):
     x = batch.inputs
     assert torch.all(x[:, 0] == 0)
     damped = (x @ task.gate) > task.threshold
+    damped[:, 0] = False
+    assert torch.equal(batch.targets, torch.where(damped[..., None], gamma * x, x))   # the whole batch, exactly
     for b, i in [(0, 1), (3, 7), (100, 31)]:
         expected = gamma * x[b, i] if damped[b, i] else x[b, i]
         torch.testing.assert_close(batch.targets[b, i], expected)

@@ -80,8 +80,8 @@ class DampingTask:
             self.gate = self.gate.to(x.device)                            # once per device, not per batch
         damped = (x @ self.gate) > self.threshold                         # (B, L)
         damped[:, 0] = False
-        targets = torch.where(damped[..., None], self.cfg.gamma * x, x)
-        query_type = torch.where(damped, ACTIVE, NOP)
+        targets = x * torch.where(damped, self.cfg.gamma, 1.0)[..., None]   # one product, no gamma * x copy
+        query_type = damped.long()                                        # ACTIVE = 1, NOP = 0
         query_type[:, 0] = -1
         return Batch(inputs=x, targets=targets, loss_mask=query_type >= 0, query_type=query_type,
                      sink=torch.zeros(B, dtype=torch.long, device=device))
