@@ -156,10 +156,10 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, visible: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """`positions` (model.pos_into=first_attn): added to the attention's input, not to x."""
-        norm_in = self.norms_in[0]
-        if positions is not None:
-            norm_in = lambda h: self.norms_in[0](h + positions)   # noqa: E731
-        x = self.combine(x, lambda h: self.attn(h, visible), norm_in, self.norms_out[0], self.residual)
+        def attn_input(h: torch.Tensor) -> torch.Tensor:
+            return self.norms_in[0](h if positions is None else h + positions)
+
+        x = self.combine(x, lambda h: self.attn(h, visible), attn_input, self.norms_out[0], self.residual)
         if self.mlp is not None:
             x = self.sublayer(1, x, self.mlp)
         return self.resid_post(x)
