@@ -24,16 +24,8 @@ import torch  # noqa: E402
 
 from sinkexp import load_run  # noqa: E402
 from sinkexp.evaluate import metrics as M  # noqa: E402
+from sinkexp.interventions import zero_sink_value  # noqa: E402
 from sinkexp.model import intervene  # noqa: E402
-
-
-def zero_sink_value(model_positions: torch.Tensor):
-    """v (B, H, S, D) -> v with each sequence's sink key (a position in the model's sequence) zeroed."""
-    def replace(v: torch.Tensor) -> torch.Tensor:
-        keep = torch.ones(v.shape[0], 1, v.shape[2], 1, dtype=v.dtype, device=v.device)
-        keep[torch.arange(v.shape[0]), 0, model_positions, 0] = 0.0
-        return v * keep
-    return replace
 
 
 def losses_by_query_type(run, pred: torch.Tensor) -> dict[str, float]:
@@ -85,7 +77,8 @@ def main() -> None:
         print(f"  {name:<14}{value:.6f} | {written.iloc[0]:.6f}" if len(written) else f"  {name:<14}{value:.6f}")
 
     sink_positions = run.model.anatomy(run.batch.inputs.shape[1]).tokens[run.batch.sink]
-    ablation = {f"blocks.{layer}.attn.v": zero_sink_value(sink_positions) for layer in range(len(run.model.blocks))}
+    zero = zero_sink_value(sink_positions, sink_positions)["v"]
+    ablation = {f"blocks.{layer}.attn.v": zero for layer in range(len(run.model.blocks))}
     with torch.no_grad(), intervene(run.model, ablation):
         ablated = run.model(run.batch.inputs)
     after = losses_by_query_type(run, ablated)

@@ -34,6 +34,7 @@ commands:
   train    train one model, or sweep with -m (sinkexp train --help lists the options)
   report   collect the runs below a directory into summary.csv and figures (sinkexp report DIR)
   reproduce  run a paper's experiments and check its claims (sinkexp reproduce PAPER|all|--list)
+  intervene  causal interventions on a finished run's sink (sinkexp intervene RUN_DIR [--layer L])
 options:
   --version                  print the version
   -sc install=bash|zsh|fish  print a shell-completion script for sinkexp train's overrides
@@ -233,7 +234,8 @@ def main() -> None:
         sys.exit(complete(argv))
     command, rest = argv[0], argv[1:]
     commands = {"train": train, "report": lambda args: __import__("sinkexp.report").report.main(args),
-                "reproduce": lambda args: __import__("sinkexp.reproduce").reproduce.main(args)}
+                "reproduce": lambda args: __import__("sinkexp.reproduce").reproduce.main(args),
+                "intervene": lambda args: __import__("sinkexp.interventions").interventions.main(args)}
     if command not in commands:
         print(f"sinkexp: error: unknown command {command!r}; choose one of: {', '.join(commands)}", file=sys.stderr)
         sys.exit(2)

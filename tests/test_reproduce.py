@@ -11,7 +11,7 @@ import pytest
 
 from conftest import QUICK
 from sinkexp.reproduce import (Claim, Experiment, Paper, Result, at_least, at_most, between,
-                               check, check_claims, evaluate, final, load_runs, reproduce)
+                               check, check_claims, evaluate, final, intervention, load_runs, reproduce)
 from sinkexp.reproduce.papers import PAPERS
 
 
@@ -118,3 +118,14 @@ def test_a_claim_whose_runs_cannot_be_told_apart_is_refused(plumbed):
     vague = Claim("vague", "-", "-", "-", "tiny", {}, final("sink_attn", 0, "non_trigger"), at_least(0))
     result = evaluate(vague, runs, table)        # softmax and relu runs of one seed: same label
     assert not result.passed and "narrow `where`" in result.problem
+
+
+def test_an_intervention_measure_is_the_loss_ratio_of_the_runs_interventions(plumbed):
+    from sinkexp.interventions import run_interventions
+    from sinkexp.load import load_run
+
+    runs, _ = load_runs(plumbed[0] / "plumbing" / "tiny")
+    one = runs[0]
+    table = run_interventions(load_run(one.path), 0).set_index(["intervention", "query_type"])["loss"]
+    expected = table[("redirect", "trigger")] / table[("none", "trigger")]
+    assert intervention("redirect", 0, "trigger").of(one) == pytest.approx(expected)

@@ -44,10 +44,24 @@ class Run:
     path: Path
     settings: dict
     finals: pd.DataFrame             # final values: layer, query_type, metric, value (mean over heads)
+    intervened: dict = field(default_factory=dict, repr=False)   # layer -> run_interventions table
 
     @cached_property
     def metrics(self) -> pd.DataFrame:   # every evaluated step, per head (metrics.csv)
         return pd.read_csv(self.path / "metrics.csv")
+
+    @cached_property
+    def loaded(self):                    # the trained model and held-out batch (sinkexp.load.load_run)
+        from sinkexp.load import load_run
+        return load_run(self.path)
+
+    def interventions(self, layer: int) -> pd.DataFrame:
+        """sinkexp.interventions.run_interventions on `layer`, computed once per run and layer."""
+        from sinkexp.interventions import run_interventions
+
+        if layer not in self.intervened:
+            self.intervened[layer] = run_interventions(self.loaded, layer).set_index(["intervention", "query_type"])
+        return self.intervened[layer]
 
     def final(self, metric: str, layer: int = -1, query_type: str = "all") -> float:
         rows = self.finals[(self.finals["metric"] == metric) & (self.finals["layer"] == layer)
@@ -88,6 +102,14 @@ def loss_ratio(query_type: str) -> Measure:
     """Final eval loss over the reference predictor's (the task's baseline): <= 0.1 is 'solved'."""
     return Measure(f"loss / reference loss [{query_type}]",
                    lambda run: run.final("loss_eval", -1, query_type) / run.final("loss_baseline", -1, query_type))
+
+
+def intervention(name: str, layer: int, query_type: str = "all") -> Measure:
+    """Loss with one causal intervention on `layer` over the unchanged model's loss (1: no effect)."""
+    def ratio(run: Run) -> float:
+        table = run.interventions(layer)["loss"]
+        return float(table[(name, query_type)] / table[("none", query_type)])
+    return Measure(f"loss with {name}[layer {layer}] / loss [{query_type}]", ratio)
 
 
 def excess_loss(query_type: str) -> Measure:
@@ -338,11 +360,12 @@ def write_report(papers: list[Paper], rows: pd.DataFrame, root: Path, base: Path
 
 def list_papers(papers: dict[str, Paper]) -> str:
     lines = []
+    width = max(len(c.name) for paper in papers.values() for c in paper.claims)
     for paper in papers.values():
         runs = sum(math.prod(len(v.split(",")) for v in e.grid.values()) for e in paper.experiments)
         lines.append(f"{paper.name}: {paper.title} ({len(paper.experiments)} experiments, {runs} runs)")
         for c in paper.claims:
-            lines.append(f"  {c.name:<28} {c.source}: {c.measure.describe} {c.criterion} (paper: {c.paper_value})")
+            lines.append(f"  {c.name:<{width}} {c.source}: {c.measure.describe} {c.criterion} (paper: {c.paper_value})")
     return "\n".join(lines)
 
 

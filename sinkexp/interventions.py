@@ -1,0 +1,139 @@
+"""Causal interventions on a trained run (Fesser et al. 2026, App. A.3/A.4): change what one layer's
+sink contributes, with that layer's attention weights held fixed, and measure the loss and how far
+the output moves. Each is a replacement at a capture point (`sinkexp.model.intervene`) in the one
+forward pass, never a second model.
+
+    zero_sink_value       v at each sequence's sink key := 0
+    donor_sink_value      v at the sink := the sink value of a donor sequence (the next one in the batch)
+    donor_value_at_sink   v at the sink := the donor's value at a random non-sink key
+    zero_random_value     v at one random non-sink key := 0 (a control: a key that is not the sink)
+    redirect              the sink's attention weight := 0, each row renormalised over the other keys
+                          (a row with no other mass stays 0)
+
+    from sinkexp import load_run
+    from sinkexp.interventions import run_interventions
+    table = run_interventions(load_run(path), layer=0)   # one row per intervention
+
+Values are (B, H, S, D) at `blocks.<l>.attn.v`, weights (B, H, T, S) at `blocks.<l>.attn.weights`;
+S counts the model's sequence (registers included): sinks and keys are positions in it. A random
+key is drawn with `seed` (one per sequence, shared by the heads), the donor is sequence b + 1 mod B.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import pandas as pd
+import torch
+
+from sinkexp.model import intervene
+
+Replacement = Callable[[torch.Tensor], torch.Tensor]
+
+
+def set_key(v: torch.Tensor, key: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+    """v (B, H, S, D) with v[b, :, key[b]] := new[b] (new: (B, H, D))."""
+    out = v.clone()
+    out[torch.arange(v.shape[0], device=v.device), :, key] = new
+    return out
+
+
+def at_key(v: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    """v[b, :, key[b]], (B, H, D)."""
+    return v[torch.arange(v.shape[0], device=v.device), :, key]
+
+
+def zero_sink_value(sink: torch.Tensor, other: torch.Tensor) -> dict[str, Replacement]:
+    return {"v": lambda v: set_key(v, sink, torch.zeros_like(at_key(v, sink)))}
+
+
+def donor_sink_value(sink: torch.Tensor, other: torch.Tensor) -> dict[str, Replacement]:
+    return {"v": lambda v: set_key(v, sink, at_key(v, sink).roll(-1, dims=0))}
+
+
+def donor_value_at_sink(sink: torch.Tensor, other: torch.Tensor) -> dict[str, Replacement]:
+    return {"v": lambda v: set_key(v, sink, at_key(v, other).roll(-1, dims=0))}
+
+
+def zero_random_value(sink: torch.Tensor, other: torch.Tensor) -> dict[str, Replacement]:
+    return {"v": lambda v: set_key(v, other, torch.zeros_like(at_key(v, other)))}
+
+
+def redirect(sink: torch.Tensor, other: torch.Tensor) -> dict[str, Replacement]:
+    def replace(weights: torch.Tensor) -> torch.Tensor:
+        out = weights.clone()
+        out[torch.arange(weights.shape[0], device=weights.device), :, :, sink] = 0.0
+        return out / out.sum(-1, keepdim=True).clamp_min(1e-12)
+    return {"weights": replace}
+
+
+# name -> (sink keys (B,), random non-sink keys (B,)) -> {tap in the layer's attention: replacement}
+INTERVENTIONS = {"zero_sink_value": zero_sink_value, "donor_sink_value": donor_sink_value,
+                 "donor_value_at_sink": donor_value_at_sink, "zero_random_value": zero_random_value,
+                 "redirect": redirect}
+
+
+def random_other_keys(sink: torch.Tensor, tokens: torch.Tensor, seed: int) -> torch.Tensor:
+    """One uniformly drawn task token per sequence that is not its sink, (B,) positions in the model."""
+    generator = torch.Generator().manual_seed(seed)
+    draw = torch.randint(0, len(tokens) - 1, (len(sink),), generator=generator).to(sink.device)
+    index_of_sink = (tokens[None, :] == sink[:, None]).float().argmax(1)
+    return tokens[draw + (draw >= index_of_sink).long()]     # skip the sink's own index
+
+
+@torch.no_grad()
+def run_interventions(run, layer: int, names=tuple(INTERVENTIONS), seed: int = 0) -> pd.DataFrame:
+    """Loss per query type (and over all) and the RMS change of the prediction per query type, for the
+    unchanged model (`none`) and each intervention on `layer`, on the run's held-out batch."""
+    model, batch, task = run.model, run.batch, run.task
+    tokens = model.anatomy(batch.inputs.shape[1], batch.inputs.device).tokens
+    sink = tokens[batch.sink]                                      # the sink's position in the model
+    other = random_other_keys(sink, tokens, seed)
+    query_sets = {name: (batch.query_type == i) & batch.loss_mask for i, name in enumerate(task.query_types)}
+    query_sets["all"] = batch.loss_mask
+    baseline = model(batch.inputs)
+    rows = []
+    for name in ("none", *names):
+        if name == "none":
+            pred = baseline
+        else:
+            taps = INTERVENTIONS[name](sink, other)
+            with intervene(model, {f"blocks.{layer}.attn.{tap}": fn for tap, fn in taps.items()}):
+                pred = model(batch.inputs)
+        per_position = task.loss(pred, batch)
+        change = (pred - baseline).float().pow(2).flatten(2).mean(-1)   # (B, T): mean over the output channels
+        for query_type, queries in query_sets.items():
+            if queries.any():
+                rows.append({"layer": layer, "intervention": name, "query_type": query_type,
+                             "loss": per_position[queries].mean().item(),
+                             "rms_change": change[queries].mean().sqrt().item()})
+    return pd.DataFrame(rows)
+
+
+def main(argv: list[str]) -> int:
+    """`sinkexp intervene RUN_DIR [--layer L ...] [--seed N]`: the table for a finished run."""
+    import argparse
+    import sys
+
+    from sinkexp.load import load_run
+
+    parser = argparse.ArgumentParser(prog="sinkexp intervene", description=__doc__.splitlines()[0])
+    parser.add_argument("run", help="a run directory")
+    parser.add_argument("--layer", type=int, nargs="*", default=None, help="layers (default: every layer)")
+    parser.add_argument("--seed", type=int, default=0, help="draws the random non-sink keys")
+    args = parser.parse_args(argv)
+    try:
+        run = load_run(args.run)
+    except (FileNotFoundError, RuntimeError) as err:
+        print(f"sinkexp: error: {err}", file=sys.stderr)
+        return 2
+    n_layers = len(run.model.blocks)
+    layers = range(n_layers) if args.layer is None else args.layer
+    bad = [layer for layer in layers if not 0 <= layer < n_layers]
+    if bad:
+        print(f"sinkexp: error: --layer {bad[0]} is not valid; the run has layers 0..{n_layers - 1}", file=sys.stderr)
+        return 2
+    table = pd.concat([run_interventions(run, layer, seed=args.seed) for layer in layers], ignore_index=True)
+    with pd.option_context("display.width", 160, "display.max_rows", 500):
+        print(table.pivot_table(index=["layer", "intervention"], columns="query_type", values=["loss", "rms_change"],
+                                sort=False).round(5).to_string())
+    return 0

@@ -1,0 +1,77 @@
+"""Causal interventions: each replacement on hand-built tensors, then on a trained run, where the
+unchanged model reproduces the run's own final losses and a sink that takes all the attention,
+once its value is zeroed, makes the head write nothing."""
+import pytest
+import torch
+
+from conftest import QUICK
+from sinkexp.interventions import INTERVENTIONS, random_other_keys, run_interventions
+from sinkexp.load import load_run
+from sinkexp.model import capture, intervene
+from sinkexp.runner import run
+
+B, H, S, D = 3, 2, 5, 4
+SINK = torch.tensor([0, 2, 4])          # a different sink key in every sequence
+OTHER = torch.tensor([1, 3, 0])
+
+
+def values():
+    return torch.arange(B * H * S * D, dtype=torch.float).view(B, H, S, D)
+
+
+def test_value_replacements_touch_only_the_chosen_key():
+    v = values()
+    cases = {"zero_sink_value": (SINK, torch.zeros(B, H, D)),
+             "donor_sink_value": (SINK, v[torch.arange(B), :, SINK].roll(-1, dims=0)),
+             "donor_value_at_sink": (SINK, v[torch.arange(B), :, OTHER].roll(-1, dims=0)),
+             "zero_random_value": (OTHER, torch.zeros(B, H, D))}
+    for name, (key, expected) in cases.items():
+        out = INTERVENTIONS[name](SINK, OTHER)["v"](v)
+        for b in range(B):
+            torch.testing.assert_close(out[b, :, key[b]], expected[b])
+            untouched = [s for s in range(S) if s != key[b]]
+            torch.testing.assert_close(out[b, :, untouched], v[b, :, untouched])
+    assert torch.equal(v, values())                  # the captured tensor itself is never modified
+
+
+def test_redirect_on_uniform_attention_only_renormalises():
+    weights = torch.full((B, H, S, S), 1 / S)
+    out = INTERVENTIONS["redirect"](SINK, OTHER)["weights"](weights)
+    for b in range(B):
+        assert torch.all(out[b, :, :, SINK[b]] == 0)
+        rest = [s for s in range(S) if s != SINK[b]]
+        torch.testing.assert_close(out[b, :, :, rest], torch.full((H, S, S - 1), 1 / (S - 1)))
+    onto_sink = torch.zeros(B, H, S, S)
+    onto_sink[torch.arange(B), :, :, SINK] = 1.0
+    assert torch.all(INTERVENTIONS["redirect"](SINK, OTHER)["weights"](onto_sink) == 0)   # nothing else to attend to
+
+
+def test_random_other_keys_are_task_tokens_and_never_the_sink():
+    tokens = torch.tensor([0, 3, 4, 5, 6])            # the task's tokens after 2 registers at 1, 2
+    sink = tokens[torch.tensor([0, 2, 4] * 100)]
+    other = random_other_keys(sink, tokens, seed=0)
+    assert torch.all(other != sink) and torch.isin(other, tokens).all()
+    assert len(other.unique()) == len(tokens)          # every key can be drawn (4 per sink, 3 sinks)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, make_config):
+    path = tmp_path_factory.mktemp("run")
+    run(make_config("attn=softmax", *QUICK, "train.steps=60"), path)
+    return load_run(path)
+
+
+def test_interventions_on_a_trained_run(trained):
+    table = run_interventions(trained, layer=0).set_index(["intervention", "query_type"])
+    losses = trained.losses[trained.losses["step"] == trained.losses["step"].max()].set_index("split")["loss"]
+    for query_type in ("trigger", "non_trigger", "all"):
+        assert table.loc[("none", query_type), "loss"] == pytest.approx(losses[f"eval/{query_type}"], rel=1e-5)
+        assert table.loc[("none", query_type), "rms_change"] == 0
+    assert set(table.index.get_level_values(0)) == {"none", *INTERVENTIONS}
+    # all attention on BOS, then BOS's value zeroed: the head writes nothing at any query
+    model, batch = trained.model, trained.batch
+    onto_bos = {"blocks.0.attn.weights": lambda w: torch.zeros_like(w).index_fill_(-1, torch.tensor([0]), 1.0)}
+    zero = {"blocks.0.attn.v": INTERVENTIONS["zero_sink_value"](batch.sink, batch.sink)["v"]}
+    with intervene(model, {**onto_bos, **zero}), capture(model, ["blocks.0.attn.mixed"]) as cache:
+        model(batch.inputs)
+    assert torch.all(cache["blocks.0.attn.mixed"] == 0)
