@@ -3,8 +3,9 @@
 Theorems 1 and 2: a softmax model that solves the trigger-conditional mean puts almost all of a
 non-trigger query's attention on BOS (one layer: that layer; several: at least one). Theorem 3: ReLU
 attention solves it with no sink. The abstract reports both for single- and multi-head
-models. CPU sizes: 1000 steps of batch 128 (the task file's 3000 are for the printed table; the
-sink has formed by step ~300).
+models. CPU sizes: batch 128, 1000 steps for one layer and four heads (the sink has formed by step
+~300), the task file's 3000 for two layers (at 1000 steps seed 2's sink was still forming: 0.886,
+and seed 0 had collapsed to the zero predictor while sinking in layer 2).
 """
 from sinkexp.reproduce import (Claim, Experiment, Paper, at_least, at_most, final, head_extreme,
                                loss_ratio)
@@ -19,7 +20,8 @@ PAPER = Paper(
     title="Ran-Milo 2026, trigger-conditional mean (arXiv 2603.11487)",
     experiments=(
         Experiment("one_layer", ("task=trigger",), {"attn": "softmax,relu", **SEEDS}, CPU),
-        Experiment("two_layers", ("task=trigger", "model.n_layers=2"), {"attn": "softmax,relu", **SEEDS}, CPU),
+        Experiment("two_layers", ("task=trigger", "model.n_layers=2"), {"attn": "softmax,relu", **SEEDS},
+                   ("train.steps=3000", "eval.every=250")),
         Experiment("four_heads", ("task=trigger", "model.n_heads=4"), {"attn": "softmax,relu", **SEEDS}, CPU),
     ),
     claims=(
@@ -31,6 +33,8 @@ PAPER = Paper(
               "solved", "one_layer", RELU, loss_ratio("trigger"), at_most(0.1)),
         Claim("relu_no_sink", "ReLU attention solves it with no sink.", "Thm. 3; experiments", "~0 (no sink)",
               "one_layer", RELU, final(BOS[0], 0, BOS[1]), at_most(0.1)),
+        Claim("two_layers_softmax_solves", "A two-layer softmax model solves the task.", "experiments", "solved",
+              "two_layers", SOFTMAX, loss_ratio("trigger"), at_most(0.1)),
         Claim("two_layers_softmax_sinks", "With two layers, at least one softmax layer sinks.", "Thm. 2",
               "one layer ~1", "two_layers", SOFTMAX, final(BOS[0], "max", BOS[1]), at_least(0.9)),
         Claim("two_layers_relu_no_sink", "With two layers, no ReLU layer sinks.", "Thm. 3; experiments", "~0",
