@@ -50,6 +50,7 @@ class ModelConfig:
     qk_norm: bool = False        # RMSNorm on q and k per head
     n_registers: int = 0         # learned tokens after BOS, dropped at the output (Darcet et al. 2023)
     bos_vector: bool = False     # a learned vector added at position 0 (Fesser et al.'s sink token)
+    hide_bos: bool = False       # no query but BOS itself sees the BOS key (blocks the sink; tasks with a BOS)
     embed: str = "linear"        # linear | identity (identity: the inputs are the residual stream)
     readout: str = "linear"      # linear | identity (identity: the residual stream is the prediction)
     residual: bool = True
@@ -184,6 +185,9 @@ def validate(cfg: Config) -> None:
                           "(letters, digits, _ . = , + -; no '/', not starting with '.')")
     task_cls = TASKS[cfg.task.name]
     task_cls.validate(cfg.task)
+    if m.hide_bos and not task_cls.has_bos:
+        raise ConfigError(f"model.hide_bos=true needs a task with a BOS token; task {cfg.task.name!r} has none "
+                          f"(tasks with one: {', '.join(name for name, t in TASKS.items() if t.has_bos)})")
     dims = task_cls.dims(cfg.task)
     for key, kind, dim in (("model.embed", m.embed, dims.input_dim), ("model.readout", m.readout, dims.output_dim)):
         if kind == "identity" and (dims.vocab_size is not None or dim != m.d_model):

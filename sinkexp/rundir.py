@@ -57,7 +57,8 @@ UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile",
 # Keys added after run directories existed: at these values (the earlier behaviour) they stay out
 # of the hash, so earlier runs keep their directory names.
 LATER_KEYS = {"train.data_chunk": 1, "task.sampler": "multinomial", "model.pos_init_std": 0.02,
-              "task.centred": False, "model.pos_into": "stream", "model.mlp_bias": None}
+              "task.centred": False, "model.pos_into": "stream", "model.mlp_bias": None,
+              "model.hide_bos": False}
 # Keys renamed after run directories existed: they are hashed under their first name.
 RENAMED_KEYS = {"attn.sigmoid_bias": "attn.bias"}
 

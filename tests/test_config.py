@@ -76,6 +76,7 @@ def test_paper_scale_composes_for_every_task(make_config, task):
     (["model.mlp=tanh"], ["model.mlp=", "gelu", "swiglu"]),
     (["model.pos=alibi"], ["model.pos=", "learned", "rope"]),
     (["model.pos_into=middle"], ["model.pos_into=", "stream", "first_attn"]),
+    (["task=broadcast", "model.hide_bos=true"], ["model.hide_bos=true", "'broadcast' has none", "trigger"]),
     (["model.pos=rope", "model.pos_into=first_attn"], ["model.pos_into=first_attn", "model.pos=rope", "learned"]),
     (["model.norm_type=batchnorm"], ["model.norm_type=", "layernorm", "dyt"]),
     (["device=tpu"], ["device=", "auto", "cuda"]),

@@ -294,3 +294,19 @@ def test_mlp_bias_overrides_model_bias():
     assert make_model(bias=True, mlp_bias=False).blocks[0].mlp[0].bias is None
     assert make_model(bias=False).blocks[0].mlp[0].bias is None
     assert make_model(bias=False, mlp_bias=True).blocks[0].attn.qkv.bias is None
+
+
+@pytest.mark.parametrize("attn", ["softmax", "relu"])
+def test_a_hidden_bos_key_gets_no_attention_and_changes_no_other_position(attn):
+    model = make_model(attn, hide_bos=True)
+    x = torch.randn(2, 10, 6)
+    with capture(model, ["blocks.0.attn.weights", "blocks.1.attn.weights"]) as cache:
+        out = model(x)
+    for weights in cache.values():
+        assert torch.all(weights[:, :, 1:, 0] == 0)
+        torch.testing.assert_close(weights[:, :, 0, 0], torch.ones_like(weights[:, :, 0, 0]) if attn == "softmax"
+                                   else weights[:, :, 0, 0])            # BOS still sees itself
+    changed = x.clone()
+    changed[:, 0] = torch.randn(2, 6)
+    torch.testing.assert_close(model(changed)[:, 1:], out[:, 1:])      # nothing reads BOS any more
+    assert not torch.allclose(make_model(attn)(changed)[:, 1:], make_model(attn)(x)[:, 1:])

@@ -11,7 +11,8 @@ import pytest
 
 from conftest import QUICK
 from sinkexp.reproduce import (Claim, Experiment, Paper, Result, at_least, at_most, between,
-                               check, check_claims, evaluate, final, intervention, load_runs, reproduce)
+                               check, check_claims, evaluate, final, intervention, load_runs, reproduce, selects,
+                               setting)
 from sinkexp.reproduce.papers import PAPERS
 
 
@@ -129,3 +130,20 @@ def test_an_intervention_measure_is_the_loss_ratio_of_the_runs_interventions(plu
     table = run_interventions(load_run(one.path), 0).set_index(["intervention", "query_type"])["loss"]
     expected = table[("redirect", "trigger")] / table[("none", "trigger")]
     assert intervention("redirect", 0, "trigger").of(one) == pytest.approx(expected)
+
+
+def test_runs_written_before_a_key_existed_are_selected_by_its_earlier_value():
+    assert setting({"model.hide_bos": math.nan}, "model.hide_bos") is False
+    assert setting({}, "model.hide_bos") is False and setting({"model.hide_bos": True}, "model.hide_bos") is True
+    assert selects({"attn.name": "softmax"}, {"attn.name": "softmax", "model.hide_bos": False})
+    assert not selects({"attn.name": "softmax"}, {"model.hide_bos": True})
+
+
+def test_a_paired_ratio_divides_run_for_run(plumbed):
+    runs, table = load_runs(plumbed[0] / "plumbing" / "tiny")
+    bos = final("sink_attn", 0, "non_trigger")
+    ratio = Claim("ratio", "-", "-", "-", "tiny", {"attn.name": "softmax"}, bos, at_least(0),
+                  against={"attn.name": "relu"}, compare="ratio")
+    values = evaluate(ratio, runs, table).values
+    by = {(r.settings["attn.name"], r.settings["seed"]): bos.of(r) for r in runs}
+    assert values == pytest.approx({f"s{seed}": by["softmax", seed] / by["relu", seed] for seed in (0, 1)})

@@ -197,7 +197,7 @@ class Transformer(nn.Module):
     def __init__(self, cfg, attn, task, fused: bool = True):
         super().__init__()
         d = cfg.d_model
-        self.causal = task.causal
+        self.causal, self.hide_bos = task.causal, cfg.hide_bos
         self.register_at, self.n_registers = (1 if task.has_bos else 0), cfg.n_registers
         self.registers = nn.Parameter(torch.randn(cfg.n_registers, d) * 0.02) if cfg.n_registers else None
         if task.vocab_size is not None:
@@ -213,9 +213,12 @@ class Transformer(nn.Module):
         self.readout = PROJECTIONS[cfg.readout](d, task.output_dim, cfg.bias)
 
     def visible(self, T: int, device) -> torch.Tensor:
-        """(T, T) bool: which keys each query sees."""
-        ones = torch.ones(T, T, dtype=torch.bool, device=device)
-        return ones.tril() if self.causal else ones
+        """(T, T) bool: which keys each query sees (model.hide_bos: no query but BOS itself sees BOS)."""
+        visible = torch.ones(T, T, dtype=torch.bool, device=device)
+        visible = visible.tril() if self.causal else visible
+        if self.hide_bos:
+            visible[1:, 0] = False
+        return visible
 
     def token_positions(self, T: int, device=None) -> torch.Tensor:
         """(T,) indices of the task's T tokens in the model's sequence of T + n_registers."""

@@ -157,6 +157,7 @@ class Claim:
     criterion: Criterion
     against: dict | None = None      # paired claim: measure(where) - measure(against), run for run
     against_in: str | None = None    # the experiment the `against` runs come from (default: the same)
+    compare: str = "difference"      # paired value: "difference" or "ratio" (measure(where) / measure(against))
     note: str = ""                   # what the claim is, where it is not the paper's own
 
 
@@ -234,8 +235,17 @@ def load_runs(folder: Path) -> tuple[list[Run], pd.DataFrame]:
     return done, table
 
 
+def setting(settings: dict, key: str):
+    """A run's value of `key`; a run written before the key existed has its earlier behaviour (LATER_KEYS)."""
+    from sinkexp.rundir import LATER_KEYS
+
+    value = settings.get(key)
+    missing = value is None or (isinstance(value, float) and math.isnan(value))
+    return LATER_KEYS.get(key) if missing else value
+
+
 def selects(settings: dict, where: dict) -> bool:
-    return all(str(settings.get(key)) == str(value) for key, value in where.items())
+    return all(str(setting(settings, key)) == str(value) for key, value in where.items())
 
 
 def label(run: Run) -> str:
@@ -256,11 +266,14 @@ class Result:
         values = pd.Series(self.values, dtype=float)
         return {"paper": paper.name, "claim": self.claim.name, "statement": self.claim.statement,
                 "source": self.claim.source, "paper_value": self.claim.paper_value,
-                "measure": self.claim.measure.describe + (" (paired difference)" if self.claim.against else ""),
+                "measure": self.claim.measure.describe + (f" (paired {self.claim.compare})" if self.claim.against else ""),
                 "mean": values.mean(), "std": values.std(), "n": len(values),
                 "values": " ".join(f"{k}={v:.4g}" for k, v in self.values.items()),
                 "criterion": str(self.claim.criterion), "verdict": "PASS" if self.passed else "FAIL",
                 "problem": self.problem, "note": self.claim.note}
+
+
+PAIRINGS = {"difference": lambda a, b: a - b, "ratio": lambda a, b: a / b if b else math.nan}
 
 
 def evaluate(claim: Claim, runs: list[Run], table: pd.DataFrame) -> Result:
@@ -283,7 +296,8 @@ def evaluate(claim: Claim, runs: list[Run], table: pd.DataFrame) -> Result:
     missing = [name for name in labels if name not in others]
     if missing:
         return Result(claim, problem="no paired run for " + ", ".join(missing))
-    return Result(claim, {name: claim.measure.of(r) - claim.measure.of(others[name]) for name, r in zip(labels, chosen)})
+    pair = PAIRINGS[claim.compare]
+    return Result(claim, {name: pair(claim.measure.of(r), claim.measure.of(others[name])) for name, r in zip(labels, chosen)})
 
 
 def check_claims(paper: Paper, root: Path) -> list[Result]:

@@ -3,7 +3,8 @@
 Theorems 1 and 2: a softmax model that solves the trigger-conditional mean puts almost all of a
 non-trigger query's attention on BOS (one layer: that layer; several: at least one). Theorem 3: ReLU
 attention solves it with no sink. The abstract reports both for single- and multi-head
-models. CPU sizes: batch 128, 1000 steps for one layer and four heads (the sink has formed by step
+models; the paper warns that mitigations which take the sink away break the no-op
+(`model.hide_bos=true` hides the BOS key from every other query). CPU sizes: batch 128, 1000 steps for one layer and four heads (the sink has formed by step
 ~300), the task file's 3000 for two layers (at 1000 steps seed 2's sink was still forming: 0.886,
 and seed 0 had collapsed to the zero predictor while sinking in layer 2).
 """
@@ -22,6 +23,7 @@ PAPER = Paper(
         Experiment("one_layer", ("task=trigger",), {"attn": "softmax,relu", **SEEDS}, CPU),
         Experiment("two_layers", ("task=trigger", "model.n_layers=2"), {"attn": "softmax,relu", **SEEDS},
                    ("train.steps=3000", "eval.every=250")),
+        Experiment("hidden_bos", ("task=trigger", "model.hide_bos=true"), {"attn": "softmax,relu", **SEEDS}, CPU),
         Experiment("four_heads", ("task=trigger", "model.n_heads=4"), {"attn": "softmax,relu", **SEEDS}, CPU),
     ),
     claims=(
@@ -51,5 +53,13 @@ PAPER = Paper(
                    "null space, not through a sink."),
         Claim("four_heads_softmax_solves", "With 4 heads, softmax solves the task.", "experiments", "solved",
               "four_heads", SOFTMAX, loss_ratio("trigger"), at_most(0.1)),
+        Claim("hidden_bos_softmax_fails", "With the BOS key hidden, softmax can no longer solve the task.",
+              "discussion: mitigations that remove the sink break the no-op", "fails", "hidden_bos",
+              {**SOFTMAX, "model.hide_bos": True}, loss_ratio("trigger"), at_least(5.0),
+              against={**SOFTMAX, "model.hide_bos": False}, against_in="one_layer", compare="ratio",
+              note="Paired run for run with the one-layer model that sees BOS: the trigger loss (over the zero "
+                   "predictor's) must rise at least 5-fold."),
+        Claim("hidden_bos_relu_solves", "ReLU attention does not need BOS: it still solves the task.",
+              "Thm. 3", "solved", "hidden_bos", RELU, loss_ratio("trigger"), at_most(0.1)),
     ),
 )
