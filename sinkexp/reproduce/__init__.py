@@ -282,7 +282,7 @@ def evaluate(claim: Claim, runs: list[Run], table: pd.DataFrame) -> Result:
     arms = [claim.where] + ([claim.against] if claim.against else [])
     unfinished = sum(row["status"] != "done" and any(selects(row, arm) for arm in arms)
                      for row in table.to_dict("records"))
-    chosen = [r for r in runs if selects(r.settings, claim.where)]
+    chosen = sorted((r for r in runs if selects(r.settings, claim.where)), key=label)
     others = {label(r): r for r in runs if claim.against and selects(r.settings, claim.against)}
     labels = [label(r) for r in chosen]
     if unfinished:
