@@ -147,3 +147,11 @@ def test_a_paired_ratio_divides_run_for_run(plumbed):
     values = evaluate(ratio, runs, table).values
     by = {(r.settings["attn.name"], r.settings["seed"]): bos.of(r) for r in runs}
     assert values == pytest.approx({f"s{seed}": by["softmax", seed] / by["relu", seed] for seed in (0, 1)})
+
+
+def test_claims_read_only_the_runs_the_declaration_plans(plumbed, tmp_path):
+    """Runs of an earlier declaration (here: 30 steps) stay in the folder but are not read."""
+    shutil.copytree(plumbed[0], tmp_path, dirs_exist_ok=True)
+    rows = reproduce([plumbing_paper()], ["hydra/launcher=basic", "train.steps=20"], root=tmp_path).set_index("claim")
+    assert len(list((tmp_path / "plumbing" / "tiny").rglob("DONE"))) == 8
+    assert (rows["n"] == 2).all() and rows.loc["possible", "verdict"] == "PASS"

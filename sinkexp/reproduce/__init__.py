@@ -194,18 +194,23 @@ def experiment_argv(exp: Experiment, folder: Path, overrides: list[str]) -> list
     return ["-m", *launcher(overrides), f"hydra.sweep.dir={folder}", *own, *overrides]
 
 
-def check(papers: list[Paper], overrides: list[str], root: Path) -> None:
-    """Every experiment's every job checked before anything runs (ConfigError on the first problem)."""
+def check(papers: list[Paper], overrides: list[str], root: Path) -> dict[tuple[str, str], set[Path]]:
+    """Every experiment's every job checked before anything runs (ConfigError on the first problem);
+    returns the run directories each (paper, experiment) plans, so that its claims read those only
+    (a folder may also hold runs of an earlier declaration, e.g. other steps)."""
     from sinkexp.config import register_schema
     from sinkexp.preflight import preflight
     from sinkexp.rundir import register_resolvers
 
     register_schema()
     register_resolvers()
+    planned = {}
     for paper in papers:
         for exp in paper.experiments:
             argv = experiment_argv(exp, root / paper.name / exp.name, overrides)
-            preflight([a for a in argv if a != "-m"], multirun=True)
+            jobs = preflight([a for a in argv if a != "-m"], multirun=True)
+            planned[paper.name, exp.name] = {run_dir.resolve() for run_dir, _ in jobs}
+    return planned
 
 
 def run_experiments(paper: Paper, overrides: list[str], root: Path) -> dict[str, float]:
@@ -223,13 +228,16 @@ def run_experiments(paper: Paper, overrides: list[str], root: Path) -> dict[str,
 
 # --- checking ----------------------------------------------------------------------------------
 
-def load_runs(folder: Path) -> tuple[list[Run], pd.DataFrame]:
-    """(finished runs, every run's settings and status) below an experiment's folder."""
+def load_runs(folder: Path, planned: set[Path] | None = None) -> tuple[list[Run], pd.DataFrame]:
+    """(finished runs, every run's settings and status) below an experiment's folder; only the
+    `planned` run directories when given."""
     from sinkexp.report import collect
 
     if not folder.is_dir():
         return [], pd.DataFrame(columns=["run", "status"])
     table, finals = collect(folder)
+    if planned is not None:
+        table = table[[(folder / run).resolve() in planned for run in table["run"]]]
     done = [Run(folder / row["run"], row.to_dict(), finals[finals["run"] == row["run"]])
             for _, row in table.iterrows() if row["status"] == "done"]
     return done, table
@@ -300,8 +308,10 @@ def evaluate(claim: Claim, runs: list[Run], table: pd.DataFrame) -> Result:
     return Result(claim, {name: pair(claim.measure.of(r), claim.measure.of(others[name])) for name, r in zip(labels, chosen)})
 
 
-def check_claims(paper: Paper, root: Path) -> list[Result]:
-    loaded = {exp.name: load_runs(root / paper.name / exp.name) for exp in paper.experiments}
+def check_claims(paper: Paper, root: Path, planned: dict | None = None) -> list[Result]:
+    """Every claim of `paper` on the runs below root/<paper>/ (those `planned` by check(), when given)."""
+    loaded = {exp.name: load_runs(root / paper.name / exp.name, planned and planned[paper.name, exp.name])
+              for exp in paper.experiments}
     results = []
     for claim in paper.claims:
         runs, table = loaded[claim.experiment]
@@ -386,14 +396,14 @@ def list_papers(papers: dict[str, Paper]) -> str:
 def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROOT, command: str = "") -> pd.DataFrame:
     """Run (or resume) every experiment of `papers`, check their claims, write claims.csv, REPORT.md
     and figures into `root` (one paper: root/<paper>/), print the table; returns the claims table."""
-    check(papers, overrides, root)
+    planned = check(papers, overrides, root)
     started, seconds, reports, results = time.perf_counter(), {}, {}, []
     for paper in papers:
         for name, took in run_experiments(paper, overrides, root).items():
             seconds[(paper.name, name)] = took
         for name, path in figures(paper, root).items():
             reports[(paper.name, name)] = path
-        results += [r.row(paper) for r in check_claims(paper, root)]
+        results += [r.row(paper) for r in check_claims(paper, root, planned)]
     rows = pd.DataFrame(results)
     out = root / papers[0].name if len(papers) == 1 else root
     report = write_report(papers, rows, out, root, command, seconds, reports)
