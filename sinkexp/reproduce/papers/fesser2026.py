@@ -6,8 +6,9 @@ leave undamped tokens alone by attending to a dedicated sink token whose value i
 interaction matrix W_Q W_K^T grows one dominant direction. Global broadcast (source:
 toy/global_pathway/common.py, whose `layer_diagnostics` define sink_match_seq): the layer-2 head routes every query to the hub j*, whose value is not
 suppressed, and its update is rank one. Both tasks draw structure (v; u and R): every claim is
-checked on two structure seeds x three model seeds. CPU sizes: batch 256, 500 damping steps
-(the sink has formed by then, see README) and 1000 broadcast steps.
+checked on two structure seeds x three model seeds. CPU sizes: batch 256, 500 damping steps (in
+2000-step runs, seed 0, the nop sink attention was 0.983-0.986 at step 500 on three structure
+draws) and 1000 broadcast steps (layer-2 hub routing 0.94-0.95 there; 0.91-0.92 at 500).
 """
 from sinkexp.reproduce import (Claim, Experiment, Paper, at_least, at_most, between, final, intervention,
                                loss_ratio)
