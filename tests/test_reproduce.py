@@ -5,13 +5,14 @@ import math
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from conftest import QUICK
-from sinkexp.reproduce import (Claim, Experiment, Paper, Result, at_least, at_most, between,
-                               check, check_claims, evaluate, final, intervention, load_runs, reproduce, selects,
+from sinkexp.reproduce import (Claim, Experiment, Paper, Result, at_least, at_most, between, check, check_claims,
+                               evaluate, experiment_argv, final, intervention, load_runs, reproduce, selects,
                                setting)
 from sinkexp.reproduce.papers import PAPERS
 
@@ -155,3 +156,13 @@ def test_claims_read_only_the_runs_the_declaration_plans(plumbed, tmp_path):
     rows = reproduce([plumbing_paper()], ["hydra/launcher=basic", "train.steps=20"], root=tmp_path).set_index("claim")
     assert len(list((tmp_path / "plumbing" / "tiny").rglob("DONE"))) == 8
     assert (rows["n"] == 2).all() and rows.loc["possible", "verdict"] == "PASS"
+
+
+def test_scale_paper_drops_the_cpu_sizes_and_user_overrides_win():
+    exp = Experiment("e", ("task=damping",), {"seed": "0,1,2"}, ("train.steps=500",))
+    cpu = experiment_argv(exp, Path("out"), ["hydra/launcher=basic"])
+    paper = experiment_argv(exp, Path("out"), ["hydra/launcher=basic", "scale=paper"])
+    mine = experiment_argv(exp, Path("out"), ["hydra/launcher=basic", "seed=7"])
+    assert "train.steps=500" in cpu and "train.steps=500" not in paper and "scale=paper" in paper
+    assert "seed=0,1,2" in cpu and "seed=0,1,2" not in mine and "seed=7" in mine
+    assert cpu[0] == "-m" and "hydra.sweep.dir=out" in cpu
