@@ -10,6 +10,9 @@ forward pass, never a second model.
     redirect              the sink's attention weight := 0, each row renormalised over the other keys
                           (a row with no other mass stays 0)
 
+and, for broadcast, `payload_transfer`: with the donor's sink value, does the donor's payload reach
+every recipient (cosine), as one change common to all tokens (common energy)?
+
     from sinkexp import load_run
     from sinkexp.interventions import run_interventions
     table = run_interventions(load_run(path), layer=0)   # one row per intervention
@@ -109,6 +112,29 @@ def run_interventions(run, layer: int, names=tuple(INTERVENTIONS), seed: int = 0
     return pd.DataFrame(rows)
 
 
+@torch.no_grad()
+def payload_transfer(run, layer: int) -> dict[str, float]:
+    """Broadcast only (its targets are x_i + alpha x_{j*} R, so targets - inputs is the payload each
+    token must receive): with the donor's sink value at the sink of `layer`, how much of the donor's
+    payload reaches the recipients (every token but j*). Returns `cosine`, the mean over sequences of
+    cos(mean over recipients of the output change, alpha (payload_donor - payload_own)), and
+    `common_energy`, the share of the change's energy in its mean over the sequence's tokens
+    (1: every token moved alike, a rank-one broadcast)."""
+    model, batch = run.model, run.batch
+    tokens = model.anatomy(batch.inputs.shape[1], batch.inputs.device).tokens
+    sink = tokens[batch.sink]
+    baseline = model(batch.inputs)
+    with intervene(model, {f"blocks.{layer}.attn.v": donor_sink_value(sink, sink)["v"]}):
+        change = model(batch.inputs) - baseline                                  # (B, T, d)
+    payload = (batch.targets - batch.inputs)[:, 0]                               # (B, d): alpha x_{j*} R
+    expected = payload.roll(-1, dims=0) - payload
+    recipients = torch.arange(change.shape[1], device=change.device)[None, :] != batch.sink[:, None]
+    mean_change = (change * recipients[..., None]).sum(1) / recipients.sum(1, keepdim=True)
+    cosine = torch.nn.functional.cosine_similarity(mean_change, expected, dim=-1).mean()
+    common = change.mean(1).pow(2).mean() / change.pow(2).mean().clamp_min(1e-12)
+    return {"cosine": cosine.item(), "common_energy": common.item()}
+
+
 def main(argv: list[str]) -> int:
     """`sinkexp intervene RUN_DIR [--layer L ...] [--seed N]`: the table for a finished run."""
     import argparse
@@ -136,4 +162,9 @@ def main(argv: list[str]) -> int:
     with pd.option_context("display.width", 160, "display.max_rows", 500):
         print(table.pivot_table(index=["layer", "intervention"], columns="query_type", values=["loss", "rms_change"],
                                 sort=False).round(5).to_string())
+    if run.cfg.task.name == "broadcast":
+        for layer in layers:
+            transfer = payload_transfer(run, layer)
+            print(f"layer {layer}, donor sink value: payload cosine {transfer['cosine']:.4f}, "
+                  f"common energy of the change {transfer['common_energy']:.5f}")
     return 0

@@ -75,3 +75,19 @@ def test_interventions_on_a_trained_run(trained):
     with intervene(model, {**onto_bos, **zero}), capture(model, ["blocks.0.attn.mixed"]) as cache:
         model(batch.inputs)
     assert torch.all(cache["blocks.0.attn.mixed"] == 0)
+
+
+def test_broadcast_payload_transfer(make_config, tmp_path):
+    """The payload it reads from a batch is alpha x_{j*} R at every token, and the transfer's cosine
+    and common-energy share are a cosine and a share."""
+    from sinkexp.interventions import payload_transfer
+
+    run(make_config("task=broadcast", *QUICK, "train.steps=20"), tmp_path)
+    trained = load_run(tmp_path)
+    batch, task = trained.batch, trained.task
+    hub = batch.inputs[torch.arange(len(batch.sink)), batch.sink]
+    for i in (0, 5, 31):
+        torch.testing.assert_close(batch.targets[:, i] - batch.inputs[:, i], task.cfg.alpha * hub @ task.rotation,
+                                   atol=1e-5, rtol=1e-5)
+    transfer = payload_transfer(trained, 1)
+    assert -1 <= transfer["cosine"] <= 1 and 0 <= transfer["common_energy"] <= 1

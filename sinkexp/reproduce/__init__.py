@@ -112,6 +112,15 @@ def intervention(name: str, layer: int, query_type: str = "all") -> Measure:
     return Measure(f"loss with {name}[layer {layer}] / loss [{query_type}]", ratio)
 
 
+def payload_transfer(key: str, layer: int) -> Measure:
+    """Broadcast: `cosine` or `common_energy` of the output change with the donor's sink value at
+    the sink of `layer` (sinkexp.interventions.payload_transfer)."""
+    def value(run: Run) -> float:
+        from sinkexp.interventions import payload_transfer as transfer
+        return transfer(run.loaded, layer)[key]
+    return Measure(f"donor sink value [layer {layer}]: {key} of the change", value)
+
+
 def excess_loss(query_type: str) -> Measure:
     return Measure(f"loss - oracle loss [{query_type}]",
                    lambda run: run.final("loss_eval", -1, query_type) - run.final("loss_baseline", -1, query_type))

@@ -11,7 +11,7 @@ checked on two structure seeds x three model seeds. CPU sizes: batch 256, 500 da
 draws) and 1000 broadcast steps (layer-2 hub routing 0.94-0.95 there; 0.91-0.92 at 500).
 """
 from sinkexp.reproduce import (Claim, Experiment, Paper, at_least, at_most, between, final, intervention,
-                               loss_ratio)
+                               loss_ratio, payload_transfer)
 
 DRAWS = {"seed": "0,1,2", "task.structure_seed": "0,1"}
 GAMMA_0 = {"task.gamma": 0.0}
@@ -68,6 +68,12 @@ PAPER = Paper(
         Claim("broadcast_zero_other_value_is_harmless", "Zeroing a random non-hub value in layer 2 does not.",
               "App. A.4, Table 3", "MSE 0.0487 vs 0.0481", "broadcast", {},
               intervention("zero_random_value", 1), at_most(1.2)),
+        Claim("broadcast_donor_payload_arrives", "A donor's hub value in layer 2 delivers the donor's payload "
+              "to every recipient.", "App. A.4, Table 3", "cosine 0.944", "broadcast", {},
+              payload_transfer("cosine", 1), at_least(0.8)),
+        Claim("broadcast_change_is_common", "That change is the same at every token (rank one).",
+              "App. A.4, Table 3", "common energy 0.99995", "broadcast", {}, payload_transfer("common_energy", 1),
+              at_least(0.99)),
         Claim("broadcast_redirect_breaks", "Taking layer 2's attention off the hub breaks the task.",
               "App. A.4, Table 3", "MSE 2.269 (47x)", "broadcast", {}, intervention("redirect", 1),
               at_least(5.0)),
