@@ -11,7 +11,8 @@ forward pass, never a second model.
                           (a row with no other mass stays 0)
 
 and, for broadcast, `payload_transfer`: with the donor's sink value, does the donor's payload reach
-every recipient (cosine), as one change common to all tokens (common energy)?
+every recipient (cosine), as one change common to all tokens (common energy)? For tasks with a BOS,
+`without_bos`: the held-out batch with BOS removed at inference.
 
     from sinkexp import load_run
     from sinkexp.interventions import run_interventions
@@ -135,6 +136,35 @@ def payload_transfer(run, layer: int) -> dict[str, float]:
     return {"cosine": cosine.item(), "common_energy": common.item()}
 
 
+def drop_first(batch):
+    """The batch without its first position (BOS): every field's position 0 dropped."""
+    from sinkexp.tasks.base import Batch
+    return Batch(inputs=batch.inputs[:, 1:], targets=batch.targets[:, 1:], loss_mask=batch.loss_mask[:, 1:],
+                 query_type=batch.query_type[:, 1:], sink=torch.zeros_like(batch.sink))
+
+
+@torch.no_grad()
+def without_bos(run) -> dict[str, float]:
+    """Barbero et al. 2025, Table 2: the held-out batch as trained (BOS first) and with BOS removed
+    at inference (each sequence starts at its first content token). Per setting, the attention on
+    the first position (mean over the later queries, heads and layers) and the loss over every
+    query that counts (the same queries in both: BOS is never one)."""
+    from sinkexp.evaluate.evaluator import captured_forward
+
+    if not run.task.has_bos:
+        raise ValueError(f"task {run.cfg.task.name!r} has no BOS to remove")
+    out = {}
+    for name, batch in (("bos", run.batch), ("no_bos", drop_first(run.batch))):
+        names = [f"blocks.{layer}.attn.weights" for layer in range(len(run.model.blocks))]
+        pred, cache = captured_forward(run.model, batch.inputs, names)
+        tokens = run.model.anatomy(batch.inputs.shape[1], batch.inputs.device).tokens
+        first = torch.stack([cache[n][:, :, tokens[1:]][..., tokens[0]].mean() for n in names]).mean()
+        per_position = run.task.loss(pred, batch)
+        out[f"first_attn_{name}"] = first.item()
+        out[f"loss_{name}"] = per_position[batch.loss_mask].mean().item()
+    return out
+
+
 def main(argv: list[str]) -> int:
     """`sinkexp intervene RUN_DIR [--layer L ...] [--seed N]`: the table for a finished run."""
     import argparse
@@ -162,6 +192,10 @@ def main(argv: list[str]) -> int:
     with pd.option_context("display.width", 160, "display.max_rows", 500):
         print(table.pivot_table(index=["layer", "intervention"], columns="query_type", values=["loss", "rms_change"],
                                 sort=False).round(5).to_string())
+    if run.task.has_bos:
+        removed = without_bos(run)
+        print(f"BOS removed at inference: attention on the first position {removed['first_attn_bos']:.4f} -> "
+              f"{removed['first_attn_no_bos']:.4f}, loss {removed['loss_bos']:.5f} -> {removed['loss_no_bos']:.5f}")
     if run.cfg.task.name == "broadcast":
         for layer in layers:
             transfer = payload_transfer(run, layer)

@@ -91,3 +91,20 @@ def test_broadcast_payload_transfer(make_config, tmp_path):
                                    atol=1e-5, rtol=1e-5)
     transfer = payload_transfer(trained, 1)
     assert -1 <= transfer["cosine"] <= 1 and 0 <= transfer["common_energy"] <= 1
+
+
+def test_without_bos_drops_position_0_and_keeps_the_runs_own_numbers_with_it(trained):
+    from sinkexp.interventions import drop_first, without_bos
+
+    dropped = drop_first(trained.batch)
+    assert dropped.inputs.shape[1] == trained.batch.inputs.shape[1] - 1
+    torch.testing.assert_close(dropped.inputs, trained.batch.inputs[:, 1:])
+    assert torch.equal(dropped.query_type, trained.batch.query_type[:, 1:])
+    values = without_bos(trained)
+    losses = trained.losses[trained.losses["step"] == trained.losses["step"].max()].set_index("split")["loss"]
+    assert values["loss_bos"] == pytest.approx(losses["eval/all"], rel=1e-5)
+    metrics = trained.metrics
+    bos = metrics[(metrics["step"] == metrics["step"].max()) & (metrics["metric"] == "sink_attn")
+                  & (metrics["query_type"] == "all") & (metrics["head"] >= 0)]["value"].mean()
+    assert values["first_attn_bos"] == pytest.approx(bos, rel=1e-4)     # every query i >= 1 of the task
+    assert 0 <= values["first_attn_no_bos"] <= 1

@@ -121,6 +121,16 @@ def payload_transfer(key: str, layer: int) -> Measure:
     return Measure(f"donor sink value [layer {layer}]: {key} of the change", value)
 
 
+def bos_removed(key: str) -> Measure:
+    """`first_attn` or `loss` with BOS removed at inference over its value with BOS
+    (sinkexp.interventions.without_bos)."""
+    def ratio(run: Run) -> float:
+        from sinkexp.interventions import without_bos
+        values = without_bos(run.loaded)
+        return values[f"{key}_no_bos"] / values[f"{key}_bos"]
+    return Measure(f"{key} without BOS / with BOS (at inference)", ratio)
+
+
 def excess_loss(query_type: str) -> Measure:
     return Measure(f"loss - oracle loss [{query_type}]",
                    lambda run: run.final("loss_eval", -1, query_type) - run.final("loss_baseline", -1, query_type))
