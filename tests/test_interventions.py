@@ -108,3 +108,15 @@ def test_without_bos_drops_position_0_and_keeps_the_runs_own_numbers_with_it(tra
                   & (metrics["query_type"] == "all") & (metrics["head"] >= 0)]["value"].mean()
     assert values["first_attn_bos"] == pytest.approx(bos, rel=1e-4)     # every query i >= 1 of the task
     assert 0 <= values["first_attn_no_bos"] <= 1
+
+
+def test_the_command_prints_the_table_and_refuses_a_missing_layer(trained):
+    import subprocess
+    import sys
+
+    ok = subprocess.run([sys.executable, "-m", "sinkexp.cli", "intervene", str(trained.path)], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert "redirect" in ok.stdout and "BOS removed at inference" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "sinkexp.cli", "intervene", str(trained.path), "--layer", "3"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--layer 3 is not valid" in bad.stderr and "0..0" in bad.stderr
