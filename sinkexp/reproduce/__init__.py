@@ -408,7 +408,9 @@ def list_papers(papers: dict[str, Paper]) -> str:
         runs = sum(math.prod(len(v.split(",")) for v in e.grid.values()) for e in paper.experiments)
         lines.append(f"{paper.name}: {paper.title} ({len(paper.experiments)} experiments, {runs} runs)")
         for c in paper.claims:
-            lines.append(f"  {c.name:<{width}} {c.source}: {c.measure.describe} {c.criterion} (paper: {c.paper_value})")
+            paired = f" (paired {c.compare} against {c.against})" if c.against else ""
+            lines.append(f"  {c.name:<{width}} {c.source}: {c.measure.describe}{paired} {c.criterion} "
+                         f"(paper: {c.paper_value})")
     return "\n".join(lines)
 
 
