@@ -7,8 +7,8 @@ forward pass, never a second model.
     donor_sink_value      v at the sink := the sink value of a donor sequence (the next one in the batch)
     donor_value_at_sink   v at the sink := the donor's value at a random non-sink key
     zero_random_value     v at one random non-sink key := 0 (a control: a key that is not the sink)
-    redirect              the sink's attention weight := 0, each row renormalised over the other keys
-                          (a row with no other mass stays 0)
+    redirect              the sink's attention weight := 0, each row rescaled over the other keys to
+                          its former total (1 for softmax; a row with no other mass stays 0)
 
 and, for broadcast, `payload_transfer`: with the donor's sink value, does the donor's payload reach
 every recipient (cosine), as one change common to all tokens (common energy)? For tasks with a BOS,
@@ -66,7 +66,8 @@ def redirect(sink: torch.Tensor, other: torch.Tensor) -> dict[str, Replacement]:
     def replace(weights: torch.Tensor) -> torch.Tensor:
         out = weights.clone()
         out[torch.arange(weights.shape[0], device=weights.device), :, :, sink] = 0.0
-        return out / out.sum(-1, keepdim=True).clamp_min(1e-12)
+        mass = weights.sum(-1, keepdim=True)                 # 1 for softmax; kept for unnormalised variants
+        return out * mass / out.sum(-1, keepdim=True).clamp_min(1e-12)
     return {"weights": replace}
 
 

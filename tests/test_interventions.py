@@ -34,13 +34,16 @@ def test_value_replacements_touch_only_the_chosen_key():
     assert torch.equal(v, values())                  # the captured tensor itself is never modified
 
 
-def test_redirect_on_uniform_attention_only_renormalises():
+def test_redirect_on_uniform_attention_only_renormalises_and_keeps_each_rows_total():
     weights = torch.full((B, H, S, S), 1 / S)
     out = INTERVENTIONS["redirect"](SINK, OTHER)["weights"](weights)
     for b in range(B):
         assert torch.all(out[b, :, :, SINK[b]] == 0)
         rest = [s for s in range(S) if s != SINK[b]]
         torch.testing.assert_close(out[b, :, :, rest], torch.full((H, S, S - 1), 1 / (S - 1)))
+    unnormalised = torch.rand(B, H, S, S, generator=torch.Generator().manual_seed(0)) * 3    # ReLU-like rows
+    kept = INTERVENTIONS["redirect"](SINK, OTHER)["weights"](unnormalised)
+    torch.testing.assert_close(kept.sum(-1), unnormalised.sum(-1))                          # each row's total kept
     onto_sink = torch.zeros(B, H, S, S)
     onto_sink[torch.arange(B), :, :, SINK] = 1.0
     assert torch.all(INTERVENTIONS["redirect"](SINK, OTHER)["weights"](onto_sink) == 0)   # nothing else to attend to
