@@ -2,6 +2,8 @@
 
     sinkexp train [-m] [--cfg job] [KEY=VALUE ...]   one run, or a Hydra multirun with -m
     sinkexp report DIR                                one table and figures for every run below DIR
+    sinkexp reproduce PAPER|all|--list [KEY=VALUE]    a paper's experiments and claims (sinkexp/reproduce/)
+    sinkexp intervene RUN_DIR [--layer L]             causal interventions on a finished run (interventions.py)
 
 `train` checks every override first (every combination of a sweep; preflight.py), so a typo, a
 wrong type or an impossible setting ends with one line naming the key and its valid choices, exit
@@ -31,8 +33,8 @@ log = logging.getLogger("sinkexp")
 CONFIG_MODULE = "sinkexp.conf"
 USAGE = """usage: sinkexp <command> [args]
 commands:
-  train    train one model, or sweep with -m (sinkexp train --help lists the options)
-  report   collect the runs below a directory into summary.csv and figures (sinkexp report DIR)
+  train      train one model, or sweep with -m (sinkexp train --help lists the options)
+  report     collect the runs below a directory into summary.csv and figures (sinkexp report DIR)
   reproduce  run a paper's experiments and check its claims (sinkexp reproduce PAPER|all|--list)
   intervene  causal interventions on a finished run's sink (sinkexp intervene RUN_DIR [--layer L])
 options:
