@@ -24,7 +24,7 @@ import torch  # noqa: E402
 
 from sinkexp import load_run  # noqa: E402
 from sinkexp.evaluate import metrics as M  # noqa: E402
-from sinkexp.interventions import zero_sink_value  # noqa: E402
+from sinkexp.interventions import sink_keys, zero_sink_value  # noqa: E402
 from sinkexp.model import intervene  # noqa: E402
 
 
@@ -76,7 +76,7 @@ def main() -> None:
         written = recorded.loc[recorded["split"] == f"eval/{name}", "loss"]
         print(f"  {name:<14}{value:.6f} | {written.iloc[0]:.6f}" if len(written) else f"  {name:<14}{value:.6f}")
 
-    sink_positions = run.model.anatomy(run.batch.inputs.shape[1]).tokens[run.batch.sink]
+    _, sink_positions = sink_keys(run.model, run.batch)
     zero = zero_sink_value(sink_positions, sink_positions)["v"]
     ablation = {f"blocks.{layer}.attn.v": zero for layer in range(len(run.model.blocks))}
     with torch.no_grad(), intervene(run.model, ablation):

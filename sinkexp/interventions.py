@@ -77,6 +77,12 @@ INTERVENTIONS = {"zero_sink_value": zero_sink_value, "donor_sink_value": donor_s
                  "redirect": redirect}
 
 
+def sink_keys(model, batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the task's token positions in the model's sequence (T,), each sequence's sink position in it (B,))."""
+    tokens = model.anatomy(batch.inputs.shape[1], batch.inputs.device).tokens
+    return tokens, tokens[batch.sink]
+
+
 def random_other_keys(sink: torch.Tensor, tokens: torch.Tensor, seed: int) -> torch.Tensor:
     """One uniformly drawn task token per sequence that is not its sink, (B,) positions in the model."""
     generator = torch.Generator().manual_seed(seed)
@@ -90,8 +96,7 @@ def run_interventions(run, layer: int, names=tuple(INTERVENTIONS), seed: int = 0
     """Loss per query type (and over all) and the RMS change of the prediction per query type, for the
     unchanged model (`none`) and each intervention on `layer`, on the run's held-out batch."""
     model, batch, task = run.model, run.batch, run.task
-    tokens = model.anatomy(batch.inputs.shape[1], batch.inputs.device).tokens
-    sink = tokens[batch.sink]                                      # the sink's position in the model
+    tokens, sink = sink_keys(model, batch)
     other = random_other_keys(sink, tokens, seed)
     query_sets = {name: (batch.query_type == i) & batch.loss_mask for i, name in enumerate(task.query_types)}
     query_sets["all"] = batch.loss_mask
@@ -123,8 +128,7 @@ def payload_transfer(run, layer: int) -> dict[str, float]:
     `common_energy`, the share of the change's energy in its mean over the sequence's tokens
     (1: every token moved alike, a rank-one broadcast)."""
     model, batch = run.model, run.batch
-    tokens = model.anatomy(batch.inputs.shape[1], batch.inputs.device).tokens
-    sink = tokens[batch.sink]
+    _, sink = sink_keys(model, batch)
     baseline = model(batch.inputs)
     with intervene(model, {f"blocks.{layer}.attn.v": donor_sink_value(sink, sink)["v"]}):
         change = model(batch.inputs) - baseline                                  # (B, T, d)
@@ -155,8 +159,8 @@ def without_bos(run) -> dict[str, float]:
     if not run.task.has_bos:
         raise ValueError(f"task {run.cfg.task.name!r} has no BOS to remove")
     out = {}
+    names = [f"blocks.{layer}.attn.weights" for layer in range(len(run.model.blocks))]
     for name, batch in (("bos", run.batch), ("no_bos", drop_first(run.batch))):
-        names = [f"blocks.{layer}.attn.weights" for layer in range(len(run.model.blocks))]
         pred, cache = captured_forward(run.model, batch.inputs, names)
         tokens = run.model.anatomy(batch.inputs.shape[1], batch.inputs.device).tokens
         first = torch.stack([cache[n][:, :, tokens[1:]][..., tokens[0]].mean() for n in names]).mean()

@@ -44,7 +44,7 @@ class Run:
     path: Path
     settings: dict
     finals: pd.DataFrame             # final values: layer, query_type, metric, value (mean over heads)
-    intervened: dict = field(default_factory=dict, repr=False)   # layer -> run_interventions table
+    analyses: dict = field(default_factory=dict, repr=False)     # (analysis, args) -> its result
 
     @cached_property
     def metrics(self) -> pd.DataFrame:   # every evaluated step, per head (metrics.csv)
@@ -55,13 +55,13 @@ class Run:
         from sinkexp.load import load_run
         return load_run(self.path)
 
-    def interventions(self, layer: int) -> pd.DataFrame:
-        """sinkexp.interventions.run_interventions on `layer`, computed once per run and layer."""
-        from sinkexp.interventions import run_interventions
-
-        if layer not in self.intervened:
-            self.intervened[layer] = run_interventions(self.loaded, layer).set_index(["intervention", "query_type"])
-        return self.intervened[layer]
+    def analysis(self, fn: Callable, *args):
+        """fn(the loaded run, *args), a sinkexp.interventions analysis, computed once per run and args
+        (several claims read one analysis)."""
+        key = (fn.__name__, args)
+        if key not in self.analyses:
+            self.analyses[key] = fn(self.loaded, *args)
+        return self.analyses[key]
 
     def final(self, metric: str, layer: int = -1, query_type: str = "all") -> float:
         rows = self.finals[(self.finals["metric"] == metric) & (self.finals["layer"] == layer)
@@ -107,7 +107,8 @@ def loss_ratio(query_type: str) -> Measure:
 def intervention(name: str, layer: int, query_type: str = "all") -> Measure:
     """Loss with one causal intervention on `layer` over the unchanged model's loss (1: no effect)."""
     def ratio(run: Run) -> float:
-        table = run.interventions(layer)["loss"]
+        from sinkexp.interventions import run_interventions
+        table = run.analysis(run_interventions, layer).set_index(["intervention", "query_type"])["loss"]
         return float(table[(name, query_type)] / table[("none", query_type)])
     return Measure(f"loss with {name}[layer {layer}] / loss [{query_type}]", ratio)
 
@@ -117,7 +118,7 @@ def payload_transfer(key: str, layer: int) -> Measure:
     the sink of `layer` (sinkexp.interventions.payload_transfer)."""
     def value(run: Run) -> float:
         from sinkexp.interventions import payload_transfer as transfer
-        return transfer(run.loaded, layer)[key]
+        return run.analysis(transfer, layer)[key]
     return Measure(f"donor sink value [layer {layer}]: {key} of the change", value)
 
 
@@ -126,7 +127,7 @@ def bos_removed(key: str) -> Measure:
     (sinkexp.interventions.without_bos)."""
     def ratio(run: Run) -> float:
         from sinkexp.interventions import without_bos
-        values = without_bos(run.loaded)
+        values = run.analysis(without_bos)
         return values[f"{key}_no_bos"] / values[f"{key}_bos"]
     return Measure(f"{key} without BOS / with BOS (at inference)", ratio)
 
@@ -368,12 +369,12 @@ def figures(paper: Paper, root: Path) -> dict[str, Path]:
     return made
 
 
-def write_report(papers: list[Paper], rows: pd.DataFrame, root: Path, base: Path, command: str, seconds: dict,
+def write_report(papers: list[Paper], rows: pd.DataFrame, out: Path, root: Path, command: str, seconds: dict,
                  reports: dict) -> Path:
-    """claims.csv and REPORT.md into `root` (runs below base/<paper>/<experiment>/)."""
+    """claims.csv and REPORT.md into `out` (runs below root/<paper>/<experiment>/; links relative to `out`)."""
     from sinkexp.rundir import write_csv, write_text
 
-    write_csv(root / "claims.csv", rows)
+    write_csv(out / "claims.csv", rows)
     lines = [f"# sinkexp reproduce: {', '.join(p.name for p in papers)}", "",
              f"Command: `{command}`", "",
              f"{(rows['verdict'] == 'PASS').sum()} of {len(rows)} claims pass. Every claim is checked on every run "
@@ -386,17 +387,17 @@ def write_report(papers: list[Paper], rows: pd.DataFrame, root: Path, base: Path
                          + (f" *{claim.note}*" if claim.note else ""))
         lines.append("")
         for exp in paper.experiments:
-            folder = os.path.relpath(base / paper.name / exp.name, root)
+            folder = os.path.relpath(root / paper.name / exp.name, out)
             took = f", {seconds[(paper.name, exp.name)]:.0f} s" if (paper.name, exp.name) in seconds else ""
             lines.append(f"### {exp.name}{took}")
             lines.append(f"Runs: `{folder}/` (`{' '.join([*exp.overrides, *(f'{k}={v}' for k, v in exp.grid.items())])}`"
                          + (f", CPU sizes `{' '.join(exp.cpu)}`" if exp.cpu else "") + ")")
             if (paper.name, exp.name) in reports:
-                rel = os.path.relpath(reports[(paper.name, exp.name)], root)
+                rel = os.path.relpath(reports[(paper.name, exp.name)], out)
                 lines += ["", f"![sink attention by layer]({rel}/sink_attn_by_layer.png)",
                           f"![dynamics]({rel}/dynamics.png)"]
             lines.append("")
-    path = root / "REPORT.md"
+    path = out / "REPORT.md"
     write_text(path, "\n".join(lines))
     return path
 
