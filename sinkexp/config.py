@@ -56,6 +56,7 @@ class ModelConfig:
     residual: bool = True
     bias: bool = False
     mlp_bias: Optional[bool] = None   # the MLP's Linear biases; None: as model.bias
+    global_pathway: str = "none"      # none | learned | fixed: Fesser et al.'s global pathway beside attention
 
 
 @dataclass
@@ -74,6 +75,8 @@ class TrainConfig:
     replicas: int = 1            # K > 1: seeds seed .. seed+K-1 trained together, one run directory each
     compile: bool = False        # torch.compile the training step (CUDA graphs on a GPU)
     keep_checkpoints: bool = False   # also keep each checkpoint as checkpoints/step_<N>.pt (for load_run)
+    bos_penalty: float = 0.0         # lambda x mean attention on BOS, added to the loss (sinkexp/penalties.py)
+    common_mode_penalty: float = 0.0  # lambda x sum over layers of the attention write's common-mode fraction
 
 
 @dataclass
@@ -185,14 +188,36 @@ def validate(cfg: Config) -> None:
                           "(letters, digits, _ . = , + -; no '/', not starting with '.')")
     task_cls = TASKS[cfg.task.name]
     task_cls.validate(cfg.task)
-    if m.hide_bos and not task_cls.has_bos:
-        raise ConfigError(f"model.hide_bos=true needs a task with a BOS token; task {cfg.task.name!r} has none "
-                          f"(tasks with one: {', '.join(name for name, t in TASKS.items() if t.has_bos)})")
+    validate_task_needs(cfg)
     dims = task_cls.dims(cfg.task)
     for key, kind, dim in (("model.embed", m.embed, dims.input_dim), ("model.readout", m.readout, dims.output_dim)):
         if kind == "identity" and (dims.vocab_size is not None or dim != m.d_model):
             raise ConfigError(f"{key}=identity needs vector data of width model.d_model={m.d_model}; "
                               f"task {task_cls.Config.name!r} has width {dim}; use {key}=linear")
+
+
+def validate_task_needs(cfg: Config) -> None:
+    """Penalty weights (sinkexp/penalties.py), and the options that need a BOS token or a bidirectional task."""
+    from sinkexp.penalties import PENALTIES
+
+    t, task_cls = cfg.train, TASKS[cfg.task.name]
+    for key in PENALTIES:
+        value = getattr(t, key)
+        if not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"train.{key}={value} is not valid; it must be a finite number >= 0 (0: off)")
+    used = [key for key in PENALTIES if getattr(t, key) > 0]
+    if used and t.replicas > 1:
+        raise ConfigError(f"train.{used[0]} is not supported with train.replicas={t.replicas}; use train.replicas=1")
+    with_bos = ", ".join(name for name, c in TASKS.items() if c.has_bos)
+    for key, value, wanted in (("model.hide_bos", "true", cfg.model.hide_bos),
+                               ("train.bos_penalty", t.bos_penalty, t.bos_penalty > 0)):
+        if wanted and not task_cls.has_bos:
+            raise ConfigError(f"{key}={value} needs a task with a BOS token; task {cfg.task.name!r} has none "
+                              f"(tasks with one: {with_bos})")
+    if cfg.model.global_pathway != "none" and task_cls.causal:
+        raise ConfigError(f"model.global_pathway={cfg.model.global_pathway} pools over the whole sequence, which "
+                          f"a causal task must not see; task {cfg.task.name!r} is causal (bidirectional tasks: "
+                          f"{', '.join(name for name, c in TASKS.items() if not c.causal)})")
 
 
 def validate_optimizer(t: TrainConfig) -> None:

@@ -58,7 +58,8 @@ UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile",
 # of the hash, so earlier runs keep their directory names.
 LATER_KEYS = {"train.data_chunk": 1, "task.sampler": "multinomial", "model.pos_init_std": 0.02,
               "task.centred": False, "model.pos_into": "stream", "model.mlp_bias": None,
-              "model.hide_bos": False}
+              "model.hide_bos": False, "model.global_pathway": "none", "train.bos_penalty": 0.0,
+              "train.common_mode_penalty": 0.0}
 # Keys renamed after run directories existed: they are hashed under their first name.
 RENAMED_KEYS = {"attn.sigmoid_bias": "attn.bias"}
 

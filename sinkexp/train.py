@@ -31,7 +31,9 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 from tqdm import tqdm
 
+from sinkexp import penalties
 from sinkexp.config import TrainConfig
+from sinkexp.model import capture
 from sinkexp.tasks.base import Batch
 
 # Optimiser state entries every replica shares: AdamW's step counter (all replicas step together).
@@ -148,13 +150,16 @@ class TrainLoop:
 
 
 class Trainer(TrainLoop):
-    """One model, one data generator."""
+    """One model, one data generator. Penalties (train.bos_penalty, ...; sinkexp/penalties.py) read
+    the step's own forward pass through its taps and join the loss it minimises."""
 
     def __init__(self, model: nn.Module, task, cfg: TrainConfig, generator: torch.Generator, device: torch.device):
         super().__init__(task, cfg, device, loss_shape=())
         self.model, self.generator = model, generator
         self.forward = maybe_compile(model, cfg, device)   # training only; evaluation calls self.model
         self.optimizer = make_optimizer(model.parameters(), cfg)
+        self.penalties = penalties.active(cfg)
+        self.n_layers = len(model.blocks)
 
     def draw(self, n: int) -> Batch:
         return self.task.sample(n, self.generator, self.device)
@@ -163,11 +168,16 @@ class Trainer(TrainLoop):
         return self.model.parameters()
 
     def train_step(self) -> torch.Tensor:
-        """One optimiser step; returns the training loss (a 0-d tensor on the device)."""
+        """One optimiser step; returns the task's training loss, penalties left out (a 0-d tensor on the device)."""
         batch = self.next_batch()
-        loss = batch_loss(self.task, self.forward(batch.inputs), batch)
+        if self.penalties:
+            with capture(self.model, penalties.tap_names(self.penalties, self.n_layers)) as cache:
+                loss = batch_loss(self.task, self.forward(batch.inputs), batch)
+            objective = loss + penalties.total(self.penalties, cache, self.n_layers)
+        else:
+            loss = objective = batch_loss(self.task, self.forward(batch.inputs), batch)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        objective.backward()
         if self.cfg.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         self.optimizer.step()

@@ -14,11 +14,12 @@ AXES = {**{key: tuple(registry) for key, registry in MODEL_AXES.items()
            if key not in ("model.embed", "model.readout")},   # identity needs vector data of width d_model
         "model.qk_norm": (True,), "model.n_registers": (2,), "train.optim": C.OPTIMIZERS,
         "attn": ATTN_PRESETS, "task": tuple(TASKS)}
+BIDIRECTIONAL = ("model.global_pathway",)   # the pathway pools over the whole sequence
 
 
 @pytest.mark.parametrize("key,value", [(k, v) for k, values in AXES.items() for v in values])
 def test_every_option_composes_builds_and_runs(make_config, key, value):
-    cfg = make_config(f"{key}={value}", "model.n_layers=2")
+    cfg = make_config(f"{key}={value}", "model.n_layers=2", *(["task=broadcast"] if key in BIDIRECTIONAL else []))
     task = TASKS[cfg.task.name](cfg.task)
     model = Transformer(cfg.model, cfg.attn, task)
     batch = task.sample(2, torch.Generator().manual_seed(0), "cpu")
@@ -78,6 +79,12 @@ def test_paper_scale_composes_for_every_task(make_config, task):
     (["model.pos_into=middle"], ["model.pos_into=", "stream", "first_attn"]),
     (["task=broadcast", "model.hide_bos=true"], ["model.hide_bos=true", "'broadcast' has none", "trigger"]),
     (["model.pos=rope", "model.pos_into=first_attn"], ["model.pos_into=first_attn", "model.pos=rope", "learned"]),
+    (["task=broadcast", "train.bos_penalty=1"], ["train.bos_penalty=1", "'broadcast' has none", "trigger"]),
+    (["train.bos_penalty=-1"], ["train.bos_penalty=-1", ">= 0"]),
+    (["train.common_mode_penalty=nan"], ["train.common_mode_penalty=nan", "finite"]),
+    (["train.bos_penalty=1", "train.replicas=2"], ["train.bos_penalty", "train.replicas=2"]),
+    (["model.global_pathway=sometimes"], ["model.global_pathway=", "none", "learned", "fixed"]),
+    (["model.global_pathway=learned"], ["model.global_pathway=learned", "causal", "broadcast"]),
     (["model.norm_type=batchnorm"], ["model.norm_type=", "layernorm", "dyt"]),
     (["device=tpu"], ["device=", "auto", "cuda"]),
     (["model.embed=identity"], ["model.embed=identity", "model.d_model=64", "width 18"]),

@@ -22,15 +22,23 @@ BATCH = Batch(inputs=torch.zeros(1, 4, 2), targets=torch.zeros(1, 4, 2),
               query_type=torch.tensor([[-1, 0, 1, 1]]), sink=torch.tensor([0]))
 
 
-def hand_built_rows():
+# W_O = I, so the layer writes (A V) per token: (0.5, 0), (0.5, 0), (0.7, 0), (0.65, 0.5)
+OUTPUT = (WEIGHTS @ V)[:, 0]                                                # (1, 4, 2)
+MEAN_WRITE = torch.tensor([(0.5 + 0.5 + 0.7 + 0.65) / 4, 0.5 / 4])          # mean over the 4 tokens
+OUTPUT_MS = (0.25 + 0.25 + 0.49 + 0.65 ** 2 + 0.25) / 8                     # mean squared entry
+
+
+def hand_built_rows(pathway: bool = False):
     scores = torch.zeros(1, 1, 4, 4)
     scores[..., 0] = 2.0                                   # the sink scores 2 above every other key
     cache = {"blocks.0.attn.scores": scores, "blocks.0.attn.weights": WEIGHTS, "blocks.0.attn.v": V,
-             "blocks.0.attn.mixed": WEIGHTS @ V, "blocks.0.resid_post": RESID}
+             "blocks.0.attn.mixed": WEIGHTS @ V, "blocks.0.attn.output": OUTPUT, "blocks.0.resid_post": RESID,
+             "blocks.0.pathway.output": torch.ones(1, 4, 2)}   # a global pathway writing (1, 1) everywhere
     eye = torch.eye(2)
     anatomy = Anatomy(tokens=torch.arange(4), registers=torch.arange(0), n_keys=4,
                       visible=torch.ones(4, 4, dtype=torch.bool).tril(),
-                      layers=[LayerAnatomy(1, w_q=eye, w_k=eye, w_o=eye, has_slot=False, has_gate=False)])
+                      layers=[LayerAnatomy(1, w_q=eye, w_k=eye, w_o=eye, has_slot=False, has_gate=False,
+                                           has_pathway=pathway)])
     rows = attention_rows(cache, anatomy, BATCH, ("a", "b"), step=7)
     return {(layer, head, query_type, metric): value for step, layer, head, query_type, metric, value in rows}
 
@@ -53,9 +61,18 @@ def hand_built_rows():
     ((0, -1, "all", "resid_norm_sink"), 5.0),
     ((0, -1, "all", "resid_norm_rest"), (1 + 2 + 1) / 3),
     ((0, -1, "all", "massive_ratio"), 4.0 / 1.0),           # max 4, median of |entries| 1
+    ((0, -1, "all", "common_mode"), MEAN_WRITE.pow(2).mean().item() / OUTPUT_MS),
 ])
 def test_attention_rows_of_a_hand_built_capture(key, expected):
     assert hand_built_rows()[key] == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_global_pathway_gets_its_own_rows():
+    assert not any(metric.startswith("pathway") for *_, metric in hand_built_rows())
+    rows = hand_built_rows(pathway=True)
+    assert rows[(0, -1, "all", "pathway_common_mode")] == pytest.approx(1.0)        # the same write everywhere
+    assert rows[(0, -1, "all", "pathway_usage")] == pytest.approx(1.0 / OUTPUT_MS ** 0.5)   # RMS 1 over RMS(O)
+    assert rows[(0, -1, "all", "common_mode")] == hand_built_rows()[(0, -1, "all", "common_mode")]
 
 
 def test_undefined_values_are_left_out_and_wired_metrics_match_their_functions():
@@ -150,11 +167,13 @@ def test_head_cancellation_is_written_for_several_heads_only():
     eye = torch.eye(2)
     weights, v = WEIGHTS.expand(1, 2, 4, 4), V.expand(1, 2, 4, 2)
     cache = {"blocks.0.attn.scores": torch.zeros(1, 2, 4, 4), "blocks.0.attn.weights": weights,
-             "blocks.0.attn.v": v, "blocks.0.attn.mixed": weights @ v, "blocks.0.resid_post": RESID}
+             "blocks.0.attn.v": v, "blocks.0.attn.mixed": weights @ v, "blocks.0.resid_post": RESID,
+             "blocks.0.attn.output": torch.zeros(1, 4, 2)}                  # the heads' writes cancel
     anatomy = Anatomy(tokens=torch.arange(4), registers=torch.arange(0), n_keys=4,
                       visible=torch.ones(4, 4, dtype=torch.bool).tril(),
                       layers=[LayerAnatomy(2, w_q=torch.cat([eye, eye]), w_k=torch.cat([eye, eye]),
-                                           w_o=torch.cat([eye, -eye], dim=1), has_slot=False, has_gate=False)])
+                                           w_o=torch.cat([eye, -eye], dim=1), has_slot=False, has_gate=False,
+                                           has_pathway=False)])
     rows = {(layer, head, query_type, metric): value
             for step, layer, head, query_type, metric, value in attention_rows(cache, anatomy, BATCH, ("a", "b"), 0)}
     for query_type in ("a", "b", "all"):

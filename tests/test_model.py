@@ -310,3 +310,50 @@ def test_a_hidden_bos_key_gets_no_attention_and_changes_no_other_position(attn):
     changed[:, 0] = torch.randn(2, 6)
     torch.testing.assert_close(model(changed)[:, 1:], out[:, 1:])      # nothing reads BOS any more
     assert not torch.allclose(make_model(attn)(changed)[:, 1:], make_model(attn)(x)[:, 1:])
+
+
+def broadcast_model(**model):
+    from sinkexp.tasks.broadcast import BroadcastConfig, BroadcastTask
+    torch.manual_seed(0)
+    task = BroadcastTask(BroadcastConfig(seq_len=6, d=8))
+    cfg = {"n_layers": 2, "d_model": 8, "mlp": "gelu", "embed": "identity", "readout": "identity", **model}
+    return Transformer(ModelConfig(**cfg), AttnConfig(), task)
+
+
+@pytest.mark.parametrize("gate", ["learned", "fixed"])
+def test_global_pathway_adds_its_gated_pooled_state_to_the_attention_write(gate):
+    """Block 0 computes x + attn(z) + gamma_i W_OG sum_j pi_j W_VG z_j with z = N(x), pi = softmax(z w_P),
+    gamma_i = sigmoid(z_i w_g + b) or 1: checked against the block's own modules."""
+    model = broadcast_model(global_pathway=gate)
+    x = torch.randn(3, 6, 8)
+    block = model.blocks[0]
+    pathway = block.pathway
+    z = block.norms_in[0](model.positions(x))
+    pi = torch.softmax(z @ pathway.w_p.weight[0], dim=1)                           # (B, T)
+    state = (pi[..., None] * (z @ pathway.w_vg.weight.T)).sum(1)                    # (B, d)
+    gamma = torch.sigmoid(z @ pathway.gate.weight[0] + pathway.gate.bias)[..., None] if gate == "learned" else 1.0
+    h = model.positions(x) + block.attn(z, model.visible(6, x.device)) + gamma * (state @ pathway.w_og.weight.T)[:, None]
+    h = block.sublayer(1, h, block.mlp)
+    with capture(model, ["blocks.0.resid_post", "blocks.0.pathway.pool"]) as cache:
+        model(x)
+    torch.testing.assert_close(cache["blocks.0.resid_post"], h)
+    torch.testing.assert_close(cache["blocks.0.pathway.pool"], pi)
+    if gate == "learned":
+        assert torch.all(pathway.gate.bias == 0)                                   # gamma = 1/2 at init
+
+
+def test_global_pathway_leaves_the_rest_of_the_model_as_without_it():
+    """The pathway's weights are drawn last: the arms of one seed start from the same base weights."""
+    plain, with_pathway = broadcast_model().state_dict(), broadcast_model(global_pathway="learned").state_dict()
+    extra = set(with_pathway) - set(plain)
+    assert extra and all(".pathway." in name for name in extra)
+    for name, tensor in plain.items():
+        torch.testing.assert_close(with_pathway[name], tensor, rtol=0, atol=0)
+    assert not any(name.endswith("pathway.gate") for name, _ in broadcast_model(global_pathway="fixed").named_modules())
+
+
+def test_global_pathway_weights_start_at_std_0_02():
+    """As the source's nn.init.trunc_normal_(std=0.02), whose bounds (+-2) are absolute: a plain N(0, 0.02^2)."""
+    from sinkexp.model.transformer import GlobalPathway
+    torch.manual_seed(0)
+    assert GlobalPathway(64, gate="learned").w_vg.weight.std().item() == pytest.approx(0.02, rel=0.05)   # 4096 draws

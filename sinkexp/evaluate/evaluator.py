@@ -19,7 +19,9 @@ from sinkexp.evaluate.tables import SINK_RATE_EPS, sink_rate_name
 from sinkexp.model import capture, tap_names
 
 ATTENTION_TAPS = ("scores", "weights", "v", "mixed")   # every attention layer has these
-CAPTURED = ATTENTION_TAPS + ("gates", "resid_post")      # gates only where attn.gate is set
+# Tap names (the last part) to record: gates only where attn.gate is set; `output` is attn.output
+# and, with a global pathway, pathway.output.
+CAPTURED = ATTENTION_TAPS + ("gates", "output", "resid_post")
 
 
 def captured_forward(model, inputs: torch.Tensor, names: list[str]) -> tuple[torch.Tensor, dict]:
@@ -93,6 +95,12 @@ def attention_rows(cache: dict, anatomy, batch, query_types, step: int) -> list[
             for query_type, queries in query_sets.items():
                 rows.scalar(layer, "head_cancellation", M.head_cancellation(updates, queries), query_type)
         sink_scores.append(head_rows(rows, layer, weights, taps["v"], updates, parts, batch.sink))
+        attn_write = cache[f"blocks.{layer}.attn.output"][:, anatomy.tokens]      # (B, T, d_model)
+        rows.scalar(layer, "common_mode", M.common_mode_fraction(attn_write))
+        if parts.has_pathway:
+            pathway_write = cache[f"blocks.{layer}.pathway.output"][:, anatomy.tokens]
+            rows.scalar(layer, "pathway_common_mode", M.common_mode_fraction(pathway_write))
+            rows.scalar(layer, "pathway_usage", M.rms_ratio(pathway_write, attn_write))
         resid = cache[f"blocks.{layer}.resid_post"][:, anatomy.tokens]           # (B, T, d_model)
         at_sink, rest = M.resid_norms(resid, batch.sink)
         rows.scalar(layer, "resid_norm_sink", at_sink)

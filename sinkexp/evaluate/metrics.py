@@ -121,6 +121,24 @@ def head_cancellation(updates: torch.Tensor, queries: torch.Tensor) -> torch.Ten
     return (total[keep] / parts[keep]).mean()
 
 
+COMMON_MODE_EPS = 1e-12
+
+
+def common_mode_fraction(update: torch.Tensor) -> torch.Tensor:
+    """E(mean_i o_i) / (E(O) + 1e-12) of a layer's write O (B, T, d_model), E the mean squared entry; a scalar.
+
+    1: every token receives the same vector (a broadcast); 0: the writes cancel over the sequence.
+    Fesser et al. 2026's Eq. 5 ratio, also the common_mode_penalty's per-layer term (differentiable).
+    """
+    return update.mean(dim=1).pow(2).mean() / (update.pow(2).mean() + COMMON_MODE_EPS)
+
+
+def rms_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
+    """RMS(numerator) / RMS(denominator) over every entry; a scalar (NaN when the denominator is all 0)."""
+    rms = denominator.pow(2).mean().sqrt()
+    return numerator.pow(2).mean().sqrt() / torch.where(rms > 0, rms, torch.nan)
+
+
 def stable_rank(update: torch.Tensor) -> torch.Tensor:
     """||U||_F^2 / ||U||_2^2 of each head's update U (B, H, T, d_model), averaged over sequences, (H,)."""
     frobenius = update.pow(2).sum(dim=(-2, -1))

@@ -5,7 +5,8 @@ validation checks names against these dicts directly.
 """
 from sinkexp.model.attention import GATES, NORMALISERS, SLOTS
 from sinkexp.model.capture import capture, intervene, tap_names
-from sinkexp.model.transformer import MLPS, NORMS, PLACEMENTS, POSITION_TARGETS, POSITIONS, PROJECTIONS, Transformer
+from sinkexp.model.transformer import (GLOBAL_PATHWAYS, MLPS, NORMS, PLACEMENTS, POSITION_TARGETS, POSITIONS,
+                                       PROJECTIONS, Transformer)
 
 AXES = {
     "attn.normaliser": NORMALISERS,
@@ -18,6 +19,7 @@ AXES = {
     "model.pos_into": POSITION_TARGETS,
     "model.embed": PROJECTIONS,
     "model.readout": PROJECTIONS,
+    "model.global_pathway": GLOBAL_PATHWAYS,
 }
 
 __all__ = ["AXES", "NORMALISERS", "Transformer", "capture", "intervene", "tap_names"]

@@ -7,7 +7,7 @@
 
 Shape legend: B batch, H heads, T queries, S keys, D head dim (d_model / H).
     x (B, T, d_model) -> q, k, v (B, H, T|S, D) -> scores (B, H, T, S[+1]) -> weights (B, H, T, S[+1])
-      -> mixed (B, H, T, D) -> out (B, T, d_model)
+      -> mixed (B, H, T, D) -> output (B, T, d_model)
 `visible` (T, S) bool says which keys each query may see (the causal mask, or all True). A slot,
 when present, is the last key (index S) and every query sees it. Rows of the non-normalised
 variants need not sum to 1; the metrics report raw weights and the row-normalised share.
@@ -132,6 +132,7 @@ class Attention(nn.Module):
         self.gate = nn.Linear(d_model, n_gates) if n_gates else None
         self.gates = Tap() if n_gates else None
         self.scores, self.weights, self.v, self.mixed = Tap(), Tap(), Tap(), Tap()
+        self.output = Tap()          # what the sub-layer writes, W_O A V (B, T, d_model)
 
     def projections(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(W_Q, W_K, W_O) weights: W_Q and W_K (H * D, d_model), W_O (d_model, H * D)."""
@@ -153,7 +154,7 @@ class Attention(nn.Module):
             gates = torch.sigmoid(self.gate(x)).view(B, T, self.n_heads, -1).transpose(1, 2)  # (B, H, T, 1|D)
             mixed = mixed * self.gates(gates)
         mixed = self.mixed(mixed)
-        return self.out(mixed.transpose(1, 2).reshape(B, T, d_model))                        # (B, T, d_model)
+        return self.output(self.out(mixed.transpose(1, 2).reshape(B, T, d_model)))          # (B, T, d_model)
 
     def explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
         """scores -> normaliser -> weights -> mixed, with the scores and weights taps."""

@@ -6,11 +6,13 @@
   model.pos        POSITIONS    learned | sinusoidal | rope | none
   model.pos_into   POSITION_TARGETS   stream | first_attn: where added positions enter
   model.embed / model.readout   PROJECTIONS   linear | identity
+  model.global_pathway   GLOBAL_PATHWAYS   none | learned | fixed: a second, non-attention route
 
     inputs -> embed (+ positions) -> [block] x n_layers -> (final norm) -> readout -> prediction
 
 Capture points (see capture.py): `embed` (residual stream entering block 0), and per block
-`blocks.{l}.attn.{scores,weights,v,mixed}` and `blocks.{l}.resid_post` (residual after the block).
+`blocks.{l}.attn.{scores,weights,v,mixed,output}`, `blocks.{l}.pathway.{pool,output}` (with a
+global pathway) and `blocks.{l}.resid_post` (residual after the block).
 `Transformer.anatomy` hands evaluators what they need to know about the sequence and the weights.
 """
 from __future__ import annotations
@@ -114,6 +116,44 @@ PROJECTIONS = {"linear": lambda n_in, n_out, bias: nn.Linear(n_in, n_out, bias=b
                "identity": lambda n_in, n_out, bias: nn.Identity()}
 
 
+class GlobalPathway(nn.Module):
+    """Fesser et al. 2026 (arXiv 2606.08105), Eq. 4: a route for global information that is not attention.
+
+    From the attention's own (normalised) input z: pool pi_j = softmax_j(z_j . w_P) over the
+    sequence, state g = sum_j pi_j W_VG z_j, and write gamma_i W_OG g at every token i, with the
+    recipient gate gamma_i = sigmoid(z_i . w_gamma + b_gamma) (`learned`, b_gamma = 0 at init) or 1
+    (`fixed`). Weights N(0, 0.02^2) (the source's trunc_normal_(std=0.02), cut at +-2), no biases but
+    the gate's, as in the source (Kempner toy/global_pathway/common.py). The pool sees every token, so
+    only bidirectional tasks may use it (config validation refuses causal ones).
+    """
+
+    def __init__(self, d_model: int, gate: str, state_dim: int | None = None):
+        super().__init__()
+        state_dim = state_dim or d_model
+        self.w_p = nn.Linear(d_model, 1, bias=False)
+        self.w_vg = nn.Linear(d_model, state_dim, bias=False)
+        self.w_og = nn.Linear(state_dim, d_model, bias=False)
+        self.gate = nn.Linear(d_model, 1) if gate == "learned" else None
+        for linear in (self.w_p, self.w_vg, self.w_og, self.gate):
+            if linear is not None:
+                nn.init.trunc_normal_(linear.weight, std=0.02)
+        if self.gate is not None:
+            nn.init.zeros_(self.gate.bias)                                          # gamma = 1/2 at init
+        self.pool, self.output = Tap(), Tap()
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        pool = self.pool(self.w_p(z).squeeze(-1).softmax(dim=-1))                   # (B, T)
+        state = torch.einsum("bt,bte->be", pool, self.w_vg(z))                      # (B, state_dim)
+        gamma = 1.0 if self.gate is None else torch.sigmoid(self.gate(z))           # (B, T, 1)
+        return self.output(gamma * self.w_og(state)[:, None])                       # (B, T, d_model)
+
+
+# global_pathway -> (d_model) -> module or None
+GLOBAL_PATHWAYS = {"none": lambda d_model: None,
+                   "learned": lambda d_model: GlobalPathway(d_model, gate="learned"),
+                   "fixed": lambda d_model: GlobalPathway(d_model, gate="fixed")}
+
+
 def norm_first(x, f, norm_in, norm_out, residual: bool) -> torch.Tensor:
     """pre x + f(N(x)); sandwich x + N'(f(N(x))); none x + f(x) (an absent norm is the identity)."""
     update = norm_out(f(norm_in(x)))
@@ -149,17 +189,23 @@ class Block(nn.Module):
                                   for _ in range(n_sublayers)])
 
         self.norms_in, self.norms_out = norms(has_in), norms(has_out)
+        self.pathway: GlobalPathway | None = None     # set by Transformer (model.global_pathway)
         self.resid_post = Tap()
 
     def sublayer(self, i: int, x: torch.Tensor, f) -> torch.Tensor:
         return self.combine(x, f, self.norms_in[i], self.norms_out[i], self.residual)
 
     def forward(self, x: torch.Tensor, visible: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
-        """`positions` (model.pos_into=first_attn): added to the attention's input, not to x."""
+        """`positions` (model.pos_into=first_attn): added to the attention's input, not to x. A global
+        pathway reads the attention's input and adds its write to the attention's."""
         def attn_input(h: torch.Tensor) -> torch.Tensor:
             return self.norms_in[0](h if positions is None else h + positions)
 
-        x = self.combine(x, lambda h: self.attn(h, visible), attn_input, self.norms_out[0], self.residual)
+        def attend(z: torch.Tensor) -> torch.Tensor:
+            update = self.attn(z, visible)
+            return update if self.pathway is None else update + self.pathway(z)
+
+        x = self.combine(x, attend, attn_input, self.norms_out[0], self.residual)
         if self.mlp is not None:
             x = self.sublayer(1, x, self.mlp)
         return self.resid_post(x)
@@ -173,6 +219,7 @@ class LayerAnatomy:
     w_o: torch.Tensor        # (d_model, H * D)
     has_slot: bool           # the last key of every row is a learned slot
     has_gate: bool           # the layer has a `gates` tap
+    has_pathway: bool        # the layer has a global pathway (`pathway.*` taps)
 
 
 @dataclass
@@ -211,6 +258,10 @@ class Transformer(nn.Module):
         self.blocks = nn.ModuleList([Block(cfg, attn, fused) for _ in range(cfg.n_layers)])
         self.final_norm = NORMS[cfg.norm_type](d) if cfg.final_norm else nn.Identity()
         self.readout = PROJECTIONS[cfg.readout](d, task.output_dim, cfg.bias)
+        # Made last, so that the rest of the model starts from the same weights with or without them
+        # (the source's arms of one seed share their base parameters).
+        for block in self.blocks:
+            block.pathway = GLOBAL_PATHWAYS[cfg.global_pathway](d)
 
     def visible(self, T: int, device) -> torch.Tensor:
         """(T, T) bool: which keys each query sees (model.hide_bos: no query but BOS itself sees BOS)."""
@@ -232,7 +283,8 @@ class Transformer(nn.Module):
         """What an evaluator needs for sequences of T task tokens."""
         tokens = self.token_positions(T, device)
         layers = [LayerAnatomy(block.attn.n_heads, *block.attn.projections(), has_slot=block.attn.slot is not None,
-                               has_gate=block.attn.gate is not None) for block in self.blocks]
+                               has_gate=block.attn.gate is not None, has_pathway=block.pathway is not None)
+                  for block in self.blocks]
         return Anatomy(tokens=tokens, registers=self.register_positions(device), n_keys=T + self.n_registers,
                        visible=self.visible(T + self.n_registers, device)[tokens][:, tokens], layers=layers)
 
