@@ -4,7 +4,8 @@ Theorems 1 and 2: a softmax model that solves the trigger-conditional mean puts 
 non-trigger query's attention on BOS (one layer: that layer; several: at least one). Theorem 3: ReLU
 attention solves it with no sink. The abstract reports both for single- and multi-head
 models; the paper warns that mitigations which take the sink away break the no-op
-(`model.hide_bos=true` hides the BOS key from every other query). CPU sizes: batch 128, 1000 steps for one layer and four heads (the sink has formed by step
+(`model.hide_bos=true` hides the BOS key from every other query; `train.bos_penalty` adds
+lambda x the mean attention on BOS to the loss). CPU sizes: batch 128, 1000 steps for one layer and four heads (the sink has formed by step
 ~300), the task file's 3000 for two layers (at 1000 steps seed 2's sink was still forming: 0.886,
 and seed 0 had collapsed to the zero predictor while sinking in layer 2).
 """
@@ -25,6 +26,8 @@ PAPER = Paper(
                    ("train.steps=3000", "eval.every=250")),
         Experiment("hidden_bos", ("task=trigger", "model.hide_bos=true"), {"attn": "softmax,relu", **SEEDS}, CPU),
         Experiment("four_heads", ("task=trigger", "model.n_heads=4"), {"attn": "softmax,relu", **SEEDS}, CPU),
+        Experiment("bos_penalty", ("task=trigger",), {"attn": "softmax,relu", "train.bos_penalty": "0.1,1.0,10.0",
+                                                      **SEEDS}, CPU),
     ),
     claims=(
         Claim("softmax_solves", "A one-layer softmax model solves the task.", "experiments",
@@ -61,5 +64,12 @@ PAPER = Paper(
                    "predictor's) must rise at least 5-fold."),
         Claim("hidden_bos_relu_solves", "ReLU attention does not need BOS: it still solves the task.",
               "Thm. 3", "solved", "hidden_bos", RELU, loss_ratio("trigger"), at_most(0.1)),
+        Claim("bos_penalty_softmax_fails", "With a BOS-attention penalty (lambda 1) softmax can no longer solve it.",
+              "discussion: mitigations that penalise the sink break the no-op", "fails", "bos_penalty",
+              {**SOFTMAX, "train.bos_penalty": 1.0}, loss_ratio("trigger"), at_least(5.0),
+              against={**SOFTMAX, "model.hide_bos": False}, against_in="one_layer", compare="ratio",
+              note="Paired run for run with the unpenalised one-layer model; lambda 0.1 and 10 are run beside it."),
+        Claim("bos_penalty_relu_solves", "ReLU attention is unaffected by the penalty (lambda 1).", "Thm. 3",
+              "solved", "bos_penalty", {**RELU, "train.bos_penalty": 1.0}, loss_ratio("trigger"), at_most(0.1)),
     ),
 )
