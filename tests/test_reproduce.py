@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from conftest import QUICK
-from sinkexp.reproduce import (Claim, Experiment, Paper, Result, at_least, at_most, between, check, check_claims,
-                               evaluate, experiment_argv, final, intervention, load_runs, reproduce, selects,
-                               setting)
+from sinkexp.reproduce import (Claim, Experiment, Measure, Paper, Result, Run, at_least, at_most, between, check,
+                               check_claims, evaluate, experiment_argv, final, intervention, load_runs, reproduce,
+                               selects, setting, spearman)
 from sinkexp.reproduce.papers import PAPERS
 
 
@@ -38,7 +38,7 @@ def test_every_claim_has_its_experiment_three_seeds_and_two_structure_draws(pape
     names = [e.name for e in paper.experiments]
     assert len(set(names)) == len(names) and len({c.name for c in paper.claims}) == len(paper.claims)
     for claim in paper.claims:
-        for name in filter(None, (claim.experiment, claim.against_in)):
+        for name in claim.experiments:
             exp = paper.experiment(name)
             assert len(exp.grid["seed"].split(",")) >= 3, (claim.name, name)
             task = next(o.split("=")[1] for o in exp.overrides if o.startswith("task="))
@@ -166,3 +166,25 @@ def test_scale_paper_drops_the_cpu_sizes_and_user_overrides_win():
     assert "train.steps=500" in cpu and "train.steps=500" not in paper and "scale=paper" in paper
     assert "seed=0,1,2" in cpu and "seed=0,1,2" not in mine and "seed=7" in mine
     assert cpu[0] == "-m" and "hydra.sweep.dir=out" in cpu
+
+
+def test_spearman_closed_forms():
+    assert spearman([1, 2, 3, 4, 5], [0.1, 0.2, 0.5, 0.6, 0.9]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4, 5], [9, 7, 5, 3, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 3, 4, 5], [1, 3, 2, 5, 4]) == pytest.approx(0.8)      # 1 - 6 * 4 / (5 * 24)
+    assert spearman([1, 2, 3], [0.0, 1.0, 1.0]) == pytest.approx(math.sqrt(3) / 2)   # a tie shares rank 2.5
+
+
+def test_a_trend_claim_ranks_each_draws_runs_by_the_key():
+    value = {(0, 16): 0.1, (0, 32): 0.3, (0, 64): 0.2, (1, 16): 0.1, (1, 32): 0.2, (1, 64): 0.3}
+    runs = [Run(Path(f"s{seed}-L{length}"), {"seed": seed, "task.seq_len": length}, pd.DataFrame())
+            for seed, length in value]
+    measure = Measure("m", lambda run: value[run.settings["seed"], run.settings["task.seq_len"]])
+    claim = Claim("rises", "-", "-", "-", ("a", "b"), {}, measure, at_least(0.8), trend="task.seq_len")
+    table = pd.DataFrame({"run": [str(r.path) for r in runs], "status": "done"})
+    result = evaluate(claim, runs, table)
+    assert result.values == pytest.approx({"s0": 0.5, "s1": 1.0}) and not result.passed   # s0 swaps 32 and 64
+    assert "Spearman rho of m against task.seq_len" in result.row(Paper("p", "-", (), ()))["measure"]
+    assert claim.experiments == ("a", "b")
+    short = evaluate(claim, runs[:5], table)
+    assert not short.passed and "fewer than 3 runs to rank for s1" in short.problem

@@ -171,7 +171,7 @@ class Claim:
     statement: str                   # what the paper says, in one sentence
     source: str                      # where: theorem, figure, table or notebook
     paper_value: str                 # the source's figure, as the source states it
-    experiment: str
+    experiment: str | tuple[str, ...]
     where: dict                      # settings the runs must have, e.g. {"attn.name": "softmax"}
     measure: Measure
     criterion: Criterion
@@ -179,6 +179,18 @@ class Claim:
     against_in: str | None = None    # the experiment the `against` runs come from (default: the same)
     compare: str = "difference"      # paired value: "difference" or "ratio" (measure(where) / measure(against))
     note: str = ""                   # what the claim is, where it is not the paper's own
+    trend: str | None = None         # a key: per draw, the Spearman rho of the measure against its value
+
+    @property
+    def experiments(self) -> tuple[str, ...]:
+        """The experiments the claim reads (`experiment` may name several, e.g. one per context length)."""
+        own = (self.experiment,) if isinstance(self.experiment, str) else tuple(self.experiment)
+        return own + ((self.against_in,) if self.against_in and self.against_in not in own else ())
+
+    def describe(self) -> str:
+        if self.trend:
+            return f"Spearman rho of {self.measure.describe} against {self.trend}"
+        return self.measure.describe + (f" (paired {self.compare} against {self.against})" if self.against else "")
 
 
 @dataclass(frozen=True)
@@ -294,7 +306,7 @@ class Result:
         values = pd.Series(self.values, dtype=float)
         return {"paper": paper.name, "claim": self.claim.name, "statement": self.claim.statement,
                 "source": self.claim.source, "paper_value": self.claim.paper_value,
-                "measure": self.claim.measure.describe + (f" (paired {self.claim.compare})" if self.claim.against else ""),
+                "measure": self.claim.describe(),
                 "mean": values.mean(), "std": values.std(), "n": len(values),
                 "values": " ".join(f"{k}={v:.4g}" for k, v in self.values.items()),
                 "criterion": str(self.claim.criterion), "verdict": "PASS" if self.passed else "FAIL",
@@ -302,6 +314,23 @@ class Result:
 
 
 PAIRINGS = {"difference": lambda a, b: a - b, "ratio": lambda a, b: a / b if b else math.nan}
+
+
+def spearman(x: list[float], y: list[float]) -> float:
+    """Spearman's rank correlation: Pearson's on the ranks (ties share their mean rank)."""
+    return float(pd.Series(x, dtype=float).rank().corr(pd.Series(y, dtype=float).rank()))
+
+
+def trend(claim: Claim, chosen: list[Run]) -> Result:
+    """Per draw (seed, structure seed): rho of the measure against the `trend` key over the draw's runs."""
+    draws: dict[str, list[Run]] = {}
+    for run in chosen:
+        draws.setdefault(label(run), []).append(run)
+    short = [name for name, runs in draws.items() if len(runs) < 3]
+    if short:
+        return Result(claim, problem="fewer than 3 runs to rank for " + ", ".join(short))
+    return Result(claim, {name: spearman([float(setting(r.settings, claim.trend)) for r in runs],
+                                         [claim.measure.of(r) for r in runs]) for name, runs in draws.items()})
 
 
 def evaluate(claim: Claim, runs: list[Run], table: pd.DataFrame) -> Result:
@@ -317,6 +346,8 @@ def evaluate(claim: Claim, runs: list[Run], table: pd.DataFrame) -> Result:
         return Result(claim, problem=f"{unfinished} selected runs did not finish")
     if not chosen:
         return Result(claim, problem="no run selected")
+    if claim.trend:
+        return trend(claim, chosen)
     if len(set(labels)) < len(labels):
         return Result(claim, problem="several selected runs share a seed and structure seed; narrow `where`")
     if claim.against is None:
@@ -334,10 +365,8 @@ def check_claims(paper: Paper, root: Path, planned: dict | None = None) -> list[
               for exp in paper.experiments}
     results = []
     for claim in paper.claims:
-        runs, table = loaded[claim.experiment]
-        if claim.against_in and claim.against_in != claim.experiment:
-            other_runs, other_table = loaded[claim.against_in]
-            runs, table = runs + other_runs, pd.concat([table, other_table], ignore_index=True)
+        runs = [run for name in claim.experiments for run in loaded[name][0]]
+        table = pd.concat([loaded[name][1] for name in claim.experiments], ignore_index=True)
         results.append(evaluate(claim, runs, table))
     return results
 
@@ -409,8 +438,7 @@ def list_papers(papers: dict[str, Paper]) -> str:
         runs = sum(math.prod(len(v.split(",")) for v in e.grid.values()) for e in paper.experiments)
         lines.append(f"{paper.name}: {paper.title} ({len(paper.experiments)} experiments, {runs} runs)")
         for c in paper.claims:
-            paired = f" (paired {c.compare} against {c.against})" if c.against else ""
-            lines.append(f"  {c.name:<{width}} {c.source}: {c.measure.describe}{paired} {c.criterion} "
+            lines.append(f"  {c.name:<{width}} {c.source}: {c.describe()} {c.criterion} "
                          f"(paper: {c.paper_value})")
     return "\n".join(lines)
 
