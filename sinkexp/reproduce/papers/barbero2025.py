@@ -11,7 +11,9 @@ small analogue: one-layer Bigram-Backcopy (Guo et al. 2024's task; synthetic tab
 draws x three seeds) at seq_len 16 ... 256 with batch x seq_len = 8192 tokens (the backcopy CPU
 default's 128 x 64) and 1000 steps each; the sink measure is non-trigger attention on BOS. Each
 length is its own experiment (batch and length change together); a trend claim ranks a draw's
-five runs by length. `task.bigram_table=PATH task.structure_seed=0` runs it on a real table.
+five runs by length. On a real table, per length L: `sinkexp train -m task=backcopy task.seq_len=L
+train.batch_size=8192/L train.steps=1000 eval.every=50 task.bigram_table=PATH seed=0,1,2` (the
+paper's other experiment, on the trigger task, has no table key).
 """
 import math
 
