@@ -8,7 +8,8 @@ Bigram-Backcopy model (Guo et al. 2024's task), whose softmax head sinks on BOS;
 is max |h| / median |h| of the residual stream after the block (docs/metrics.md). Paired run for
 run against the pre-LayerNorm model of the same seed and table. CPU sizes: 1000 steps (at 500 the
 pre-norm sinks had formed, but a sandwich sink formed later: BOS attention 0.24-0.98 over the six
-draws, DyT 0.71-1.00).
+draws, DyT 0.71-1.00). Weight decay 0, 1e-4 (the task's default: the `norms` experiment's pre-norm
+runs) and 0.1, with one layer and with three (the massive ratio of the loudest layer).
 """
 from sinkexp.reproduce import Claim, Experiment, Paper, at_least, at_most, between, final
 
@@ -25,6 +26,8 @@ PAPER = Paper(
         Experiment("norms", ("task=backcopy",), {"model.norm": "pre,sandwich", **DRAWS}, CPU),
         Experiment("dyt", ("task=backcopy", "model.norm_type=dyt"), DRAWS, CPU),
         Experiment("weight_decay", ("task=backcopy",), {"train.weight_decay": "0.0,0.1", **DRAWS}, CPU),
+        Experiment("weight_decay_3_layers", ("task=backcopy", "model.n_layers=3"),
+                   {"train.weight_decay": "0.0,0.0001,0.1", **DRAWS}, CPU),
     ),
     claims=(
         Claim("sandwich_lowers_the_spike", "A sandwich norm lowers the massive ratio (vs pre-norm).",
@@ -43,5 +46,12 @@ PAPER = Paper(
         Claim("no_weight_decay_same_loss", "... at nearly the same loss (within 10%).", "weight-decay ablation",
               "nearly the same", "weight_decay", {"train.weight_decay": 0.0}, LOSS, between(0.9, 1.1),
               against={"train.weight_decay": 0.1}, compare="ratio"),
+        Claim("less_weight_decay_larger_spike", "The less weight decay (0.1, 1e-4, 0), the larger the spike.",
+              "weight-decay ablation", "spike grows as weight decay falls", ("weight_decay", "norms"), PRE, SPIKE,
+              at_most(-0.8), trend="train.weight_decay",
+              note="Three values per draw: rho <= -0.8 means the order is exactly reversed."),
+        Claim("less_weight_decay_larger_spike_3_layers", "... also with three layers (loudest layer).",
+              "weight-decay ablation", "spike grows as weight decay falls", "weight_decay_3_layers", {},
+              final("massive_ratio", "max"), at_most(-0.8), trend="train.weight_decay"),
     ),
 )
