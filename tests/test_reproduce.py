@@ -177,8 +177,8 @@ def test_spearman_closed_forms():
 
 def test_a_trend_claim_ranks_each_draws_runs_by_the_key():
     value = {(0, 16): 0.1, (0, 32): 0.3, (0, 64): 0.2, (1, 16): 0.1, (1, 32): 0.2, (1, 64): 0.3}
-    runs = [Run(Path(f"s{seed}-L{length}"), {"seed": seed, "task.seq_len": length}, pd.DataFrame())
-            for seed, length in value]
+    runs = [Run(Path(f"s{seed}-L{length}"), {"seed": seed, "task.seq_len": length}, pd.DataFrame(),
+                experiment="a" if length < 64 else "b") for seed, length in value]
     measure = Measure("m", lambda run: value[run.settings["seed"], run.settings["task.seq_len"]])
     claim = Claim("rises", "-", "-", "-", ("a", "b"), {}, measure, at_least(0.8), trend="task.seq_len")
     table = pd.DataFrame({"run": [str(r.path) for r in runs], "status": "done"})
@@ -188,3 +188,17 @@ def test_a_trend_claim_ranks_each_draws_runs_by_the_key():
     assert claim.experiments == ("a", "b")
     short = evaluate(claim, runs[:5], table)
     assert not short.passed and "fewer than 3 runs to rank for s1" in short.problem
+
+
+def test_a_paired_claim_selects_its_arm_only_in_its_own_experiment():
+    # The base experiment's runs also match `where` (same penalty): they must serve as the pair, not as the arm.
+    inflow = {"arm": 0.1, "base": 0.9}
+    runs = [Run(Path(f"{exp}-s{seed}"), {"seed": seed, "train.penalty": 0.0,
+                                         "model.pathway": "learned" if exp == "arm" else "none"},
+                pd.DataFrame(), experiment=exp) for exp in inflow for seed in (0, 1)]
+    measure = Measure("inflow", lambda run: inflow[run.experiment] + run.settings["seed"])
+    claim = Claim("drops", "-", "-", "-", "arm", {"train.penalty": 0.0}, measure, at_most(-0.5),
+                  against={"model.pathway": "none"}, against_in="base")
+    table = pd.DataFrame({"run": [str(r.path) for r in runs], "status": "done"})
+    result = evaluate(claim, runs, table)
+    assert result.passed and result.values == pytest.approx({"s0": -0.8, "s1": -0.8})

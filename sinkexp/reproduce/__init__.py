@@ -45,6 +45,7 @@ class Run:
     settings: dict
     finals: pd.DataFrame             # final values: layer, query_type, metric, value (mean over heads)
     analyses: dict = field(default_factory=dict, repr=False)     # (analysis, args) -> its result
+    experiment: str = ""             # the experiment (folder below the paper) the run belongs to
 
     @cached_property
     def metrics(self) -> pd.DataFrame:   # every evaluated step, per head (metrics.csv)
@@ -182,9 +183,14 @@ class Claim:
     trend: str | None = None         # a key: per draw, the Spearman rho of the measure against its value
 
     @property
+    def own_experiments(self) -> tuple[str, ...]:
+        """The experiments `where` selects from (`experiment` may name several, e.g. one per context length)."""
+        return (self.experiment,) if isinstance(self.experiment, str) else tuple(self.experiment)
+
+    @property
     def experiments(self) -> tuple[str, ...]:
-        """The experiments the claim reads (`experiment` may name several, e.g. one per context length)."""
-        own = (self.experiment,) if isinstance(self.experiment, str) else tuple(self.experiment)
+        """Every experiment the claim reads: its own and `against_in`."""
+        own = self.own_experiments
         return own + ((self.against_in,) if self.against_in and self.against_in not in own else ())
 
     def describe(self) -> str:
@@ -270,7 +276,7 @@ def load_runs(folder: Path, planned: set[Path] | None = None) -> tuple[list[Run]
     table, finals = collect(folder)
     if planned is not None:
         table = table[[(folder / run).resolve() in planned for run in table["run"]]]
-    done = [Run(folder / row["run"], row.to_dict(), finals[finals["run"] == row["run"]])
+    done = [Run(folder / row["run"], row.to_dict(), finals[finals["run"] == row["run"]], experiment=folder.name)
             for _, row in table.iterrows() if row["status"] == "done"]
     return done, table
 
@@ -335,12 +341,16 @@ def trend(claim: Claim, chosen: list[Run]) -> Result:
 
 def evaluate(claim: Claim, runs: list[Run], table: pd.DataFrame) -> Result:
     """The claim's value on every run it selects (paired: the difference to the `against` run of the
-    same seed and structure seed); `problem` says why there is none."""
+    same seed and structure seed); `problem` says why there is none. `where` selects among the runs of
+    the claim's own experiments, `against` among those of `against_in` (default: the same)."""
     arms = [claim.where] + ([claim.against] if claim.against else [])
     unfinished = sum(row["status"] != "done" and any(selects(row, arm) for arm in arms)
                      for row in table.to_dict("records"))
-    chosen = sorted((r for r in runs if selects(r.settings, claim.where)), key=label)
-    others = {label(r): r for r in runs if claim.against and selects(r.settings, claim.against)}
+    home = claim.own_experiments
+    away = (claim.against_in,) if claim.against_in else home
+    chosen = sorted((r for r in runs if r.experiment in home and selects(r.settings, claim.where)), key=label)
+    others = {label(r): r for r in runs
+              if claim.against and r.experiment in away and selects(r.settings, claim.against)}
     labels = [label(r) for r in chosen]
     if unfinished:
         return Result(claim, problem=f"{unfinished} selected runs did not finish")
