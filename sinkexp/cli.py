@@ -119,7 +119,8 @@ def _train(dict_cfg: DictConfig) -> None:
     fresh = [status(run_dir) != "done" for run_dir in dirs]
     where = ", ".join(map(str, dirs))
     try:
-        summaries = run_seeds(cfgs, dirs, hydra_files, notes={"threads": f"{threads} ({why}; threads=N sets it)"})
+        summaries = run_seeds(cfgs, dirs, hydra_files, notes={"threads": f"{threads} ({why}; threads=N sets it)",
+                                                              "argv": job_argv(hydra_cfg, sweep)})
     except RunBusy as err:
         print(f"sinkexp: {err}", file=sys.stderr)
         return
@@ -136,6 +137,12 @@ def _train(dict_cfg: DictConfig) -> None:
         if new:
             print(format_summary(summary))
             print(f"run directory: {run_dir}")
+
+
+def job_argv(hydra_cfg, sweep: bool) -> list[str]:
+    """The command line of this job: a multirun job's own overrides (a launcher's worker process
+    may have been started by an earlier sweep, so its sys.argv can belong to another command)."""
+    return ["sinkexp train", *hydra_cfg.overrides.task] if sweep else list(sys.argv)
 
 
 def finished(run_dir: Path, digest: str) -> bool:

@@ -121,6 +121,23 @@ def test_launchers_run_the_same_path_for_real(tmp_path, launcher, plugin):
         assert all(json.loads(m.read_text())["device"]["torch_threads"] == 1 for m in metas)
 
 
+def test_each_sweep_job_records_its_own_command(tmp_path, monkeypatch):
+    """The parallel launcher reuses its worker processes across sweeps in one process (as
+    `sinkexp reproduce` runs them): a job's meta.json must not carry an earlier sweep's sys.argv."""
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    from sinkexp.cli import train
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    for name, seeds in (("first", "0,1"), ("second", "2,3")):
+        assert train(["-m", "hydra/launcher=parallel", f"seed={seeds}", f"name={name}", *QUICK]) == 0
+    for name, seeds in (("first", {"0", "1"}), ("second", {"2", "3"})):
+        argvs = [json.loads(m.read_text())["argv"] for m in (tmp_path / "outputs/sweeps" / name).rglob("meta.json")]
+        assert {a[0] for a in argvs} == {"sinkexp train"}
+        assert {a.removeprefix("seed=") for argv in argvs for a in argv if a.startswith("seed=")} == seeds
+        assert all(f"name={name}" in argv for argv in argvs)
+
+
 def test_replicas_write_the_directories_lone_runs_would(tmp_path, make_config):
     from sinkexp.rundir import config_hash
 
