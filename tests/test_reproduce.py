@@ -158,6 +158,22 @@ def test_claims_read_only_the_runs_the_declaration_plans(plumbed, tmp_path):
     assert (rows["n"] == 2).all() and rows.loc["possible", "verdict"] == "PASS"
 
 
+def test_runs_another_experiment_finished_are_copied_not_trained(plumbed, tmp_path, capsys):
+    """An experiment that repeats another's configs reads copies of those runs, byte for byte."""
+    shutil.copytree(plumbed[0], tmp_path, dirs_exist_ok=True)
+    again = Experiment("again", ("task=trigger", *QUICK), {"attn": "softmax", "seed": "0,1"})
+    bos = final("sink_attn", 0, "non_trigger")
+    paper = Paper("repeat", "the same runs", (again,), (Claim("c", "-", "-", "-", "again", {}, bos, between(0, 1)),))
+    rows = reproduce([paper], ["hydra/launcher=basic"], root=tmp_path)
+    copies = sorted((tmp_path / "repeat" / "again").rglob("DONE"))
+    assert len(copies) == 2 and rows["verdict"].tolist() == ["PASS"]
+    for copy in copies:
+        original = next((tmp_path / "plumbing" / "tiny").rglob(f"{copy.parent.name}/DONE")).parent
+        for name in ("meta.json", "metrics.csv", "summary.json", "checkpoint.pt"):   # same start time: not retrained
+            assert (copy.parent / name).read_bytes() == (original / name).read_bytes(), name
+    assert capsys.readouterr().out.count("copied, not trained again") == 2
+
+
 def test_scale_paper_drops_the_cpu_sizes_and_user_overrides_win():
     exp = Experiment("e", ("task=damping",), {"seed": "0,1,2"}, ("train.steps=500",))
     cpu = experiment_argv(exp, Path("out"), ["hydra/launcher=basic"])

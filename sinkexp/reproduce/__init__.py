@@ -17,6 +17,7 @@ import importlib.util
 import io
 import math
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -251,7 +252,28 @@ def check(papers: list[Paper], overrides: list[str], root: Path) -> dict[tuple[s
     return planned
 
 
-def run_experiments(paper: Paper, overrides: list[str], root: Path) -> dict[str, float]:
+def copy_finished_twins(run_dirs: set[Path], root: Path) -> None:
+    """Into each planned run directory that does not exist yet, copy a finished run of the same
+    config from elsewhere below `root` (the name s<seed>-<config hash> says so), so that runs one
+    experiment repeats from another (barbero2025's 64-token context is guo2024's one-layer
+    backcopy) train once. The copy is atomic: a temporary sibling, renamed."""
+    from sinkexp.rundir import DONE
+
+    finished = {}
+    for done in sorted(root.rglob(DONE)):
+        finished.setdefault(done.parent.name, done.parent)
+    for run_dir in sorted(run_dirs):
+        twin = finished.get(run_dir.name)
+        if twin is None or run_dir.exists():
+            continue
+        partial = run_dir.with_name(f".{run_dir.name}.copying")
+        shutil.rmtree(partial, ignore_errors=True)             # left by a killed copy
+        shutil.copytree(twin, partial, ignore=shutil.ignore_patterns(".lock"))
+        os.replace(partial, run_dir)
+        print(f"{run_dir}: the same config finished in {twin}; copied, not trained again")
+
+
+def run_experiments(paper: Paper, overrides: list[str], root: Path, planned: dict) -> dict[str, float]:
     """Each experiment as one `sinkexp train -m`; returns seconds per experiment."""
     from sinkexp.cli import train
 
@@ -259,6 +281,7 @@ def run_experiments(paper: Paper, overrides: list[str], root: Path) -> dict[str,
     for exp in paper.experiments:
         print(f"== {paper.name} / {exp.name}", flush=True)
         started = time.perf_counter()
+        copy_finished_twins(planned[paper.name, exp.name], root)
         train(experiment_argv(exp, root / paper.name / exp.name, overrides))
         seconds[exp.name] = time.perf_counter() - started
     return seconds
@@ -459,7 +482,7 @@ def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROO
     planned = check(papers, overrides, root)
     started, seconds, reports, results = time.perf_counter(), {}, {}, []
     for paper in papers:
-        for name, took in run_experiments(paper, overrides, root).items():
+        for name, took in run_experiments(paper, overrides, root, planned).items():
             seconds[(paper.name, name)] = took
         for name, path in figures(paper, root).items():
             reports[(paper.name, name)] = path
