@@ -90,6 +90,7 @@ def _handle_sigterm() -> None:
 def _train(dict_cfg: DictConfig) -> None:
     import torch
 
+    from sinkexp.allocator import keep_freed_memory
     from sinkexp.config import from_dictconfig
     from sinkexp.evaluate.tables import format_summary
     from sinkexp.rundir import RunBusy, RunDirError, replica_run_dirs, status
@@ -98,6 +99,7 @@ def _train(dict_cfg: DictConfig) -> None:
     from sinkexp.train import Diverged
 
     _handle_sigterm()
+    allocator = keep_freed_memory()   # before this job allocates its model and batches
     cfg = from_dictconfig(dict_cfg)
     hydra_cfg = HydraConfig.get()
     sweep = hydra_cfg.mode == RunMode.MULTIRUN
@@ -120,7 +122,8 @@ def _train(dict_cfg: DictConfig) -> None:
     where = ", ".join(map(str, dirs))
     try:
         summaries = run_seeds(cfgs, dirs, hydra_files, notes={"threads": f"{threads} ({why}; threads=N sets it)",
-                                                              "argv": job_argv(hydra_cfg, sweep)})
+                                                              "argv": job_argv(hydra_cfg, sweep),
+                                                              "allocator": allocator})
     except RunBusy as err:
         print(f"sinkexp: {err}", file=sys.stderr)
         return
