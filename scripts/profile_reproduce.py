@@ -30,6 +30,7 @@ import pandas as pd
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from sinkexp.allocator import keep_freed_memory
 from sinkexp.cli import CONFIG_MODULE
 from sinkexp.config import from_dictconfig, register_schema
 from sinkexp.evaluate.evaluator import evaluate
@@ -110,6 +111,7 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2, help="parallel jobs (the floor divides by this)")
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
+    keep_freed_memory()                      # as every `sinkexp train` job does
     torch.set_num_threads(1)
     bench = load_script("bench")
     load = bench.busy_cores()

@@ -72,3 +72,22 @@ def test_the_benchmarks_source_broadcast_generator_draws_sinkexps_batches():
     source = load_script("bench_samplers").SourceBroadcast(task).sample(64, torch.Generator().manual_seed(5), "cpu")
     assert torch.equal(ours.sink, source["j_star"])
     torch.testing.assert_close(ours.targets, source["target"])
+
+
+def test_the_benchmarks_source_backcopy_generator_follows_the_task():
+    """Guo et al.'s rule (BOS, a first token that is no trigger, after a trigger the token before it)
+    and the table's transitions: its empirical P(. | x) lies within 0.03 of sinkexp's table."""
+    from sinkexp.tasks.backcopy import BackcopyConfig, BackcopyTask
+
+    task = BackcopyTask(BackcopyConfig(seq_len=64, vocab=8, n_triggers=2, structure_seed=1))
+    seqs = torch.from_numpy(load_script("bench_samplers").SourceBackcopy(task).sample(
+        400, torch.Generator().manual_seed(0), "cpu"))
+    assert seqs.shape == (400, 65) and (seqs[:, 0] == task.bos).all() and not task.is_trigger[seqs[:, 1]].any()
+    after_trigger = task.is_trigger[seqs[:, 1:-1]]
+    assert torch.equal(seqs[:, 2:][after_trigger], seqs[:, :-2][after_trigger])
+    current, following = seqs[:, 1:-1][~after_trigger], seqs[:, 2:][~after_trigger]
+    checked = [x for x in range(task.vocab_size) if (current == x).sum() >= 2000]
+    assert len(checked) >= 3
+    for x in checked:
+        empirical = torch.bincount(following[current == x], minlength=task.vocab_size) / (current == x).sum()
+        assert (empirical - task.cond[x]).abs().max() < 0.03, x
