@@ -40,6 +40,7 @@ from sinkexp.reproduce import experiment_argv
 from sinkexp.reproduce.papers import PAPERS
 from sinkexp.rundir import register_resolvers
 from sinkexp.runner import make_trainer
+from sinkexp.threads import busy_cores
 from sinkexp.train import batch_loss
 
 SEED_KEYS = ("seed=", "task.structure_seed=")   # draws of one config: the same cost
@@ -114,7 +115,7 @@ def main() -> None:
     keep_freed_memory()                      # as every `sinkexp train` job does
     torch.set_num_threads(1)
     bench = load_script("bench")
-    load = bench.busy_cores()
+    load = busy_cores(1.0) or 0.0
     peak = max(bench.matmul_peak(1) for _ in range(3))
     print(f"one thread; matmul peak (fp32, 512x512) {peak:.1f} GFLOP/s per core; {args.cores} parallel jobs; "
           f"other processes' load {load:.2f} cores")
