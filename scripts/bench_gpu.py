@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from sinkexp.cli import compose_config
+from sinkexp.launch import compose_config
 from sinkexp.evaluate.tables import format_summary
 from sinkexp.runner import make_trainer, replica_configs, resolve_device, run
 

@@ -24,18 +24,14 @@ SIDES = {"glibc": "glibc", "kept": "keep"}      # side -> SINKEXP_MALLOC
 
 def worker(task: str, seed: int, steps: int) -> None:
     import torch
-    from hydra import compose, initialize_config_module
 
     from sinkexp.allocator import keep_freed_memory
-    from sinkexp.cli import CONFIG_MODULE
-    from sinkexp.config import from_dictconfig, register_schema
+    from sinkexp.launch import compose_config
     from sinkexp.runner import make_trainer
 
     how = keep_freed_memory()          # as `sinkexp train` does before it builds anything
     torch.set_num_threads(1)
-    register_schema()
-    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
-        cfg = from_dictconfig(compose("config", overrides=[f"task={task}", f"seed={seed}"]))
+    cfg = compose_config(f"task={task}", f"seed={seed}")
     _, trainer = make_trainer([cfg], torch.device("cpu"))
     for _ in range(5):
         trainer.train_step()

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import json
+import math
 import time
 from pathlib import Path
 
@@ -31,19 +33,16 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from sinkexp.allocator import keep_freed_memory
-from sinkexp.cli import CONFIG_MODULE
-from sinkexp.config import from_dictconfig, register_schema
 from sinkexp.evaluate.evaluator import evaluate
+from sinkexp.launch import compose_config
 from sinkexp.model import Transformer
-from sinkexp.preflight import _expand
-from sinkexp.reproduce import experiment_argv
+from sinkexp.reproduce.declare import override_value
 from sinkexp.reproduce.papers import PAPERS
-from sinkexp.rundir import register_resolvers
 from sinkexp.runner import make_trainer
 from sinkexp.threads import busy_cores
 from sinkexp.train import batch_loss
 
-SEED_KEYS = ("seed=", "task.structure_seed=")   # draws of one config: the same cost
+SEED_KEYS = ("seed", "task.structure_seed")   # draws of one config: the same cost
 
 
 def load_script(name: str):
@@ -88,14 +87,13 @@ def profile_config(cfg, reps: int) -> dict:
     return {"step_s": step_s, "eval_s": eval_s, "flops": step_flops(cfg, task)}
 
 
-def distinct_jobs(argv: list[str]) -> dict[tuple, int]:
-    """The experiment's jobs as {overrides without the seeds: how many runs}."""
-    overrides = [a for a in argv if a != "-m" and not a.startswith(("hydra/", "hydra."))]
-    counts: dict[tuple, int] = {}
-    for job in _expand(overrides, multirun=True, config_params={}):
-        key = tuple(o for o in job if not o.startswith(SEED_KEYS))
-        counts[key] = counts.get(key, 0) + 1
-    return counts
+def distinct_jobs(exp) -> dict[tuple, int]:
+    """The experiment's jobs at the CPU sizes as {overrides without the seeds: how many runs}."""
+    seeds = math.prod(len(values) for key, values in exp.grid.items() if key in SEED_KEYS)
+    fixed = [f"{key}={override_value(value)}" for key, value in {**exp.overrides, **exp.cpu}.items()]
+    swept = [[f"{key}={override_value(value)}" for value in values] for key, values in exp.grid.items()
+             if key not in SEED_KEYS]
+    return {(*fixed, *combination): seeds for combination in itertools.product(*swept)}
 
 
 def measured_seconds(folder: Path) -> tuple[float, int]:
@@ -120,34 +118,28 @@ def main() -> None:
     print(f"one thread; matmul peak (fp32, 512x512) {peak:.1f} GFLOP/s per core; {args.cores} parallel jobs; "
           f"other processes' load {load:.2f} cores")
 
-    from hydra import compose, initialize_config_module
-
-    register_schema()
-    register_resolvers()
     papers = list(PAPERS.values()) if args.papers == ["all"] else [PAPERS[name] for name in args.papers]
     rows = []
-    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
-        for paper in papers:
-            for exp in paper.experiments:
-                argv = experiment_argv(exp, Path("unused"), ["hydra/launcher=basic"])
-                row = {"experiment": f"{paper.name}/{exp.name}", "runs": 0, "predicted_s": 0.0, "train_s": 0.0,
-                       "eval_s": 0.0, "gflop": 0.0}
-                for job, runs in distinct_jobs(argv).items():
-                    cfg = from_dictconfig(compose("config", overrides=list(job)))
-                    timing = profile_config(cfg, args.reps)
-                    evaluations = len(range(0, cfg.train.steps, cfg.eval.every)) + 1   # step 0 and the last
-                    row["runs"] += runs
-                    row["train_s"] += runs * cfg.train.steps * timing["step_s"]
-                    row["eval_s"] += runs * evaluations * timing["eval_s"]
-                    row["gflop"] += runs * cfg.train.steps * timing["flops"] / 1e9
-                row["predicted_s"] = row["train_s"] + row["eval_s"]
-                row["floor_s"] = row["gflop"] / (peak * args.cores)
-                if args.measured:
-                    row["measured_s"], done = measured_seconds(args.measured / paper.name / exp.name)
-                    row["measured_runs"] = done
-                rows.append(row)
-                print(f"  {row['experiment']}: {row['runs']} runs, predicted {row['predicted_s']:.0f} job-s",
-                      flush=True)
+    for paper in papers:
+        for exp in paper.experiments:
+            row = {"experiment": f"{paper.name}/{exp.name}", "runs": 0, "predicted_s": 0.0, "train_s": 0.0,
+                   "eval_s": 0.0, "gflop": 0.0}
+            for job, runs in distinct_jobs(exp).items():
+                cfg = compose_config(*job)
+                timing = profile_config(cfg, args.reps)
+                evaluations = len(range(0, cfg.train.steps, cfg.eval.every)) + 1   # step 0 and the last
+                row["runs"] += runs
+                row["train_s"] += runs * cfg.train.steps * timing["step_s"]
+                row["eval_s"] += runs * evaluations * timing["eval_s"]
+                row["gflop"] += runs * cfg.train.steps * timing["flops"] / 1e9
+            row["predicted_s"] = row["train_s"] + row["eval_s"]
+            row["floor_s"] = row["gflop"] / (peak * args.cores)
+            if args.measured:
+                row["measured_s"], done = measured_seconds(args.measured / paper.name / exp.name)
+                row["measured_runs"] = done
+            rows.append(row)
+            print(f"  {row['experiment']}: {row['runs']} runs, predicted {row['predicted_s']:.0f} job-s",
+                  flush=True)
     table = pd.DataFrame(rows).set_index("experiment")
     table["matmul_share"] = table["floor_s"] * args.cores / table["predicted_s"]
     total = table.sum(numeric_only=True)

@@ -21,6 +21,7 @@ from sinkexp.errors import ConfigError, choices_error
 from sinkexp.tasks import TASKS
 
 
+CONFIG_MODULE = "sinkexp.conf"   # configs/, installed as a package (pyproject.toml's package-dir)
 OPTIMIZERS = ("adamw", "sgd")
 
 

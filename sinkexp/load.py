@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from omegaconf import OmegaConf
 
-from sinkexp import rundir as R
+from sinkexp import runfiles as F
 from sinkexp.config import Config, from_dictconfig
 from sinkexp.evaluate.evaluator import captured_forward
 from sinkexp.model import Transformer, tap_names
 from sinkexp.rundir import RunDir, RunDirError
+from sinkexp.runfiles import RunFiles
 from sinkexp.tasks import TASKS
 from sinkexp.tasks.base import Batch
 
@@ -48,7 +48,7 @@ class Run:
 
     def kept_steps(self) -> list[int]:
         """Steps with a kept checkpoint (train.keep_checkpoints), loadable with load_run(path, step=N)."""
-        return sorted(int(p.stem.removeprefix("step_")) for p in (self.path / R.KEPT).glob("step_*.pt"))
+        return RunFiles(self.path).kept_steps()
 
 
 def load_run(path, step: int | None = None, device: str = "cpu") -> Run:
@@ -56,15 +56,16 @@ def load_run(path, step: int | None = None, device: str = "cpu") -> Run:
     from sinkexp.runner import resolve_device
 
     path = Path(path)
-    if not (path / R.CONFIG).exists():
-        raise FileNotFoundError(f"{path} is not a run directory (no {R.CONFIG})")
-    cfg = from_dictconfig(OmegaConf.load(path / R.CONFIG))
+    if not (path / F.CONFIG).exists():
+        raise FileNotFoundError(f"{path} is not a run directory (no {F.CONFIG})")
+    files = RunFiles(path)
+    cfg = from_dictconfig(files.config)
     device = resolve_device(device)
-    name = R.CHECKPOINT if step is None else R.kept_checkpoint(step)
+    name = F.CHECKPOINT if step is None else F.kept_checkpoint(step)
     state = RunDir(path, cfg).load_checkpoint(name)
     if state is None:
         raise RunDirError(f"{path / name} does not exist" + ("" if step is None else
-                          f"; kept steps: {sorted(p.stem for p in (path / R.KEPT).glob('step_*.pt'))} "
+                          f"; kept steps: {sorted(p.stem for p in (path / F.KEPT).glob('step_*.pt'))} "
                           "(train.keep_checkpoints=true keeps them)"))
     task = TASKS[cfg.task.name](cfg.task)
     model = Transformer(cfg.model, cfg.attn, task).to(device)
@@ -72,10 +73,5 @@ def load_run(path, step: int | None = None, device: str = "cpu") -> Run:
     model.eval()
     generator = torch.Generator(device=device).manual_seed(cfg.eval.seed)
     batch = task.sample(cfg.eval.batch_size, generator, device)
-
-    def table(name: str) -> pd.DataFrame | None:
-        return pd.read_csv(path / name) if (path / name).exists() else None
-
-    summary = R.read_json(path / R.SUMMARY) if (path / R.SUMMARY).exists() else None
     return Run(path=path, cfg=cfg, task=task, model=model, batch=batch, step=state["trainer"]["step"],
-               metrics=table(R.METRICS), losses=table(R.LOSSES), summary=summary)
+               metrics=files.metrics, losses=files.losses, summary=files.summary)

@@ -13,8 +13,7 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp.cli import CONFIG_MODULE
-from sinkexp.config import from_dictconfig, memory_estimate, omegaconf_message, register_schema
+from sinkexp.config import CONFIG_MODULE, from_dictconfig, memory_estimate, omegaconf_message, register_schema
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.rundir import RunDir, RunDirError, register_resolvers, replica_run_dirs
 from sinkexp.runner import replica_configs, resolve_device

@@ -18,65 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from omegaconf import OmegaConf
 
-from sinkexp import rundir as R
-from sinkexp.evaluate.tables import FINAL_COLUMNS, final_values
-from sinkexp.rundir import UNHASHED_KEYS
+from sinkexp import runfiles as F
+from sinkexp.evaluate.tables import FINAL_COLUMNS
+from sinkexp.runfiles import UNHASHED_KEYS, collect
 
 IGNORED_SETTINGS = {"seed", *UNHASHED_KEYS}   # the seed is what groups average over; the rest is bookkeeping
-
-
-def find_runs(root: Path) -> list[Path]:
-    """Every folder below (or equal to) root that holds a run's config.yaml."""
-    return sorted(p.parent for p in Path(root).rglob(R.CONFIG) if ".hydra" not in p.parts)
-
-
-def settings(run: Path) -> dict:
-    """The run's config as flat dotted keys (e.g. model.n_layers)."""
-    flat = pd.json_normalize(OmegaConf.to_container(OmegaConf.load(run / R.CONFIG)), sep=".")
-    return {key: (str(value) if isinstance(value, list) else value) for key, value in flat.iloc[0].items()}
-
-
-def read_final(run: Path, steps: int) -> pd.DataFrame:
-    """A finished run's final values, after checking that its files agree: metrics.csv, losses.csv
-    and summary.json all end at train.steps. Raises ValueError saying what is wrong."""
-    try:
-        metrics, losses = pd.read_csv(run / R.METRICS), pd.read_csv(run / R.LOSSES)
-        summary_step = R.read_json(run / R.SUMMARY)["step"]
-    except (OSError, ValueError, KeyError, pd.errors.ParserError) as err:
-        raise ValueError(f"{err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
-    ends = {R.METRICS: metrics["step"].max() if len(metrics) else None,
-            R.LOSSES: losses["step"].max() if len(losses) else None, R.SUMMARY: summary_step}
-    if any(end != steps for end in ends.values()):
-        raise ValueError("tables end at " + ", ".join(f"{name} step {end}" for name, end in ends.items())
-                         + f", not train.steps={steps}")
-    return final_values(metrics, losses)
-
-
-def collect(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(runs: one row per run with settings, status and, for a damaged run, the reason; finals: long
-    rows of final values of finished runs). A run whose files cannot be read or disagree is
-    `damaged`; the others are reported as usual."""
-    runs, finals = [], []
-    for run in find_runs(root):
-        row = {"run": str(run.relative_to(root)) if run != Path(root) else ".", "status": R.status(run), "reason": ""}
-        try:
-            row.update(settings(run))
-        except Exception as err:   # OmegaConf raises several types for a file that is not a mapping
-            row.update(status="damaged", reason=f"{R.CONFIG} cannot be read ({err.__class__.__name__})")
-        runs.append(row)
-        if row["status"] != "done":
-            continue
-        try:
-            final = read_final(run, int(row.get("train.steps", -1)))
-        except ValueError as err:
-            row.update(status="damaged", reason=str(err))
-            continue
-        finals.append(final.assign(run=row["run"]))
-    runs = pd.DataFrame(runs)
-    finals = pd.concat(finals, ignore_index=True) if finals else pd.DataFrame(columns=["run", "layer", "query_type", "metric", "value"])
-    return runs, finals
 
 
 def varying(runs: pd.DataFrame) -> list[str]:
@@ -169,10 +116,10 @@ def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path)
     curves, losses = [], []
     for _, run in runs[runs["status"] == "done"].iterrows():
         label = label_of(run, groups)
-        metrics = pd.read_csv(Path(root) / run["run"] / R.METRICS)
+        metrics = pd.read_csv(Path(root) / run["run"] / F.METRICS)
         metrics = metrics[(metrics["metric"] == "sink_attn") & (metrics["query_type"] != "all") & (metrics["head"] >= 0)]
         curves.append(metrics.groupby(["step", "layer", "query_type"], as_index=False)["value"].mean().assign(label=label))
-        loss = pd.read_csv(Path(root) / run["run"] / R.LOSSES)
+        loss = pd.read_csv(Path(root) / run["run"] / F.LOSSES)
         losses.append(loss[loss["split"] == "eval/all"].assign(label=label))
     if not curves:
         return
@@ -208,7 +155,7 @@ def plot_heatmaps(run: Path, label: str, path: Path) -> None:
     """A layer x head grid of one run's mean attention maps (attention.npz), the sink column marked."""
     import matplotlib.pyplot as plt
 
-    maps = np.load(run / R.ATTENTION)
+    maps = np.load(run / F.ATTENTION)
     layers = sorted((name for name in maps.files if name.startswith("layer")), key=lambda name: int(name[5:]))
     sink = int(maps["sink"]) if "sink" in maps.files else -1
     n_heads = maps[layers[0]].shape[0]
@@ -227,31 +174,39 @@ def plot_heatmaps(run: Path, label: str, path: Path) -> None:
     plt.close(fig)
 
 
-def report(root: Path, out: Path | None = None) -> Path:
+def write_report(root: Path, out: Path | None = None) -> tuple[Path, pd.DataFrame, pd.DataFrame]:
+    """Write DIR/report/ (or `out`) for every run below `root`, printing nothing; returns (the
+    folder, the runs table, the summary). FileNotFoundError when there is no run below root."""
     root = Path(root)
     out = Path(out) if out else root / "report"
     runs, finals = collect(root)
     if runs.empty:
-        raise FileNotFoundError(f"no run directories (with {R.CONFIG}) below {root}")
+        raise FileNotFoundError(f"no run directories (with {F.CONFIG}) below {root}")
     out.mkdir(parents=True, exist_ok=True)
     groups = varying(runs[runs["status"] == "done"])   # the runs the summary aggregates
     summary = aggregate(runs, finals, groups)
-    R.write_csv(out / "runs.csv", runs)
-    R.write_csv(out / "summary.csv", summary)
+    F.write_csv(out / "runs.csv", runs)
+    F.write_csv(out / "summary.csv", summary)
     try:
         summary.to_parquet(out / "summary.parquet")
     except ImportError:
         pass
-    R.write_csv(out / "finals.csv", with_labels(finals, runs, groups)[["run", "label", *FINAL_COLUMNS]])
+    F.write_csv(out / "finals.csv", with_labels(finals, runs, groups)[["run", "label", *FINAL_COLUMNS]])
     plot_sink_by_layer(finals, runs, groups, out / "sink_attn_by_layer.png")
     plot_dynamics(root, runs, groups, out / "dynamics.png")
     done = runs[runs["status"] == "done"]
     for label, members in done.groupby(done.apply(lambda row: label_of(row, groups), axis=1)):
         first = members["run"].iloc[0]                       # a representative seed: the first by folder name
-        if (root / first / R.ATTENTION).exists():
+        if (root / first / F.ATTENTION).exists():
             name = "".join(c if c.isalnum() or c in "=-." else "_" for c in label.replace(", ", "_"))
             plot_heatmaps(root / first, label, out / f"attention_{name}.png")
+    return out, runs, summary
 
+
+def report(root: Path, out: Path | None = None) -> Path:
+    """write_report, then print what it found: run counts, the runs that did not finish, and the
+    final sink attention per setting and layer."""
+    out, runs, summary = write_report(root, out)
     counts = runs["status"].value_counts().to_dict()
     print(f"{len(runs)} runs below {root}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     for _, run in runs[runs["status"] != "done"].iterrows():

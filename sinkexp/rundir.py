@@ -1,14 +1,14 @@
-"""The run directory: the only interface between training and reporting (docs/rundir.md).
+"""The run directory's lifecycle while a run trains (docs/rundir.md is the contract).
 
-This module owns everything about it:
 - its path: the Hydra patterns in configs/config.yaml call the resolvers registered here (the run's
   config hash, the process's UTC time, the sweep name), and `replica_run_dirs` predicts the directory
   each seed of a replica group would get alone;
 - its identity: `config_hash`, over every setting that changes the result;
-- its files, each written atomically (a temporary file in the same folder, then os.replace), so a
-  run killed at any moment leaves either the old file or the new one;
 - what may happen to it (`RunDir.open`): a finished run of the same config is left untouched, a
-  checkpoint of the same config is resumed, anything of another config is refused.
+  checkpoint of the same config is resumed, anything of another config is refused; the lock keeps
+  two processes from training it at once.
+
+The files themselves (names, atomic writes, reading back) are runfiles.py's, which imports no torch.
 
 `DONE` is written last; a failed run writes `FAILED` with the error instead; a run with neither is
 incomplete (and resumable when it has a checkpoint).
@@ -18,59 +18,32 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import math
 import logging
 import os
 import platform
 import shutil
-import subprocess
 import sys
-import tempfile
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from sinkexp.config import Config, from_dictconfig, to_dict
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
+from sinkexp.runfiles import (ATTENTION, CHECKPOINT, CONFIG, DONE, FAILED, LATER_KEYS, LOSSES, META, METRICS,
+                              SCHEMA_VERSION, SUMMARY, UNHASHED_KEYS, _atomic, kept_checkpoint, read_json, status,
+                              write_arrays, write_csv, write_json, write_text)
+from sinkexp.provenance import device_name, git_state, utc_now, versions
 from sinkexp.tasks import TASKS
 from sinkexp.tasks.base import data_digest
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-CONFIG, META, METRICS, LOSSES, SUMMARY = "config.yaml", "meta.json", "metrics.csv", "losses.csv", "summary.json"
-CHECKPOINT, DONE, FAILED, ATTENTION = "checkpoint.pt", "DONE", "FAILED", "attention.npz"
-KEPT = "checkpoints"          # checkpoints/step_<N>.pt with train.keep_checkpoints
-
-
-def kept_checkpoint(step: int) -> str:
-    return f"{KEPT}/step_{step:06d}.pt"
-
-# Keys that do not change a run's result, so they stay out of its hash (and out of the report's
-# grouping): a replica trained beside others, or compiled, is the same run as alone.
-UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile", "train.keep_checkpoints")
-# Keys added after run directories existed: at these values (the earlier behaviour) they stay out
-# of the hash, so earlier runs keep their directory names.
-LATER_KEYS = {"train.data_chunk": 1, "task.sampler": "multinomial", "model.pos_init_std": 0.02,
-              "task.centred": False, "model.pos_into": "stream", "model.mlp_bias": None,
-              "model.hide_bos": False, "model.global_pathway": "none", "train.bos_penalty": 0.0,
-              "train.common_mode_penalty": 0.0}
 # Keys renamed after run directories existed: they are hashed under their first name.
 RENAMED_KEYS = {"attn.sigmoid_bias": "attn.bias"}
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-UMASK = _umask()
 
 
 class RunDirError(RuntimeError):
@@ -130,105 +103,6 @@ def replica_run_dirs(full: DictConfig, multirun: bool, seeds: list[int]) -> list
         pattern = f"{node.hydra.sweep.dir}/{node.hydra.sweep.subdir}" if multirun else node.hydra.run.dir
         dirs.append(Path(pattern).absolute())
     return dirs
-
-
-
-def _atomic(path: Path, write) -> None:
-    """Call write(temp_path), then move the temporary file over `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.fchmod(fd, 0o666 & ~UMASK)   # mkstemp makes 0600; results are shared as the user's umask allows
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_text(path: Path, text: str) -> None:
-    _atomic(path, lambda tmp: Path(tmp).write_text(text))
-
-
-def write_json(path: Path, obj) -> None:
-    """Strict JSON: a value that is not finite becomes null, and `non_finite` lists where and what it was."""
-    found: dict[str, str] = {}
-
-    def strict(node, where: str):
-        if isinstance(node, float) and not math.isfinite(node):
-            found[where] = str(node)
-            return None
-        if isinstance(node, dict):
-            return {key: strict(value, f"{where}.{key}" if where else str(key)) for key, value in node.items()}
-        if isinstance(node, (list, tuple)):
-            return [strict(value, f"{where}[{i}]") for i, value in enumerate(node)]
-        return node
-
-    clean = strict(obj, "")
-    if found and isinstance(clean, dict):
-        clean["non_finite"] = found
-    write_text(path, json.dumps(clean, indent=2, allow_nan=False) + "\n")
-
-
-def write_csv(path: Path, frame: pd.DataFrame) -> None:
-    _atomic(path, lambda tmp: frame.to_csv(tmp, index=False))
-
-
-def write_arrays(path: Path, arrays: dict) -> None:
-    def write(tmp):
-        with open(tmp, "wb") as handle:   # a file object, so numpy does not append ".npz" to the name
-            np.savez(handle, **arrays)
-    _atomic(path, write)
-
-
-def read_json(path: Path) -> dict:
-    return json.loads(Path(path).read_text())
-
-
-def status(path: Path) -> str:
-    """done | failed | incomplete."""
-    if (Path(path) / DONE).exists():
-        return "done"
-    return "failed" if (Path(path) / FAILED).exists() else "incomplete"
-
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def git_state() -> dict:
-    """Commit and dirty flag of the sinkexp source tree (None outside a git checkout)."""
-    source = Path(__file__).resolve().parent.parent
-    try:
-        commit = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True,
-                                text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(source), "status", "--porcelain", "--", "sinkexp", "configs"],
-                               capture_output=True, text=True, timeout=10, check=True).stdout.strip() != ""
-        return {"commit": commit, "dirty": dirty}
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
-
-
-def versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = {"python": platform.python_version()}
-    for package in ("torch", "sinkexp", "hydra-core", "omegaconf", "pandas"):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            found[package] = None
-    return found
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return platform.processor() or platform.machine()
-
 
 
 class RunBusy(RunDirError):

@@ -22,7 +22,8 @@ from sinkexp.evaluate.tables import final_values, summary
 from sinkexp.model import Transformer
 from sinkexp.rundir import RunDir
 from sinkexp.tasks import TASKS
-from sinkexp.train import Diverged, ReplicaTrainer, Trainer
+from sinkexp.replicas import ReplicaTrainer
+from sinkexp.train import Diverged, Trainer
 
 log = logging.getLogger(__name__)
 

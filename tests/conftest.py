@@ -1,7 +1,16 @@
 """Shared fixtures: configs composed as the CLI composes them, short-run overrides, a run killed mid-way."""
+import os
+
 import pytest
 
-from sinkexp.cli import compose_config
+os.environ.setdefault("TQDM_DISABLE", "1")   # before tqdm is imported: commands run in-process print no bars
+
+import torch  # noqa: E402
+
+from sinkexp.launch import compose_config  # noqa: E402
+
+if "PYTEST_XDIST_WORKER" in os.environ:   # two workers on two cores: more threads each would oversubscribe
+    torch.set_num_threads(1)
 
 # Overrides for a run of a few seconds: 30 steps, evaluated and checkpointed every 10.
 QUICK = ("train.steps=30", "eval.every=10", "train.log_every=5", "train.checkpoint_every=10",

@@ -1,4 +1,12 @@
-"""Smoke runs of the real `sinkexp` entry point into temporary directories."""
+"""Smoke runs of the `sinkexp` command into temporary directories.
+
+Most run the command in this process (`cli.run`, the function the console script calls, with its
+output captured), which spares each a Python, torch and Hydra start-up; those that need a process
+of their own (the installed entry point, signals, two processes at once, the umask, shell
+completion) start one.
+"""
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -8,20 +16,38 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from sinkexp import cli
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 
 from conftest import QUICK
 
 
-
-def sinkexp(*args, cwd):
-    env = {**os.environ, "TQDM_DISABLE": "1"}
-    return subprocess.run([sys.executable, "-m", "sinkexp.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+def sinkexp(*args, cwd, process=False):
+    """`sinkexp ARGS` run in `cwd`: in this process, or as a process of its own with process=True."""
+    if process:
+        env = {**os.environ, "TQDM_DISABLE": "1"}
+        return subprocess.run([sys.executable, "-m", "sinkexp.cli", *args], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=300)
+    out, err = io.StringIO(), io.StringIO()
+    here, argv = os.getcwd(), sys.argv[:]
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.run(list(args))
+            except SystemExit as exit:          # Hydra exits for --help, --cfg and a run's uncaught error
+                code = exit.code if isinstance(exit.code, int) else 1
+    finally:
+        os.chdir(here)
+        sys.argv = argv
+        if "hydra/launcher=parallel" in args:   # its reused workers keep this cwd: the next test's must be fresh
+            from joblib.externals.loky import get_reusable_executor
+            get_reusable_executor().shutdown(wait=True)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def test_single_run_writes_the_run_directory(tmp_path):
-    result = sinkexp("train", "attn=relu", "model.n_heads=2", *QUICK, cwd=tmp_path)
+    result = sinkexp("train", "attn=relu", "model.n_heads=2", *QUICK, cwd=tmp_path, process=True)
     assert result.returncode == 0, result.stderr
     run_dir = Path(result.stdout.strip().splitlines()[-1].removeprefix("run directory: "))
     assert run_dir.parent == tmp_path / "outputs/runs/trigger/relu/L1"

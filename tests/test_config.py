@@ -141,7 +141,7 @@ def test_task_yaml_lists_every_field_of_its_schema(task):
     """The task section is only as overridable as its YAML: every dataclass field must be there."""
     from hydra import compose, initialize_config_module
 
-    from sinkexp.cli import CONFIG_MODULE
+    from sinkexp.config import CONFIG_MODULE
 
     with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
         section = compose("config", overrides=[f"task={task}"]).task

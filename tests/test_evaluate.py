@@ -178,3 +178,20 @@ def test_head_cancellation_is_written_for_several_heads_only():
             for step, layer, head, query_type, metric, value in attention_rows(cache, anatomy, BATCH, ("a", "b"), 0)}
     for query_type in ("a", "b", "all"):
         assert rows[(0, -1, query_type, "head_cancellation")] == pytest.approx(0.0, abs=1e-7)
+
+
+def test_the_evaluator_writes_exactly_the_registered_metrics(make_config):
+    """Over models that have every optional part, the evaluator writes every name in the registry a
+    claim may name (evaluate/tables.py METRICS), and no other; the losses become loss_eval/baseline."""
+    from sinkexp.evaluate.tables import METRICS
+    from sinkexp.runner import make_trainer
+
+    written = set()
+    for overrides in (("model.n_registers=1", "attn=sink_kv", "model.n_heads=2"), ("attn=gated",),
+                      ("task=broadcast", "model.global_pathway=learned")):
+        task, trainer = make_trainer([make_config(*overrides, "device=cpu")], torch.device("cpu"))
+        rows, losses = evaluate(trainer.model, task, task.sample(8, torch.Generator().manual_seed(0), "cpu"), 0)
+        written |= {metric for *_, metric, _ in rows}
+        finals = final_values(pd.DataFrame(rows, columns=METRIC_COLUMNS), pd.DataFrame(losses, columns=LOSS_COLUMNS))
+        written |= set(finals["metric"])
+    assert written == set(METRICS)

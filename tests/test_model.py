@@ -354,6 +354,6 @@ def test_global_pathway_leaves_the_rest_of_the_model_as_without_it():
 
 def test_global_pathway_weights_start_at_std_0_02():
     """As the source's nn.init.trunc_normal_(std=0.02), whose bounds (+-2) are absolute: a plain N(0, 0.02^2)."""
-    from sinkexp.model.transformer import GlobalPathway
+    from sinkexp.model.pathway import GlobalPathway
     torch.manual_seed(0)
     assert GlobalPathway(64, gate="learned").w_vg.weight.std().item() == pytest.approx(0.02, rel=0.05)   # 4096 draws

@@ -11,10 +11,22 @@ import pandas as pd
 import pytest
 
 from conftest import QUICK
-from sinkexp.reproduce import (Claim, Experiment, Measure, Paper, Result, Run, at_least, at_most, between, check,
-                               check_claims, evaluate, experiment_argv, final, intervention, load_runs, reproduce,
-                               selects, setting, spearman)
+from sinkexp.reproduce import reproduce
+from sinkexp.reproduce.declare import Experiment, Measure, Paired, Paper, Trend, Value, at_least, at_most, between
+from sinkexp.reproduce.execute import experiment_overrides, plan_experiments
+from sinkexp.reproduce.measures import FinishedRun, final, intervention
 from sinkexp.reproduce.papers import PAPERS
+from sinkexp.reproduce.verdicts import Result, check_claims, evaluate, load_runs, selects, spearman
+from sinkexp.reproduce.write import headline, results_page, write_docs
+from sinkexp.runfiles import setting
+
+QUICK_SIZES = {key: int(value) if value.isdigit() else value for key, value in (o.split("=", 1) for o in QUICK)}
+
+
+def claim(kind=Value, name="c", experiment="tiny", where=None, **fields):
+    """A claim for plumbing tests: only what the test is about named."""
+    return kind(name=name, statement="-", source="-", paper_value="-", experiment=experiment, where=where or {},
+                **fields)
 
 
 def test_criteria_hold_inclusively_and_nan_never_passes():
@@ -26,7 +38,8 @@ def test_criteria_hold_inclusively_and_nan_never_passes():
 
 
 def test_a_claim_passes_only_when_every_run_meets_it():
-    claim = Claim("c", "s", "src", "1", "e", {}, final("sink_attn"), at_least(0.9))
+    claim = Value(name="c", statement="s", source="src", paper_value="1", experiment="e",
+                  measure=final("sink_attn"), criterion=at_least(0.9))
     assert Result(claim, {"s0": 0.95, "s1": 0.99}).passed
     assert not Result(claim, {"s0": 0.95, "s1": 0.5}).passed      # the mean (0.725) is not what counts
     assert not Result(claim, {}).passed
@@ -40,23 +53,24 @@ def test_every_claim_has_its_experiment_three_seeds_and_two_structure_draws(pape
     for claim in paper.claims:
         for name in claim.experiments:
             exp = paper.experiment(name)
-            assert len(exp.grid["seed"].split(",")) >= 3, (claim.name, name)
-            task = next(o.split("=")[1] for o in exp.overrides if o.startswith("task="))
-            if task != "trigger":        # every other task draws structure (v; u, R; the bigram table)
-                assert len(exp.grid["task.structure_seed"].split(",")) >= 2, (claim.name, name)
+            assert len(exp.grid["seed"]) >= 3, (claim.name, name)
+            if exp.task != "trigger":        # every other task draws structure (v; u, R; the bigram table)
+                assert len(exp.grid["task.structure_seed"]) >= 2, (claim.name, name)
 
 
 def test_every_job_of_every_paper_composes_and_validates(tmp_path):
-    check(list(PAPERS.values()), [], tmp_path)          # raises ConfigError on the first bad job
+    plan_experiments(list(PAPERS.values()), [], tmp_path)   # raises ConfigError on the first bad job
 
 
 def plumbing_paper():
-    tiny = Experiment("tiny", ("task=trigger", *QUICK), {"attn": "softmax,relu", "seed": "0,1"})
+    tiny = Experiment(name="tiny", overrides={"task": "trigger", **QUICK_SIZES},
+                      grid={"attn": ("softmax", "relu"), "seed": (0, 1)})
     bos = final("sink_attn", 0, "non_trigger")
-    return Paper("plumbing", "a tiny case", (tiny,), (
-        Claim("possible", "BOS attention is a share.", "-", "-", "tiny", {"attn.name": "softmax"}, bos, between(0, 1)),
-        Claim("impossible", "BOS attention above 1.", "-", "-", "tiny", {"attn.name": "softmax"}, bos, at_least(1.5)),
-        Claim("paired", "softmax minus relu.", "-", "-", "tiny", {"attn.name": "softmax"}, bos, between(-1, 1),
+    softmax = {"attn.name": "softmax"}
+    return Paper(name="plumbing", title="a tiny case", experiments=(tiny,), claims=(
+        claim(name="possible", where=softmax, measure=bos, criterion=between(0, 1)),
+        claim(name="impossible", where=softmax, measure=bos, criterion=at_least(1.5)),
+        claim(Paired, name="paired", where=softmax, measure=bos, criterion=between(-1, 1),
               against={"attn.name": "relu"}),
     ))
 
@@ -117,7 +131,7 @@ def test_the_command_lists_papers_and_refuses_an_unknown_one():
 
 def test_a_claim_whose_runs_cannot_be_told_apart_is_refused(plumbed):
     runs, table = load_runs(plumbed[0] / "plumbing" / "tiny")
-    vague = Claim("vague", "-", "-", "-", "tiny", {}, final("sink_attn", 0, "non_trigger"), at_least(0))
+    vague = claim(name="vague", measure=final("sink_attn", 0, "non_trigger"), criterion=at_least(0))
     result = evaluate(vague, runs, table)        # softmax and relu runs of one seed: same label
     assert not result.passed and "narrow `where`" in result.problem
 
@@ -143,7 +157,7 @@ def test_runs_written_before_a_key_existed_are_selected_by_its_earlier_value():
 def test_a_paired_ratio_divides_run_for_run(plumbed):
     runs, table = load_runs(plumbed[0] / "plumbing" / "tiny")
     bos = final("sink_attn", 0, "non_trigger")
-    ratio = Claim("ratio", "-", "-", "-", "tiny", {"attn.name": "softmax"}, bos, at_least(0),
+    ratio = claim(Paired, name="ratio", where={"attn.name": "softmax"}, measure=bos, criterion=at_least(0),
                   against={"attn.name": "relu"}, compare="ratio")
     values = evaluate(ratio, runs, table).values
     by = {(r.settings["attn.name"], r.settings["seed"]): bos.of(r) for r in runs}
@@ -161,9 +175,10 @@ def test_claims_read_only_the_runs_the_declaration_plans(plumbed, tmp_path):
 def test_runs_another_experiment_finished_are_copied_not_trained(plumbed, tmp_path, capsys):
     """An experiment that repeats another's configs reads copies of those runs, byte for byte."""
     shutil.copytree(plumbed[0], tmp_path, dirs_exist_ok=True)
-    again = Experiment("again", ("task=trigger", *QUICK), {"attn": "softmax", "seed": "0,1"})
+    again = Experiment(name="again", overrides={"task": "trigger", **QUICK_SIZES}, grid={"attn": ("softmax",), "seed": (0, 1)})
     bos = final("sink_attn", 0, "non_trigger")
-    paper = Paper("repeat", "the same runs", (again,), (Claim("c", "-", "-", "-", "again", {}, bos, between(0, 1)),))
+    paper = Paper(name="repeat", title="the same runs", experiments=(again,),
+                  claims=(claim(experiment="again", measure=bos, criterion=between(0, 1)),))
     rows = reproduce([paper], ["hydra/launcher=basic"], root=tmp_path)
     copies = sorted((tmp_path / "repeat" / "again").rglob("DONE"))
     assert len(copies) == 2 and rows["verdict"].tolist() == ["PASS"]
@@ -175,13 +190,13 @@ def test_runs_another_experiment_finished_are_copied_not_trained(plumbed, tmp_pa
 
 
 def test_scale_paper_drops_the_cpu_sizes_and_user_overrides_win():
-    exp = Experiment("e", ("task=damping",), {"seed": "0,1,2"}, ("train.steps=500",))
-    cpu = experiment_argv(exp, Path("out"), ["hydra/launcher=basic"])
-    paper = experiment_argv(exp, Path("out"), ["hydra/launcher=basic", "scale=paper"])
-    mine = experiment_argv(exp, Path("out"), ["hydra/launcher=basic", "seed=7"])
+    exp = Experiment(name="e", overrides={"task": "damping"}, grid={"seed": (0, 1, 2)}, cpu={"train.steps": 500})
+    cpu = experiment_overrides(exp, Path("out"), ["hydra/launcher=basic"])
+    paper = experiment_overrides(exp, Path("out"), ["hydra/launcher=basic", "scale=paper"])
+    mine = experiment_overrides(exp, Path("out"), ["hydra/launcher=basic", "seed=7"])
     assert "train.steps=500" in cpu and "train.steps=500" not in paper and "scale=paper" in paper
     assert "seed=0,1,2" in cpu and "seed=0,1,2" not in mine and "seed=7" in mine
-    assert cpu[0] == "-m" and "hydra.sweep.dir=out" in cpu
+    assert "hydra.sweep.dir=out" in cpu
 
 
 def test_spearman_closed_forms():
@@ -193,28 +208,64 @@ def test_spearman_closed_forms():
 
 def test_a_trend_claim_ranks_each_draws_runs_by_the_key():
     value = {(0, 16): 0.1, (0, 32): 0.3, (0, 64): 0.2, (1, 16): 0.1, (1, 32): 0.2, (1, 64): 0.3}
-    runs = [Run(Path(f"s{seed}-L{length}"), {"seed": seed, "task.seq_len": length}, pd.DataFrame(),
-                experiment="a" if length < 64 else "b") for seed, length in value]
+    runs = [FinishedRun(Path(f"s{seed}-L{length}"), {"seed": seed, "task.seq_len": length}, pd.DataFrame(),
+                        experiment="a" if length < 64 else "b") for seed, length in value]
     measure = Measure("m", lambda run: value[run.settings["seed"], run.settings["task.seq_len"]])
-    claim = Claim("rises", "-", "-", "-", ("a", "b"), {}, measure, at_least(0.8), trend="task.seq_len")
+    rises = claim(Trend, name="rises", experiment=("a", "b"), measure=measure, criterion=at_least(0.8),
+                  key="task.seq_len")
     table = pd.DataFrame({"run": [str(r.path) for r in runs], "status": "done"})
-    result = evaluate(claim, runs, table)
+    result = evaluate(rises, runs, table)
     assert result.values == pytest.approx({"s0": 0.5, "s1": 1.0}) and not result.passed   # s0 swaps 32 and 64
-    assert "Spearman rho of m against task.seq_len" in result.row(Paper("p", "-", (), ()))["measure"]
-    assert claim.experiments == ("a", "b")
-    short = evaluate(claim, runs[:5], table)
+    assert "Spearman rho of m against task.seq_len" in result.row(Paper(name="p", title="-", experiments=(),
+                                                                        claims=()))["measure"]
+    assert rises.experiments == ("a", "b")
+    short = evaluate(rises, runs[:5], table)
     assert not short.passed and "fewer than 3 runs to rank for s1" in short.problem
 
 
 def test_a_paired_claim_selects_its_arm_only_in_its_own_experiment():
     # The base experiment's runs also match `where` (same penalty): they must serve as the pair, not as the arm.
     inflow = {"arm": 0.1, "base": 0.9}
-    runs = [Run(Path(f"{exp}-s{seed}"), {"seed": seed, "train.penalty": 0.0,
-                                         "model.pathway": "learned" if exp == "arm" else "none"},
-                pd.DataFrame(), experiment=exp) for exp in inflow for seed in (0, 1)]
+    runs = [FinishedRun(Path(f"{exp}-s{seed}"), {"seed": seed, "train.penalty": 0.0,
+                                                 "model.pathway": "learned" if exp == "arm" else "none"},
+                        pd.DataFrame(), experiment=exp) for exp in inflow for seed in (0, 1)]
     measure = Measure("inflow", lambda run: inflow[run.experiment] + run.settings["seed"])
-    claim = Claim("drops", "-", "-", "-", "arm", {"train.penalty": 0.0}, measure, at_most(-0.5),
-                  against={"model.pathway": "none"}, against_in="base")
+    drops = claim(Paired, name="drops", experiment="arm", where={"train.penalty": 0.0}, measure=measure,
+                  criterion=at_most(-0.5), against={"model.pathway": "none"}, against_in="base")
     table = pd.DataFrame({"run": [str(r.path) for r in runs], "status": "done"})
-    result = evaluate(claim, runs, table)
+    result = evaluate(drops, runs, table)
     assert result.passed and result.values == pytest.approx({"s0": -0.8, "s1": -0.8})
+
+
+def test_a_value_a_run_lacks_fails_the_claim_with_the_problem_not_a_number(plumbed):
+    runs, table = load_runs(plumbed[0] / "plumbing" / "tiny")
+    typo = claim(name="typo", where={"attn.name": "softmax"}, measure=final("sink_attn", 0, "non_triger"),
+                 criterion=at_least(0))
+    result = evaluate(typo, runs, table)
+    assert not result.passed and result.values == {}
+    assert "has no final sink_attn[layer 0, non_triger]" in result.problem
+
+
+def test_the_committed_results_page_and_headline_are_what_claims_csv_gives():
+    repo = Path(__file__).parents[1]
+    rows = pd.read_csv(repo / "docs" / "claims.csv")
+    assert (repo / "docs" / "results.md").read_text() == results_page(rows)
+    assert headline(rows) in (repo / "README.md").read_text()
+    assert len(rows) == sum(len(paper.claims) for paper in PAPERS.values())
+
+
+def test_docs_are_regenerated_from_claims_csv_and_only_the_headline_changes(plumbed, tmp_path, capsys):
+    from sinkexp.reproduce import main
+
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- results-headline: generated -->\nold\n<!-- /results-headline -->\nrest\n")
+    rows = pd.read_csv(plumbed[0] / "plumbing" / "claims.csv")
+    write_docs(tmp_path / "docs", rows)
+    text = readme.read_text()
+    assert text.startswith("intro\n<!-- results-headline: generated -->\n"
+                           "**2 of 3 claims pass** at the CPU sizes (plumbing 2/3).")
+    assert text.endswith("\n<!-- /results-headline -->\nrest\n") and "old" not in text
+    page = (tmp_path / "docs" / "results.md").read_text()
+    assert "| plumbing | impossible |" in page and page == results_page(pd.read_csv(tmp_path / "docs" / "claims.csv"))
+    (tmp_path / "docs" / "results.md").unlink()
+    assert main(["--docs", str(tmp_path / "docs")]) == 0 and (tmp_path / "docs" / "results.md").read_text() == page

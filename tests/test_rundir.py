@@ -3,6 +3,7 @@ same tables as an uninterrupted one, a different config is refused."""
 import pytest
 
 from sinkexp import rundir as R
+from sinkexp import runfiles as F
 from sinkexp.rundir import RunDirError
 from sinkexp.runner import run
 from sinkexp.train import Trainer
@@ -26,7 +27,7 @@ def test_killed_run_resumes_to_the_same_tables(make_config, tmp_path, kill_at_st
     kill_at_step(Trainer, None)
     run(cfg, tmp_path / "split")            # resumes from the step-20 checkpoint
     assert (tmp_path / "split/DONE").exists() and not (tmp_path / "split/FAILED").exists()
-    for name in (R.METRICS, R.LOSSES, R.SUMMARY):
+    for name in (F.METRICS, F.LOSSES, F.SUMMARY):
         assert read(tmp_path / "split", name) == read(tmp_path / "whole", name), name
 
 
@@ -43,13 +44,13 @@ def test_finished_run_is_left_untouched_and_other_configs_refused(make_config, t
 
 def test_a_checkpoint_of_another_config_is_refused(make_config, tmp_path):
     run(make_config(*QUICK, "train.steps=10"), tmp_path)
-    (tmp_path / R.DONE).unlink()                       # as if killed after its last checkpoint
+    (tmp_path / F.DONE).unlink()                       # as if killed after its last checkpoint
     with pytest.raises(RunDirError, match="holds a run of another config"):    # meta.json says so first
         run(make_config(*QUICK, "train.steps=10", "seed=1"), tmp_path)
-    (tmp_path / R.META).unlink()
+    (tmp_path / F.META).unlink()
     with pytest.raises(RunDirError, match="belongs to another config"):
         run(make_config(*QUICK, "train.steps=10", "seed=1"), tmp_path)
-    assert not (tmp_path / R.FAILED).exists()          # a refused directory is not marked
+    assert not (tmp_path / F.FAILED).exists()          # a refused directory is not marked
 
 
 def test_open_says_what_a_directory_allows(make_config, tmp_path):
@@ -57,8 +58,8 @@ def test_open_says_what_a_directory_allows(make_config, tmp_path):
     fresh = R.RunDir(tmp_path / "new", cfg)
     assert fresh.open() is None and fresh.state is None and fresh.resume_step == 0
     run(cfg, tmp_path / "done")
-    assert R.RunDir(tmp_path / "done", cfg).open() == R.read_json(tmp_path / "done" / R.SUMMARY)
-    assert [R.status(tmp_path / name) for name in ("new", "done")] == ["incomplete", "done"]
+    assert R.RunDir(tmp_path / "done", cfg).open() == F.read_json(tmp_path / "done" / F.SUMMARY)
+    assert [F.status(tmp_path / name) for name in ("new", "done")] == ["incomplete", "done"]
 
 
 def test_hash_ignores_bookkeeping_and_keeps_earlier_names(make_config):
@@ -84,14 +85,14 @@ def test_replica_directories_are_the_pattern_resolved_with_each_seed(tmp_path):
 
 
 def test_atomic_writes_leave_the_old_file_when_the_write_fails(tmp_path):
-    R.write_text(tmp_path / "a.txt", "old\n")
+    F.write_text(tmp_path / "a.txt", "old\n")
 
     def broken(tmp):
         open(tmp, "w").write("half")
         raise OSError("disk full")
 
     with pytest.raises(OSError):
-        R._atomic(tmp_path / "a.txt", broken)
+        F._atomic(tmp_path / "a.txt", broken)
     assert (tmp_path / "a.txt").read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]     # no temporary file left
 
@@ -111,12 +112,12 @@ def test_a_crafted_checkpoint_is_never_executed(make_config, tmp_path):
 
     cfg = make_config(*QUICK)
     marker = tmp_path / "executed"
-    torch.save({"config_hash": R.config_hash(cfg), "trainer": Marker(marker)}, tmp_path / R.CHECKPOINT)
+    torch.save({"config_hash": R.config_hash(cfg), "trainer": Marker(marker)}, tmp_path / F.CHECKPOINT)
     with pytest.raises(RunDirError, match="cannot be loaded safely") as err:
         run(cfg, tmp_path)
     assert not marker.exists()
-    assert "\n" not in str(err.value) and str(tmp_path / R.CHECKPOINT) in str(err.value)
-    assert not (tmp_path / R.DONE).exists()
+    assert "\n" not in str(err.value) and str(tmp_path / F.CHECKPOINT) in str(err.value)
+    assert not (tmp_path / F.DONE).exists()
 
 
 def test_a_directory_in_use_is_skipped_not_trained_twice(make_config, tmp_path):
@@ -125,10 +126,10 @@ def test_a_directory_in_use_is_skipped_not_trained_twice(make_config, tmp_path):
     assert holder.open() is None                          # this process now holds the lock
     with pytest.raises(R.RunBusy, match=f"pid {__import__('os').getpid()}"):
         run(cfg, tmp_path)
-    assert not (tmp_path / R.FAILED).exists() and not (tmp_path / R.METRICS).exists()
+    assert not (tmp_path / F.FAILED).exists() and not (tmp_path / F.METRICS).exists()
     holder.close()                                        # released (as a dead process's lock is)
     run(cfg, tmp_path)
-    assert R.status(tmp_path) == "done"
+    assert F.status(tmp_path) == "done"
 
 
 def test_divergence_stops_the_run_with_failed_and_no_done(make_config, tmp_path):
@@ -136,8 +137,8 @@ def test_divergence_stops_the_run_with_failed_and_no_done(make_config, tmp_path)
 
     with pytest.raises(Diverged, match="try a lower train.lr"):
         run(make_config(*QUICK, "train.lr=1e6"), tmp_path)
-    assert R.status(tmp_path) == "failed" and not (tmp_path / R.SUMMARY).exists()
-    assert (tmp_path / R.FAILED).read_text().startswith("Diverged: diverged")
+    assert F.status(tmp_path) == "failed" and not (tmp_path / F.SUMMARY).exists()
+    assert (tmp_path / F.FAILED).read_text().startswith("Diverged: diverged")
 
 
 def test_done_and_failed_never_coexist_and_stale_temporary_files_go(make_config, tmp_path, kill_at_step):
@@ -152,15 +153,15 @@ def test_done_and_failed_never_coexist_and_stale_temporary_files_go(make_config,
     stale.write_text("half")
     run(cfg, tmp_path)
     assert not stale.exists()
-    assert R.status(tmp_path) == "done" and not (tmp_path / R.FAILED).exists()
+    assert F.status(tmp_path) == "done" and not (tmp_path / F.FAILED).exists()
     R.RunDir(tmp_path, cfg).fail(RuntimeError("late"))    # a finished run is never marked failed
-    assert not (tmp_path / R.FAILED).exists()
+    assert not (tmp_path / F.FAILED).exists()
 
 
 def test_json_is_strict(tmp_path):
     import json
 
-    R.write_json(tmp_path / "s.json", {"loss": {"all": float("nan"), "x": 1.0}, "steps": [float("inf")]})
+    F.write_json(tmp_path / "s.json", {"loss": {"all": float("nan"), "x": 1.0}, "steps": [float("inf")]})
     text = (tmp_path / "s.json").read_text()
     assert "NaN" not in text and "Infinity" not in text
     loaded = json.loads(text, parse_constant=lambda name: pytest.fail(f"non-strict JSON constant {name}"))

@@ -6,11 +6,12 @@ import pandas as pd
 import pytest
 import torch
 
-from sinkexp import rundir as R
+from sinkexp import runfiles as F
 from sinkexp.rundir import config_hash
 from sinkexp.runner import make_trainer, replica_configs, run, run_seeds
-from sinkexp.train import (ReplicaTrainer, Trainer, clip_grad_norm_per_replica_, replica_optimizer_state,
-                           stack_optimizer_states)
+from sinkexp.replicas import (ReplicaTrainer, clip_grad_norm_per_replica_, replica_optimizer_state,
+                              stack_optimizer_states)
+from sinkexp.train import Trainer
 
 from conftest import QUICK
 
@@ -33,7 +34,7 @@ def numbers(run_dir, name):
 
 
 def assert_same_tables(a, b, exact=False):
-    for name in (R.METRICS, R.LOSSES):
+    for name in (F.METRICS, F.LOSSES):
         (keys_a, values_a), (keys_b, values_b) = numbers(a, name), numbers(b, name)
         pd.testing.assert_frame_equal(keys_a, keys_b)
         if exact:
@@ -54,10 +55,10 @@ def test_k_replicas_equal_k_lone_runs(make_config, tmp_path, setting):
         run(lone_cfg, tmp_path / f"alone{k}")
         together, alone = tmp_path / f"together{k}", tmp_path / f"alone{k}"
         assert_same_tables(together, alone)
-        meta = json.loads((together / R.META).read_text())
+        meta = json.loads((together / F.META).read_text())
         assert meta["seed"] == 4 + k and meta["replica"] == {"index": k, "of": 3}
-        assert meta["config_hash"] == json.loads((alone / R.META).read_text())["config_hash"]
-        assert (together / R.DONE).exists()
+        assert meta["config_hash"] == json.loads((alone / F.META).read_text())["config_hash"]
+        assert (together / F.DONE).exists()
 
 
 def test_killed_replicas_resume_together_or_alone(make_config, tmp_path, kill_at_step):
@@ -84,7 +85,7 @@ def test_killed_replicas_resume_together_or_alone(make_config, tmp_path, kill_at
     run_seeds(seeds, [tmp_path / "mixed0", tmp_path / "mixed1"])
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "mixed1").iterdir()} == stamps
     for k in range(2):
-        assert json.loads((tmp_path / f"mixed{k}" / R.META).read_text())["resumed_from_step"] == 20
+        assert json.loads((tmp_path / f"mixed{k}" / F.META).read_text())["resumed_from_step"] == 20
         assert_same_tables(tmp_path / f"mixed{k}", tmp_path / f"whole{k}")
 
 

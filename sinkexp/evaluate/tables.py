@@ -16,6 +16,17 @@ def sink_rate_name(eps: float) -> str:
     return f"sink_rate@{eps}"
 
 
+# Every metric a run's final values can hold (docs/metrics.md defines each): the names the
+# evaluator writes into metrics.csv, and the losses final_values adds. A claim's measure names
+# metrics from here, so a typo is refused when its paper is declared (tests check the evaluator
+# writes no other name).
+METRICS = ("sink_attn", "sink_share", "max_inflow", "sink_match", "sink_match_seq", "sink_score",
+           *map(sink_rate_name, SINK_RATE_EPS), "logit_gap", "value_norm_ratio", "sink_value_norm",
+           "head_cancellation", "common_mode", "pathway_common_mode", "pathway_usage", "stable_rank",
+           "qk_sigma1", "qk_sigma2", "qk_sigma3", "qk_sigma1/sigma2", "resid_norm_sink", "resid_norm_rest",
+           "massive_ratio", "slot_attn", "register_attn", "gate", "loss_eval", "loss_baseline")
+
+
 def final_values(metrics: pd.DataFrame, losses: pd.DataFrame) -> pd.DataFrame:
     """The last evaluated step's values as long rows (layer, query_type, metric, value).
 

@@ -5,8 +5,8 @@ validation checks names against these dicts directly.
 """
 from sinkexp.model.attention import GATES, NORMALISERS, SLOTS
 from sinkexp.model.capture import capture, intervene, tap_names
-from sinkexp.model.transformer import (GLOBAL_PATHWAYS, MLPS, NORMS, PLACEMENTS, POSITION_TARGETS, POSITIONS,
-                                       PROJECTIONS, Transformer)
+from sinkexp.model.pathway import GLOBAL_PATHWAYS
+from sinkexp.model.transformer import MLPS, NORMS, PLACEMENTS, POSITION_TARGETS, POSITIONS, PROJECTIONS, Transformer
 
 AXES = {
     "attn.normaliser": NORMALISERS,

@@ -15,45 +15,49 @@ five runs by length. On a real table, per length L: `sinkexp train -m task=backc
 train.batch_size=8192/L train.steps=1000 eval.every=50 task.bigram_table=PATH seed=0,1,2` (the
 paper's other experiment, on the trigger task, has no table key).
 """
-import math
-
-from sinkexp.reproduce import (Claim, Experiment, Measure, Paper, Run, at_least, at_most, bos_removed,
-                               final)
+from sinkexp.reproduce.declare import Experiment, Measure, Paper, Trend, Value, at_least, at_most
+from sinkexp.reproduce.measures import FinishedRun, bos_removed, curve, final, first_step
 
 LENGTHS = (16, 32, 64, 128, 256)
 TOKENS_PER_STEP = 8192
 CONTEXT = tuple(f"context_{length}" for length in LENGTHS)
-DRAWS = {"seed": "0,1,2", "task.structure_seed": "0,1"}
+DRAWS = {"seed": (0, 1, 2), "task.structure_seed": (0, 1)}
 BOS_ATTENTION = final("sink_attn", 0, "non_trigger")
 
 
-def sink_formed_at(run: Run) -> float:
+def sink_formed_at(run: FinishedRun) -> float:
     """The first evaluated step at which non-trigger attention on BOS reaches 0.5 (inf: never)."""
-    m = run.metrics
-    rows = m[(m["layer"] == 0) & (m["head"] == 0) & (m["metric"] == "sink_attn") & (m["query_type"] == "non_trigger")]
-    formed = rows[rows["value"] >= 0.5]["step"]
-    return float(formed.min()) if len(formed) else math.inf
+    return first_step(curve(run, "sink_attn", "non_trigger"), 0.5)
+
 
 PAPER = Paper(
     name="barbero2025",
     title="Barbero et al. 2025, why LLMs attend to the first token (BOS removed at inference; context length)",
     experiments=(
-        Experiment("trigger", ("task=trigger", "attn=softmax"), {"seed": "0,1,2"},
-                   ("train.steps=1000", "eval.every=250")),
-        *(Experiment(name, ("task=backcopy", f"task.seq_len={length}", f"train.batch_size={TOKENS_PER_STEP // length}"),
-                     DRAWS, ("train.steps=1000", "eval.every=50")) for name, length in zip(CONTEXT, LENGTHS)),
+        Experiment(name="trigger", overrides={"task": "trigger", "attn": "softmax"}, grid={"seed": (0, 1, 2)},
+                   cpu={"train.steps": 1000, "eval.every": 250}),
+        *(Experiment(name=name, overrides={"task": "backcopy", "task.seq_len": length,
+                                           "train.batch_size": TOKENS_PER_STEP // length},
+                     grid=DRAWS, cpu={"train.steps": 1000, "eval.every": 50})
+          for name, length in zip(CONTEXT, LENGTHS)),
     ),
     claims=(
-        Claim("sink_leaves_with_bos", "Without BOS at inference the first position no longer draws the attention.",
-              "Table 2", "sink gone", "trigger", {}, bos_removed("first_attn"), at_most(0.5)),
-        Claim("loss_rises_without_bos", "Without BOS at inference the model performs much worse.", "Table 2",
-              "large drop", "trigger", {}, bos_removed("loss"), at_least(2.0)),
-        Claim("longer_context_stronger_sink", "Trained on longer contexts (same tokens per step), models form "
-              "stronger sinks.", "Sec. 4, Fig. 5(a)", "sinks rise with length; the shortest almost none", CONTEXT, {},
-              BOS_ATTENTION, at_least(0.8), trend="task.seq_len"),
-        Claim("longer_context_sinks_sooner", "... and form them sooner (the speed saturates at long contexts).",
-              "Sec. 4, Fig. 5(b)", "faster with length, then saturates", CONTEXT, {},
-              Measure("first step with sink_attn[layer 0, non_trigger] >= 0.5", sink_formed_at), at_most(-0.8),
-              trend="task.seq_len", note="A draw whose sink never forms at some length ranks that length last."),
+        Value(name="sink_leaves_with_bos",
+              statement="Without BOS at inference the first position no longer draws the attention.",
+              source="Table 2", paper_value="sink gone", experiment="trigger", measure=bos_removed("first_attn"),
+              criterion=at_most(0.5)),
+        Value(name="loss_rises_without_bos", statement="Without BOS at inference the model performs much worse.",
+              source="Table 2", paper_value="large drop", experiment="trigger", measure=bos_removed("loss"),
+              criterion=at_least(2.0)),
+        Trend(name="longer_context_stronger_sink",
+              statement="Trained on longer contexts (same tokens per step), models form stronger sinks.",
+              source="Sec. 4, Fig. 5(a)", paper_value="sinks rise with length; the shortest almost none",
+              experiment=CONTEXT, measure=BOS_ATTENTION, criterion=at_least(0.8), key="task.seq_len"),
+        Trend(name="longer_context_sinks_sooner",
+              statement="... and form them sooner (the speed saturates at long contexts).",
+              source="Sec. 4, Fig. 5(b)", paper_value="faster with length, then saturates", experiment=CONTEXT,
+              measure=Measure("first step with sink_attn[layer 0, non_trigger] >= 0.5", sink_formed_at, ("sink_attn",)),
+              criterion=at_most(-0.8), key="task.seq_len",
+              note="A draw whose sink never forms at some length ranks that length last."),
     ),
 )

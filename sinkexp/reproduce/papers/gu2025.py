@@ -6,7 +6,8 @@ heads (sigmoid without normalisation). The small analogue here: the one-layer tr
 constraint, solves it with no sink. Sink rate: share of heads with alpha_s > 0.3 (docs/metrics.md).
 CPU sizes as ranmilo2026.
 """
-from sinkexp.reproduce import Claim, Experiment, Paper, at_least, at_most, final, loss_ratio
+from sinkexp.reproduce.declare import Experiment, Paper, Value, at_least, at_most
+from sinkexp.reproduce.measures import final, loss_ratio
 
 SOFTMAX, SIGMOID = {"attn.name": "softmax"}, {"attn.name": "sigmoid"}
 
@@ -14,16 +15,18 @@ PAPER = Paper(
     name="gu2025",
     title="Gu et al. 2025, sink rate of softmax vs sigmoid attention (arXiv 2410.10781)",
     experiments=(
-        Experiment("trigger", ("task=trigger",), {"attn": "softmax,sigmoid", "seed": "0,1,2"},
-                   ("train.steps=1000", "eval.every=250")),
+        Experiment(name="trigger", overrides={"task": "trigger"},
+                   grid={"attn": ("softmax", "sigmoid"), "seed": (0, 1, 2)},
+                   cpu={"train.steps": 1000, "eval.every": 250}),
     ),
     claims=(
-        Claim("softmax_sink_rate", "Softmax heads become sinks.", "attention-operation ablation",
-              "18.18% of heads (LLMs)", "trigger", SOFTMAX, final("sink_rate@0.3", -1), at_least(1.0)),
-        Claim("sigmoid_sink_rate", "Sigmoid attention (no normalisation) forms almost no sinks.",
-              "attention-operation ablation", "0.44% of heads (LLMs)", "trigger", SIGMOID,
-              final("sink_rate@0.3", -1), at_most(0.0)),
-        Claim("sigmoid_solves", "Sigmoid attention still solves the task.", "-", "-", "trigger", SIGMOID,
-              loss_ratio("trigger"), at_most(0.1)),
+        Value(name="softmax_sink_rate", statement="Softmax heads become sinks.", source="attention-operation ablation",
+              paper_value="18.18% of heads (LLMs)", experiment="trigger", where=SOFTMAX,
+              measure=final("sink_rate@0.3", -1), criterion=at_least(1.0)),
+        Value(name="sigmoid_sink_rate", statement="Sigmoid attention (no normalisation) forms almost no sinks.",
+              source="attention-operation ablation", paper_value="0.44% of heads (LLMs)", experiment="trigger",
+              where=SIGMOID, measure=final("sink_rate@0.3", -1), criterion=at_most(0.0)),
+        Value(name="sigmoid_solves", statement="Sigmoid attention still solves the task.", source="-", paper_value="-",
+              experiment="trigger", where=SIGMOID, measure=loss_ratio("trigger"), criterion=at_most(0.1)),
     ),
 )

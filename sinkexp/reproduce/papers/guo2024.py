@@ -9,48 +9,53 @@ three layers 400.
 """
 import math
 
-from sinkexp.reproduce import Claim, Experiment, Measure, Paper, Run, at_least, at_most, excess_loss, final
+from sinkexp.reproduce.declare import Experiment, Measure, Paired, Paper, Value, at_least, at_most
+from sinkexp.reproduce.measures import FinishedRun, curve, excess_loss, final, first_step
 
-DRAWS = {"seed": "0,1,2", "task.structure_seed": "0,1"}
+DRAWS = {"seed": (0, 1, 2), "task.structure_seed": (0, 1)}
 SOFTMAX, RELU = {"attn.name": "softmax"}, {"attn.name": "relu"}
-THREE_LAYERS = ("task=backcopy", "model.n_layers=3")
-THREE_LAYERS_CPU = ("train.steps=400", "eval.every=100")   # the BOS residual norms part by step 200 (seed 0: 16.6 vs 11.3)
+THREE_LAYERS = {"task": "backcopy", "model.n_layers": 3}
+# the BOS residual norms of Adam and SGD part by step 200 (seed 0: 16.6 vs 11.3)
+THREE_LAYERS_CPU = {"train.steps": 400, "eval.every": 100}
 
 
-def value_norm_fall(run: Run) -> float:
+def value_norm_fall(run: FinishedRun) -> float:
     """BOS value norm at the last step over its value when BOS attention first reached 0.5 (< 1: it fell)."""
-    m = run.metrics
-    head0 = m[(m["layer"] == 0) & (m["head"] == 0)]
-    bos = head0[(head0["metric"] == "sink_attn") & (head0["query_type"] == "non_trigger")].set_index("step")["value"]
-    norm = head0[head0["metric"] == "sink_value_norm"].set_index("step")["value"]
-    formed = bos[bos >= 0.5].index
-    return float(norm.iloc[-1] / norm[formed.min()]) if len(formed) else math.nan
+    formed = first_step(curve(run, "sink_attn", "non_trigger"), 0.5)
+    norm = curve(run, "sink_value_norm")
+    return float(norm.iloc[-1] / norm[int(formed)]) if math.isfinite(formed) else math.nan
 
 
 PAPER = Paper(
     name="guo2024",
     title="Guo et al. 2024, Bigram-Backcopy (arXiv 2410.13835)",
     experiments=(
-        Experiment("one_layer", ("task=backcopy",), {"attn": "softmax,relu", **DRAWS},
-                   ("train.steps=1000", "eval.every=50")),
-        Experiment("three_layers_adam", THREE_LAYERS, DRAWS, THREE_LAYERS_CPU),
-        Experiment("three_layers_sgd", (*THREE_LAYERS, "train.optim=sgd", "train.lr=0.03"), DRAWS, THREE_LAYERS_CPU),
+        Experiment(name="one_layer", overrides={"task": "backcopy"}, grid={"attn": ("softmax", "relu"), **DRAWS},
+                   cpu={"train.steps": 1000, "eval.every": 50}),
+        Experiment(name="three_layers_adam", overrides=THREE_LAYERS, grid=DRAWS, cpu=THREE_LAYERS_CPU),
+        Experiment(name="three_layers_sgd", overrides={**THREE_LAYERS, "train.optim": "sgd", "train.lr": 0.03},
+                   grid=DRAWS, cpu=THREE_LAYERS_CPU),
     ),
     claims=(
-        Claim("backcopy_learned", "The one-layer softmax model learns the back-copy (trigger queries).",
-              "1-layer dynamics", "excess ~0", "one_layer", SOFTMAX, excess_loss("trigger"), at_most(0.05)),
-        Claim("softmax_sinks", "Non-trigger queries attend to BOS once back-copy is learned.",
-              "1-layer dynamics (Shakespeare: 0.78 at 1k, 0.81 at 10k steps)", "0.81", "one_layer", SOFTMAX,
-              final("sink_attn", 0, "non_trigger"), at_least(0.5)),
-        Claim("bos_value_norm_falls", "After the sink forms, the BOS value norm falls (value drain).",
-              "1-layer dynamics (8.7 at step 100 -> 1.42 at 10k)", "falls", "one_layer", SOFTMAX,
-              Measure("sink_value_norm[layer 0] last / when BOS attention first >= 0.5", value_norm_fall),
-              at_most(0.99)),
-        Claim("relu_no_sink", "ReLU attention forms no sink.", "ReLU attention run", "~0", "one_layer", RELU,
-              final("sink_attn", 0, "non_trigger"), at_most(0.1)),
-        Claim("adam_larger_bos_residual", "3 layers: Adam grows a larger BOS residual norm than SGD.",
-              "3-layer Adam vs SGD runs (141 vs 20 at 10k steps)", "141 - 20", "three_layers_adam", {"train.optim": "adamw"},
-              final("resid_norm_sink", 0), at_least(0.0), against={"train.optim": "sgd"},
-              against_in="three_layers_sgd"),
+        Value(name="backcopy_learned", statement="The one-layer softmax model learns the back-copy (trigger queries).",
+              source="1-layer dynamics", paper_value="excess ~0", experiment="one_layer", where=SOFTMAX,
+              measure=excess_loss("trigger"), criterion=at_most(0.05)),
+        Value(name="softmax_sinks", statement="Non-trigger queries attend to BOS once back-copy is learned.",
+              source="1-layer dynamics (Shakespeare: 0.78 at 1k, 0.81 at 10k steps)", paper_value="0.81",
+              experiment="one_layer", where=SOFTMAX, measure=final("sink_attn", 0, "non_trigger"),
+              criterion=at_least(0.5)),
+        Value(name="bos_value_norm_falls", statement="After the sink forms, the BOS value norm falls (value drain).",
+              source="1-layer dynamics (8.7 at step 100 -> 1.42 at 10k)", paper_value="falls",
+              experiment="one_layer", where=SOFTMAX,
+              measure=Measure("sink_value_norm[layer 0] last / when BOS attention first >= 0.5", value_norm_fall,
+                              ("sink_attn", "sink_value_norm")),
+              criterion=at_most(0.99)),
+        Value(name="relu_no_sink", statement="ReLU attention forms no sink.", source="ReLU attention run",
+              paper_value="~0", experiment="one_layer", where=RELU, measure=final("sink_attn", 0, "non_trigger"),
+              criterion=at_most(0.1)),
+        Paired(name="adam_larger_bos_residual", statement="3 layers: Adam grows a larger BOS residual norm than SGD.",
+               source="3-layer Adam vs SGD runs (141 vs 20 at 10k steps)", paper_value="141 - 20",
+               experiment="three_layers_adam", where={"train.optim": "adamw"}, measure=final("resid_norm_sink", 0),
+               criterion=at_least(0.0), against={"train.optim": "sgd"}, against_in="three_layers_sgd"),
     ),
 )

@@ -9,67 +9,84 @@ lambda x the mean attention on BOS to the loss). CPU sizes: batch 128, 1000 step
 ~300), the task file's 3000 for two layers (at 1000 steps seed 2's sink was still forming: 0.886,
 and seed 0 had collapsed to the zero predictor while sinking in layer 2).
 """
-from sinkexp.reproduce import (Claim, Experiment, Paper, at_least, at_most, final, head_extreme,
-                               loss_ratio)
+from sinkexp.reproduce.declare import Experiment, Paired, Paper, Value, at_least, at_most
+from sinkexp.reproduce.measures import final, head_extreme, loss_ratio
 
-SEEDS = {"seed": "0,1,2"}
-CPU = ("train.steps=1000", "eval.every=100")
+SEEDS = {"seed": (0, 1, 2)}
+CPU = {"train.steps": 1000, "eval.every": 100}
 SOFTMAX, RELU = {"attn.name": "softmax"}, {"attn.name": "relu"}
-BOS = ("sink_attn", "non_trigger")
+BOTH = {"attn": ("softmax", "relu"), **SEEDS}
+BOS = final("sink_attn", 0, "non_trigger")      # attention a non-trigger query pays to BOS
+SOLVED = loss_ratio("trigger")
 
 PAPER = Paper(
     name="ranmilo2026",
     title="Ran-Milo 2026, trigger-conditional mean (arXiv 2603.11487)",
     experiments=(
-        Experiment("one_layer", ("task=trigger",), {"attn": "softmax,relu", **SEEDS}, CPU),
-        Experiment("two_layers", ("task=trigger", "model.n_layers=2"), {"attn": "softmax,relu", **SEEDS},
-                   ("train.steps=3000", "eval.every=250")),
-        Experiment("hidden_bos", ("task=trigger", "model.hide_bos=true"), {"attn": "softmax,relu", **SEEDS}, CPU),
-        Experiment("four_heads", ("task=trigger", "model.n_heads=4"), {"attn": "softmax,relu", **SEEDS}, CPU),
-        Experiment("bos_penalty", ("task=trigger",), {"attn": "softmax,relu", "train.bos_penalty": "0.1,1.0,10.0",
-                                                      **SEEDS}, CPU),
+        Experiment(name="one_layer", overrides={"task": "trigger"}, grid=BOTH, cpu=CPU),
+        Experiment(name="two_layers", overrides={"task": "trigger", "model.n_layers": 2}, grid=BOTH,
+                   cpu={"train.steps": 3000, "eval.every": 250}),
+        Experiment(name="hidden_bos", overrides={"task": "trigger", "model.hide_bos": True}, grid=BOTH, cpu=CPU),
+        Experiment(name="four_heads", overrides={"task": "trigger", "model.n_heads": 4}, grid=BOTH, cpu=CPU),
+        Experiment(name="bos_penalty", overrides={"task": "trigger"},
+                   grid={"attn": ("softmax", "relu"), "train.bos_penalty": (0.1, 1.0, 10.0), **SEEDS}, cpu=CPU),
     ),
     claims=(
-        Claim("softmax_solves", "A one-layer softmax model solves the task.", "experiments",
-              "solved", "one_layer", SOFTMAX, loss_ratio("trigger"), at_most(0.1)),
-        Claim("softmax_sinks", "Solving it, softmax puts almost all non-trigger attention on BOS.",
-              "Thm. 1; experiments", "~1 (strong sink)", "one_layer", SOFTMAX, final(BOS[0], 0, BOS[1]), at_least(0.9)),
-        Claim("relu_solves", "A one-layer ReLU-attention model solves the task.", "Thm. 3; experiments",
-              "solved", "one_layer", RELU, loss_ratio("trigger"), at_most(0.1)),
-        Claim("relu_no_sink", "ReLU attention solves it with no sink.", "Thm. 3; experiments", "~0 (no sink)",
-              "one_layer", RELU, final(BOS[0], 0, BOS[1]), at_most(0.1)),
-        Claim("two_layers_softmax_solves", "A two-layer softmax model solves the task.", "experiments", "solved",
-              "two_layers", SOFTMAX, loss_ratio("trigger"), at_most(0.1)),
-        Claim("two_layers_softmax_sinks", "With two layers, at least one softmax layer sinks.", "Thm. 2",
-              "one layer ~1", "two_layers", SOFTMAX, final(BOS[0], "max", BOS[1]), at_least(0.9)),
-        Claim("two_layers_relu_no_sink", "With two layers, no ReLU layer sinks.", "Thm. 3; experiments", "~0",
-              "two_layers", RELU, final(BOS[0], "max", BOS[1]), at_most(0.1)),
-        Claim("four_heads_relu_no_sink", "Multi-head ReLU attention forms no sink in any head.", "experiments (abstract)",
-              "~0", "four_heads", RELU, head_extreme(BOS[0], 0, BOS[1], "max"), at_most(0.1)),
-        Claim("four_heads_softmax_no_sink", "With 4 heads, softmax solves the task with no head sinking.",
-              "experiments (abstract): multi-head softmax 'develops strong sinks'", "strong sink",
-              "four_heads", SOFTMAX, head_extreme(BOS[0], 0, BOS[1], "max"), at_most(0.5),
+        Value(name="softmax_solves", statement="A one-layer softmax model solves the task.", source="experiments",
+              paper_value="solved", experiment="one_layer", where=SOFTMAX, measure=SOLVED, criterion=at_most(0.1)),
+        Value(name="softmax_sinks", statement="Solving it, softmax puts almost all non-trigger attention on BOS.",
+              source="Thm. 1; experiments", paper_value="~1 (strong sink)", experiment="one_layer", where=SOFTMAX,
+              measure=BOS, criterion=at_least(0.9)),
+        Value(name="relu_solves", statement="A one-layer ReLU-attention model solves the task.",
+              source="Thm. 3; experiments", paper_value="solved", experiment="one_layer", where=RELU,
+              measure=SOLVED, criterion=at_most(0.1)),
+        Value(name="relu_no_sink", statement="ReLU attention solves it with no sink.", source="Thm. 3; experiments",
+              paper_value="~0 (no sink)", experiment="one_layer", where=RELU, measure=BOS, criterion=at_most(0.1)),
+        Value(name="two_layers_softmax_solves", statement="A two-layer softmax model solves the task.",
+              source="experiments", paper_value="solved", experiment="two_layers", where=SOFTMAX, measure=SOLVED,
+              criterion=at_most(0.1)),
+        Value(name="two_layers_softmax_sinks", statement="With two layers, at least one softmax layer sinks.",
+              source="Thm. 2", paper_value="one layer ~1", experiment="two_layers", where=SOFTMAX,
+              measure=final("sink_attn", "max", "non_trigger"), criterion=at_least(0.9)),
+        Value(name="two_layers_relu_no_sink", statement="With two layers, no ReLU layer sinks.",
+              source="Thm. 3; experiments", paper_value="~0", experiment="two_layers", where=RELU,
+              measure=final("sink_attn", "max", "non_trigger"), criterion=at_most(0.1)),
+        Value(name="four_heads_relu_no_sink", statement="Multi-head ReLU attention forms no sink in any head.",
+              source="experiments (abstract)", paper_value="~0", experiment="four_heads", where=RELU,
+              measure=head_extreme("sink_attn", 0, "non_trigger", "max"), criterion=at_most(0.1)),
+        Value(name="four_heads_softmax_no_sink",
+              statement="With 4 heads, softmax solves the task with no head sinking.",
+              source="experiments (abstract): multi-head softmax 'develops strong sinks'", paper_value="strong sink",
+              experiment="four_heads", where=SOFTMAX, measure=head_extreme("sink_attn", 0, "non_trigger", "max"),
+              criterion=at_most(0.5),
               note="What sinkexp sees, not the paper's claim: with 4 heads of width 16 every head keeps "
                    "~0.1 of a non-trigger query's attention on BOS. The heads still write there (norms "
                    "0.6-1.5, sum 0.96, head_cancellation 0.27 at seed 0), and the linear readout (64 -> 16) "
                    "maps that write to ~0 (non-trigger loss 1e-5): the no-op goes through the readout's "
                    "null space, not through a sink."),
-        Claim("four_heads_softmax_solves", "With 4 heads, softmax solves the task.", "experiments", "solved",
-              "four_heads", SOFTMAX, loss_ratio("trigger"), at_most(0.1)),
-        Claim("hidden_bos_softmax_fails", "With the BOS key hidden, softmax can no longer solve the task.",
-              "discussion: mitigations that remove the sink break the no-op", "fails", "hidden_bos",
-              {**SOFTMAX, "model.hide_bos": True}, loss_ratio("trigger"), at_least(5.0),
-              against={**SOFTMAX, "model.hide_bos": False}, against_in="one_layer", compare="ratio",
-              note="Paired run for run with the one-layer model that sees BOS: the trigger loss (over the zero "
-                   "predictor's) must rise at least 5-fold."),
-        Claim("hidden_bos_relu_solves", "ReLU attention does not need BOS: it still solves the task.",
-              "Thm. 3", "solved", "hidden_bos", RELU, loss_ratio("trigger"), at_most(0.1)),
-        Claim("bos_penalty_softmax_fails", "With a BOS-attention penalty (lambda 1) softmax can no longer solve it.",
-              "discussion: mitigations that penalise the sink break the no-op", "fails", "bos_penalty",
-              {**SOFTMAX, "train.bos_penalty": 1.0}, loss_ratio("trigger"), at_least(5.0),
-              against={**SOFTMAX, "model.hide_bos": False}, against_in="one_layer", compare="ratio",
-              note="Paired run for run with the unpenalised one-layer model; lambda 0.1 and 10 are run beside it."),
-        Claim("bos_penalty_relu_solves", "ReLU attention is unaffected by the penalty (lambda 1).", "Thm. 3",
-              "solved", "bos_penalty", {**RELU, "train.bos_penalty": 1.0}, loss_ratio("trigger"), at_most(0.1)),
+        Value(name="four_heads_softmax_solves", statement="With 4 heads, softmax solves the task.",
+              source="experiments", paper_value="solved", experiment="four_heads", where=SOFTMAX, measure=SOLVED,
+              criterion=at_most(0.1)),
+        Paired(name="hidden_bos_softmax_fails",
+               statement="With the BOS key hidden, softmax can no longer solve the task.",
+               source="discussion: mitigations that remove the sink break the no-op", paper_value="fails",
+               experiment="hidden_bos", where={**SOFTMAX, "model.hide_bos": True}, measure=SOLVED,
+               criterion=at_least(5.0), against={**SOFTMAX, "model.hide_bos": False}, against_in="one_layer",
+               compare="ratio",
+               note="Paired run for run with the one-layer model that sees BOS: the trigger loss (over the zero "
+                    "predictor's) must rise at least 5-fold."),
+        Value(name="hidden_bos_relu_solves", statement="ReLU attention does not need BOS: it still solves the task.",
+              source="Thm. 3", paper_value="solved", experiment="hidden_bos", where=RELU, measure=SOLVED,
+              criterion=at_most(0.1)),
+        Paired(name="bos_penalty_softmax_fails",
+               statement="With a BOS-attention penalty (lambda 1) softmax can no longer solve it.",
+               source="discussion: mitigations that penalise the sink break the no-op", paper_value="fails",
+               experiment="bos_penalty", where={**SOFTMAX, "train.bos_penalty": 1.0}, measure=SOLVED,
+               criterion=at_least(5.0), against={**SOFTMAX, "model.hide_bos": False}, against_in="one_layer",
+               compare="ratio",
+               note="Paired run for run with the unpenalised one-layer model; lambda 0.1 and 10 are run beside it."),
+        Value(name="bos_penalty_relu_solves", statement="ReLU attention is unaffected by the penalty (lambda 1).",
+              source="Thm. 3", paper_value="solved", experiment="bos_penalty",
+              where={**RELU, "train.bos_penalty": 1.0}, measure=SOLVED, criterion=at_most(0.1)),
     ),
 )

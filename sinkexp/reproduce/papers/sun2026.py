@@ -11,47 +11,57 @@ pre-norm sinks had formed, but a sandwich sink formed later: BOS attention 0.24-
 draws, DyT 0.71-1.00). Weight decay 0, 1e-4 (the task's default: the `norms` experiment's pre-norm
 runs) and 0.1, with one layer and with three (the massive ratio of the loudest layer).
 """
-from sinkexp.reproduce import Claim, Experiment, Paper, at_least, at_most, between, final
+from sinkexp.reproduce.declare import Experiment, Paired, Paper, Trend, Value, at_least, at_most, between
+from sinkexp.reproduce.measures import final
 
-DRAWS = {"seed": "0,1,2", "task.structure_seed": "0,1"}
-CPU = ("train.steps=1000", "eval.every=250")
+DRAWS = {"seed": (0, 1, 2), "task.structure_seed": (0, 1)}
+CPU = {"train.steps": 1000, "eval.every": 250}
 PRE = {"model.norm": "pre", "model.norm_type": "layernorm"}
 SPIKE, BOS = final("massive_ratio", 0), final("sink_attn", 0, "non_trigger")
 LOSS = final("loss_eval", -1, "all")
+BACKCOPY = {"task": "backcopy"}
 
 PAPER = Paper(
     name="sun2026",
     title="Sun et al. 2026, The Spike, the Sparse and the Sink (massive activations vs attention sinks)",
     experiments=(
-        Experiment("norms", ("task=backcopy",), {"model.norm": "pre,sandwich", **DRAWS}, CPU),
-        Experiment("dyt", ("task=backcopy", "model.norm_type=dyt"), DRAWS, CPU),
-        Experiment("weight_decay", ("task=backcopy",), {"train.weight_decay": "0.0,0.1", **DRAWS}, CPU),
-        Experiment("weight_decay_3_layers", ("task=backcopy", "model.n_layers=3"),
-                   {"train.weight_decay": "0.0,0.0001,0.1", **DRAWS}, CPU),
+        Experiment(name="norms", overrides=BACKCOPY, grid={"model.norm": ("pre", "sandwich"), **DRAWS}, cpu=CPU),
+        Experiment(name="dyt", overrides={**BACKCOPY, "model.norm_type": "dyt"}, grid=DRAWS, cpu=CPU),
+        Experiment(name="weight_decay", overrides=BACKCOPY, grid={"train.weight_decay": (0.0, 0.1), **DRAWS}, cpu=CPU),
+        Experiment(name="weight_decay_3_layers", overrides={**BACKCOPY, "model.n_layers": 3},
+                   grid={"train.weight_decay": (0.0, 0.0001, 0.1), **DRAWS}, cpu=CPU),
     ),
     claims=(
-        Claim("sandwich_lowers_the_spike", "A sandwich norm lowers the massive ratio (vs pre-norm).",
-              "normalisation ablation", "spike mostly gone", "norms", {"model.norm": "sandwich"}, SPIKE,
-              at_most(0.0), against=PRE),
-        Claim("sandwich_keeps_the_sink", "With a sandwich norm the sink stays.", "normalisation ablation",
-              "sink ratio kept", "norms", {"model.norm": "sandwich"}, BOS, at_least(0.9)),
-        Claim("dyt_lowers_the_spike", "DynamicTanh lowers the massive ratio (vs pre-LayerNorm).",
-              "normalisation ablation", "spike mostly gone", "dyt", {"model.norm_type": "dyt"}, SPIKE,
-              at_most(0.0), against=PRE, against_in="norms"),
-        Claim("dyt_keeps_the_sink", "With DynamicTanh the sink stays.", "normalisation ablation",
-              "sink ratio kept", "dyt", {"model.norm_type": "dyt"}, BOS, at_least(0.9)),
-        Claim("no_weight_decay_larger_spike", "Without weight decay the spike is larger (vs weight decay 0.1).",
-              "weight-decay ablation", "~3x (3,800 -> 12,000)", "weight_decay", {"train.weight_decay": 0.0}, SPIKE,
-              at_least(1.0), against={"train.weight_decay": 0.1}, compare="ratio"),
-        Claim("no_weight_decay_same_loss", "... at nearly the same loss (within 10%).", "weight-decay ablation",
-              "nearly the same", "weight_decay", {"train.weight_decay": 0.0}, LOSS, between(0.9, 1.1),
-              against={"train.weight_decay": 0.1}, compare="ratio"),
-        Claim("less_weight_decay_larger_spike", "The less weight decay (0.1, 1e-4, 0), the larger the spike.",
-              "weight-decay ablation", "spike grows as weight decay falls", ("weight_decay", "norms"), PRE, SPIKE,
-              at_most(-0.8), trend="train.weight_decay",
+        Paired(name="sandwich_lowers_the_spike", statement="A sandwich norm lowers the massive ratio (vs pre-norm).",
+               source="normalisation ablation", paper_value="spike mostly gone", experiment="norms",
+               where={"model.norm": "sandwich"}, measure=SPIKE, criterion=at_most(0.0), against=PRE),
+        Value(name="sandwich_keeps_the_sink", statement="With a sandwich norm the sink stays.",
+              source="normalisation ablation", paper_value="sink ratio kept", experiment="norms",
+              where={"model.norm": "sandwich"}, measure=BOS, criterion=at_least(0.9)),
+        Paired(name="dyt_lowers_the_spike", statement="DynamicTanh lowers the massive ratio (vs pre-LayerNorm).",
+               source="normalisation ablation", paper_value="spike mostly gone", experiment="dyt",
+               where={"model.norm_type": "dyt"}, measure=SPIKE, criterion=at_most(0.0), against=PRE,
+               against_in="norms"),
+        Value(name="dyt_keeps_the_sink", statement="With DynamicTanh the sink stays.", source="normalisation ablation",
+              paper_value="sink ratio kept", experiment="dyt", where={"model.norm_type": "dyt"}, measure=BOS,
+              criterion=at_least(0.9)),
+        Paired(name="no_weight_decay_larger_spike",
+               statement="Without weight decay the spike is larger (vs weight decay 0.1).",
+               source="weight-decay ablation", paper_value="~3x (3,800 -> 12,000)", experiment="weight_decay",
+               where={"train.weight_decay": 0.0}, measure=SPIKE, criterion=at_least(1.0),
+               against={"train.weight_decay": 0.1}, compare="ratio"),
+        Paired(name="no_weight_decay_same_loss", statement="... at nearly the same loss (within 10%).",
+               source="weight-decay ablation", paper_value="nearly the same", experiment="weight_decay",
+               where={"train.weight_decay": 0.0}, measure=LOSS, criterion=between(0.9, 1.1),
+               against={"train.weight_decay": 0.1}, compare="ratio"),
+        Trend(name="less_weight_decay_larger_spike",
+              statement="The less weight decay (0.1, 1e-4, 0), the larger the spike.", source="weight-decay ablation",
+              paper_value="spike grows as weight decay falls", experiment=("weight_decay", "norms"), where=PRE,
+              measure=SPIKE, criterion=at_most(-0.8), key="train.weight_decay",
               note="Three values per draw: rho <= -0.8 means the order is exactly reversed."),
-        Claim("less_weight_decay_larger_spike_3_layers", "... also with three layers (loudest layer).",
-              "weight-decay ablation", "spike grows as weight decay falls", "weight_decay_3_layers", {},
-              final("massive_ratio", "max"), at_most(-0.8), trend="train.weight_decay"),
+        Trend(name="less_weight_decay_larger_spike_3_layers", statement="... also with three layers (loudest layer).",
+              source="weight-decay ablation", paper_value="spike grows as weight decay falls",
+              experiment="weight_decay_3_layers", measure=final("massive_ratio", "max"), criterion=at_most(-0.8),
+              key="train.weight_decay"),
     ),
 )

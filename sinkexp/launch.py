@@ -1,0 +1,198 @@
+"""The launch boundary: from KEY=VALUE overrides to trained run directories.
+
+    planned = plan(["task=trigger", "attn=softmax,relu"], multirun=True)   # checks every job once
+    code = launch(planned)                                                # Hydra runs the jobs
+
+`plan` composes and checks every job before anything runs (preflight.py), so a bad value ends with
+one ConfigError line and no directory written; `launch` hands the same overrides to Hydra, whose
+launcher (basic, parallel, SLURM) calls `_job` once per job. `_job` is where a job meets the
+process: the allocator, the thread count, the GPU it takes, its replicas' directories, and the
+mapping of errors to one line. `sinkexp train` (cli.py) and `sinkexp reproduce` both come through
+here, so every job is checked once and runs the same way.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from sinkexp.config import CONFIG_MODULE
+
+log = logging.getLogger("sinkexp")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Checked jobs, ready for Hydra: its overrides, and every run directory they will write."""
+    overrides: tuple[str, ...]
+    multirun: bool
+    runs: tuple[tuple[Path, str], ...]   # (run directory, config hash) of every run, replicas included
+
+    @property
+    def argv(self) -> list[str]:
+        return ["-m"] * self.multirun + list(self.overrides)
+
+
+def plan(overrides: list[str], multirun: bool) -> Plan:
+    """Compose and check every job `overrides` describe (ConfigError: one line naming the key)."""
+    from sinkexp.preflight import preflight
+
+    overrides = [as_hydra_override(o) for o in overrides]
+    return Plan(tuple(overrides), multirun, tuple(preflight(overrides, multirun)))
+
+
+def as_hydra_override(arg: str) -> str:
+    """`experiment=NAME` means what Hydra spells `+experiment=NAME` (the group is not in the defaults)."""
+    return "+" + arg if arg.startswith("experiment=") else arg
+
+
+def launch(planned: Plan) -> int:
+    """Run a plan's jobs through Hydra; 0 when every planned run finished, else 1 (a sweep says
+    how many did not, and why)."""
+    hydra_main(planned.argv)
+    unfinished = [run_dir for run_dir, digest in planned.runs if not finished(run_dir, digest)]
+    if unfinished and planned.multirun:
+        failed = sum((run_dir / "FAILED").exists() for run_dir in unfinished)
+        print(f"sinkexp: {len(unfinished)} of {len(planned.runs)} runs did not finish: {failed} failed (FAILED in "
+              f"the directory), {len(unfinished) - failed} refused, skipped or stopped (see the lines above)",
+              file=sys.stderr)
+    return 1 if unfinished else 0
+
+
+def hydra_main(argv: list[str], prog: str = "sinkexp train") -> None:
+    """Hydra's own entry with `argv` as its command line (its flags too: -m, --cfg, --help, -sc)."""
+    from sinkexp.config import register_schema
+    from sinkexp.rundir import register_resolvers
+
+    register_schema()
+    register_resolvers()
+    _handle_sigterm()
+    sys.argv = [prog, *argv]      # Hydra parses sys.argv; a single run's meta.json records it
+    _job()
+
+
+def compose_config(*overrides: str):
+    """A validated Config from KEY=VALUE overrides, composed as `sinkexp train` composes it, without
+    running anything (for tests and scripts)."""
+    from hydra import compose, initialize_config_module
+
+    from sinkexp.config import from_dictconfig, register_schema
+    from sinkexp.rundir import register_resolvers
+
+    register_schema()
+    register_resolvers()
+    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
+        return from_dictconfig(compose("config", overrides=list(overrides)))
+
+
+def finished(run_dir: Path, digest: str) -> bool:
+    from sinkexp.runfiles import META, read_json, status
+
+    try:
+        return status(run_dir) == "done" and read_json(run_dir / META).get("config_hash") == digest
+    except (OSError, ValueError):
+        return False
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's preemption, `kill`): stops a run as Ctrl-C does, FAILED written."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated("stopped by SIGTERM")
+
+
+def _handle_sigterm() -> None:
+    try:
+        signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:          # not the main thread (some launchers): leave the default
+        pass
+
+
+@hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base="1.3")
+def _job(dict_cfg: DictConfig) -> None:
+    """One Hydra job: train its run (or its replicas' runs) and print each new run's table.
+
+    A run that cannot go on ends with one line on stderr: in a sweep the other jobs go on, and
+    `launch` counts the runs that did not finish."""
+    import torch
+
+    from sinkexp.allocator import keep_freed_memory
+    from sinkexp.config import from_dictconfig
+    from sinkexp.evaluate.tables import format_summary
+    from sinkexp.rundir import RunBusy, RunDirError, replica_run_dirs
+    from sinkexp.runfiles import status
+    from sinkexp.runner import replica_configs, run_seeds
+    from sinkexp.threads import choose_threads
+    from sinkexp.train import Diverged
+
+    _handle_sigterm()
+    allocator = keep_freed_memory()   # before this job allocates its model and batches
+    cfg = from_dictconfig(dict_cfg)
+    hydra_cfg = HydraConfig.get()
+    sweep = hydra_cfg.mode == RunMode.MULTIRUN
+    parallel = "joblib" in str(hydra_cfg.launcher.get("_target_", ""))
+    threads, why = choose_threads(cfg.threads, parallel)
+    torch.set_num_threads(threads)   # before this job's first tensor operation
+    cfg.device = spread_over_gpus(cfg.device, hydra_cfg)
+    cfgs = replica_configs(cfg)
+    dirs = [Path(hydra_cfg.runtime.output_dir)]
+    if len(cfgs) > 1:   # the other seeds' directories, as each would be named alone
+        full = OmegaConf.create({**OmegaConf.to_container(dict_cfg, resolve=False),
+                                 "hydra": OmegaConf.to_container(hydra_cfg, resolve=False)})
+        dirs += replica_run_dirs(full, sweep, [c.seed for c in cfgs[1:]])
+    # Hydra's own record of the job (hydra.output_subdir is null so that Hydra never rewrites a
+    # directory this run may not touch); written when the run starts.
+    hydra_files = {"config.yaml": OmegaConf.to_yaml(dict_cfg),
+                   "hydra.yaml": OmegaConf.to_yaml(OmegaConf.create({"hydra": OmegaConf.to_container(hydra_cfg)})),
+                   "overrides.yaml": OmegaConf.to_yaml(hydra_cfg.overrides.task)}
+    fresh = [status(run_dir) != "done" for run_dir in dirs]
+    where = ", ".join(map(str, dirs))
+    try:
+        summaries = run_seeds(cfgs, dirs, hydra_files, notes={"threads": f"{threads} ({why}; threads=N sets it)",
+                                                              "argv": job_argv(hydra_cfg, sweep),
+                                                              "allocator": allocator})
+    except RunBusy as err:           # another process trains it: not ours to mark
+        print(f"sinkexp: {err}", file=sys.stderr)
+        return
+    except (Diverged, RunDirError) as err:
+        marked = "FAILED written" if isinstance(err, Diverged) else "nothing written"
+        print(f"sinkexp: error: {err}" + (f" ({marked}; the sweep goes on)" if sweep else ""), file=sys.stderr)
+        return
+    except Exception:
+        if not sweep:                # a single run's bug shows its traceback
+            raise
+        log.exception("run %s failed (FAILED written); the sweep goes on", where)
+        return
+    for summary, run_dir, new in zip(summaries, dirs, fresh):
+        if new:
+            print(format_summary(summary))
+            print(f"run directory: {run_dir}")
+
+
+def job_argv(hydra_cfg, sweep: bool) -> list[str]:
+    """The command line of this job: a multirun job's own overrides (a launcher's worker process
+    may have been started by an earlier sweep, so its sys.argv can belong to another command)."""
+    return ["sinkexp train", *hydra_cfg.overrides.task] if sweep else list(sys.argv)
+
+
+def spread_over_gpus(device: str, hydra_cfg) -> str:
+    """Local multirun jobs on a machine with several GPUs take GPU (job number mod GPU count).
+
+    Left alone: an explicit device, single runs, one GPU, and jobs whose scheduler already chose
+    (CUDA_VISIBLE_DEVICES set, as SLURM does).
+    """
+    import torch
+
+    if (device != "auto" or hydra_cfg.mode != RunMode.MULTIRUN or "CUDA_VISIBLE_DEVICES" in os.environ
+            or not torch.cuda.is_available() or torch.cuda.device_count() < 2):
+        return device
+    return f"cuda:{hydra_cfg.job.num % torch.cuda.device_count()}"

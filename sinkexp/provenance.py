@@ -1,0 +1,45 @@
+"""What meta.json records about where and with what a run ran: the time, the source tree's commit,
+the package versions and the device's name (docs/rundir.md lists meta.json's fields)."""
+from __future__ import annotations
+
+import platform
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def git_state() -> dict:
+    """Commit and dirty flag of the sinkexp source tree (None outside a git checkout)."""
+    source = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(source), "status", "--porcelain", "--", "sinkexp", "configs"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip() != ""
+        return {"commit": commit, "dirty": dirty}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"python": platform.python_version()}
+    for package in ("torch", "sinkexp", "hydra-core", "omegaconf", "pandas"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return platform.processor() or platform.machine()

@@ -1,0 +1,294 @@
+"""The vocabulary a paper file declares itself in: experiments, claims, criteria.
+
+    Experiment(name="one_layer", overrides={"task": "trigger"},
+               grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)}, cpu={"train.steps": 1000})
+    Value(name="softmax_sinks", statement="...", source="Thm. 1", paper_value="~1",
+          experiment="one_layer", where={"attn.name": "softmax"},
+          measure=final("sink_attn", 0, "non_trigger"), criterion=at_least(0.9))
+
+Every field is named. A claim is one of three kinds, each with a criterion that means one thing:
+- `Value`: the measure on each selected run;
+- `Paired`: the measure on each selected run compared (difference or ratio) with the `against`
+  run of the same seed and structure seed;
+- `Trend`: per draw (seed, structure seed), Spearman's rho of the measure against `key`.
+Grids are Python values, expanded as Hydra sweeps in the order given. `cpu` holds the sizes the
+experiment runs at with `scale=cpu` (the default); `scale=paper` drops them, so the config group
+`scale` is the one switch between CPU sizes and the sources' sizes.
+
+`Paper(...)` checks its references when the paper file is imported, before anything trains: the
+experiments a claim names, the metrics its measure reads (the registry in evaluate/tables.py),
+every config key it or a grid names (the schema, read from configs/ without torch), and that a
+claim's `where` values are values its experiments run. A mistake raises DeclarationError: one
+line naming the paper, the claim or experiment, and the key.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cache
+from importlib.resources import files
+from typing import Callable
+
+from omegaconf import OmegaConf
+
+from sinkexp.evaluate.tables import METRICS
+
+GROUPS = ("attn", "model", "train", "eval", "task", "scale")   # config groups a grid or override may choose
+DEFAULT_TASK = "trigger"                                        # configs/config.yaml's default
+
+
+class DeclarationError(ValueError):
+    """A paper declares something that does not exist; one line naming the claim and the key."""
+
+
+@dataclass(frozen=True)
+class Criterion:
+    low: float = -math.inf
+    high: float = math.inf
+
+    def holds(self, value: float) -> bool:
+        return self.low <= value <= self.high      # NaN fails
+
+    def __str__(self) -> str:
+        if math.isinf(self.high):
+            return f">= {self.low:g}"
+        if math.isinf(self.low):
+            return f"<= {self.high:g}"
+        return f"in [{self.low:g}, {self.high:g}]"
+
+
+def at_least(x: float) -> Criterion:
+    return Criterion(low=x)
+
+
+def at_most(x: float) -> Criterion:
+    return Criterion(high=x)
+
+
+def between(low: float, high: float) -> Criterion:
+    return Criterion(low, high)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """What a claim measures on one run: a description (printed with the claim), the function of a
+    finished run (measures.py), and the metrics it reads (checked against the registry)."""
+    describe: str
+    of: Callable
+    metrics: tuple[str, ...] = ()
+
+
+def override_value(value) -> str:
+    """A Python value as a Hydra override writes it (True -> true, None -> null)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value is None else str(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Experiment:
+    name: str                                  # its folder under outputs/reproduce/<paper>/
+    overrides: dict = field(default_factory=dict)   # fixed settings, e.g. {"task": "damping"}
+    grid: dict = field(default_factory=dict)        # swept key -> values, e.g. {"seed": (0, 1, 2)}
+    cpu: dict = field(default_factory=dict)         # sizes at scale=cpu (sinkexp's choice), e.g. {"train.steps": 500}
+
+    @property
+    def task(self) -> str:
+        return self.overrides.get("task", DEFAULT_TASK)
+
+    def values(self, key: str) -> tuple | None:
+        """The values this experiment's runs take for `key` (None: the config's default)."""
+        group = key.removesuffix(".name")
+        for name in (key, group) if key.endswith(".name") and group in GROUPS else (key,):
+            if name in self.grid:
+                return tuple(self.grid[name])
+            if name in self.overrides:
+                return (self.overrides[name],)
+        return None
+
+    def argv(self, scale: str = "cpu") -> list[str]:
+        """Its Hydra overrides: the fixed ones, the CPU sizes (scale=cpu only), the grid as sweeps."""
+        sizes = self.cpu if scale == "cpu" else {}
+        return ([f"{k}={override_value(v)}" for k, v in {**self.overrides, **sizes}.items()]
+                + [f"{k}={','.join(map(override_value, v))}" for k, v in self.grid.items()])
+
+    @property
+    def runs(self) -> int:
+        return math.prod(len(v) for v in self.grid.values())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    name: str                        # short id, unique within the paper
+    statement: str                   # what the paper says (kind "paper") or what sinkexp asks, in one sentence
+    source: str                      # where: theorem, figure, table or notebook
+    paper_value: str                 # the source's figure, as the source states it
+    experiment: str | tuple[str, ...]   # the experiment(s) whose runs `where` selects
+    where: dict = field(default_factory=dict)   # settings the runs must have, e.g. {"attn.name": "softmax"}
+    measure: Measure
+    criterion: Criterion
+    note: str = ""                   # what the claim is, where it is not the paper's own
+
+    @property
+    def own_experiments(self) -> tuple[str, ...]:
+        return (self.experiment,) if isinstance(self.experiment, str) else tuple(self.experiment)
+
+    @property
+    def experiments(self) -> tuple[str, ...]:
+        """Every experiment the claim reads."""
+        return self.own_experiments
+
+    def describe(self) -> str:
+        return self.measure.describe
+
+
+@dataclass(frozen=True, kw_only=True)
+class Value(Claim):
+    """The criterion holds for the measure on every selected run."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Paired(Claim):
+    """The criterion holds for measure(run) - measure(against run), or their ratio, on every
+    selected run; the against run has the same seed and structure seed."""
+    against: dict                    # settings of the runs compared with
+    against_in: str | None = None    # the experiment they come from (default: the claim's own)
+    compare: str = "difference"      # "difference" or "ratio"
+
+    @property
+    def experiments(self) -> tuple[str, ...]:
+        own = self.own_experiments
+        return own + ((self.against_in,) if self.against_in and self.against_in not in own else ())
+
+    def describe(self) -> str:
+        return f"{self.measure.describe} (paired {self.compare} against {self.against})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Trend(Claim):
+    """The criterion holds for Spearman's rho of the measure against `key`, per draw."""
+    key: str
+
+    def describe(self) -> str:
+        return f"Spearman rho of {self.measure.describe} against {self.key}"
+
+
+COMPARISONS = ("difference", "ratio")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Paper:
+    name: str
+    title: str
+    experiments: tuple[Experiment, ...]
+    claims: tuple[Claim, ...]
+
+    def __post_init__(self) -> None:
+        check_paper(self)
+
+    def experiment(self, name: str) -> Experiment:
+        return next(e for e in self.experiments if e.name == name)
+
+
+def check_paper(paper: Paper) -> None:
+    """DeclarationError on the first reference that does not exist."""
+    def fail(where: str, message: str):
+        raise DeclarationError(f"{paper.name}/{where}: {message}")
+
+    names = [e.name for e in paper.experiments]
+    for name in {n for n in names if names.count(n) > 1}:
+        fail(name, "two experiments share this name")
+    for exp in paper.experiments:
+        swept = [(key, value) for key, values in exp.grid.items() for value in values]
+        for key, value in [*exp.overrides.items(), *exp.cpu.items(), *swept]:
+            problem = key_problem(key, value, exp.task)
+            if problem:
+                fail(exp.name, problem)
+    claims = [c.name for c in paper.claims]
+    for name in {n for n in claims if claims.count(n) > 1}:
+        fail(name, "two claims share this name")
+    for claim in paper.claims:
+        missing = [name for name in claim.experiments if name not in names]
+        if missing:
+            fail(claim.name, f"experiment {missing[0]!r} is not declared; experiments: {', '.join(names)}")
+        unknown = [m for m in claim.measure.metrics if m not in METRICS]
+        if unknown:
+            fail(claim.name, f"metric {unknown[0]!r} is not in the registry (evaluate/tables.py METRICS); "
+                             f"metrics: {', '.join(METRICS)}")
+        own = [paper.experiment(n) for n in claim.own_experiments]
+        selections = [(claim.where, own)]
+        if isinstance(claim, Paired):
+            if claim.compare not in COMPARISONS:
+                fail(claim.name, f"compare={claim.compare!r}; choose one of: {', '.join(COMPARISONS)}")
+            selections.append((claim.against, [paper.experiment(claim.against_in)] if claim.against_in else own))
+        for selection, exps in selections:
+            for key, value in selection.items():
+                problem = next(filter(None, (key_problem(key, value, e.task) for e in exps)), "")
+                if not problem and not any(runs_take(e, key, value) for e in exps):
+                    problem = (f"{key}={override_value(value)} is not a value its experiments run ("
+                               + "; ".join(f"{e.name}: {', '.join(map(override_value, e.values(key) or ()))}"
+                                           for e in exps) + ")")
+                if problem:
+                    fail(claim.name, problem)
+        if isinstance(claim, Trend):
+            problem = next(filter(None, (key_problem(claim.key, None, e.task) for e in own)), "")
+            taken = {override_value(v) for e in own for v in (e.values(claim.key) or ("the default",))}
+            if not problem and len(taken) < 3:
+                problem = f"trend key {claim.key} takes fewer than 3 values in {', '.join(claim.own_experiments)}"
+            if problem:
+                fail(claim.name, problem)
+
+
+def runs_take(exp: Experiment, key: str, value) -> bool:
+    """Whether some run of `exp` has key=value (a key the experiment does not set: its default, unknown here)."""
+    values = exp.values(key)
+    return values is None or override_value(value) in map(override_value, values)
+
+
+def key_problem(key: str, value, task: str) -> str:
+    """'' when `key` is a config key of `task` (or a config group and `value` one of its options)
+    and `value` fits the key's type; else what is wrong, naming the key and what is valid."""
+    groups = group_options()
+    if key in GROUPS:
+        options = groups[key]
+        valid = value is None or value in options
+        return "" if valid else f"{key}={value!r} is not valid; choose one of: {', '.join(options)}"
+    keys = config_keys(task)
+    if key not in keys:
+        parent = key.rpartition(".")[0]
+        valid = sorted(k for k in keys if k.rpartition(".")[0] == parent)
+        where = f"under {parent!r}" if parent else "at the top level"
+        return f"{key}: unknown key for task={task}; valid keys {where}: {', '.join(valid)}"
+    default = keys[key]
+    kinds = [lambda x: isinstance(x, bool), lambda x: isinstance(x, (int, float)) and not isinstance(x, bool),
+             lambda x: isinstance(x, str)]
+    fits = value is None or default is None or any(kind(value) and kind(default) for kind in kinds)
+    return "" if fits else f"{key}={value!r} does not fit the key (its default is {default!r})"
+
+
+@cache
+def group_options() -> dict[str, tuple[str, ...]]:
+    """Every config group's options (configs/<group>/*.yaml)."""
+    root = files("sinkexp.conf")
+    return {group: tuple(sorted(f.name.removesuffix(".yaml") for f in root.joinpath(group).iterdir()
+                                if f.name.endswith(".yaml"))) for group in GROUPS}
+
+
+@cache
+def config_keys(task: str) -> dict[str, object]:
+    """Every config key of `task` -> its default, read from configs/ (no torch): the top level of
+    config.yaml, each group's default file, every attn preset's keys, and the task's file. A test
+    checks that this equals the schema's keys (sinkexp/config.py)."""
+    root = files("sinkexp.conf")
+    top = OmegaConf.to_container(OmegaConf.load(root.joinpath("config.yaml")))
+    keys = {key: value for key, value in top.items() if key not in ("defaults", "hydra")}
+    sections = [("model", "model/default.yaml"), ("train", "train/default.yaml"), ("eval", "eval/default.yaml"),
+                ("task", f"task/{task}.yaml")]
+    sections += [("attn", f"attn/{name}.yaml") for name in group_options()["attn"]]
+    for section, path in sections:
+        node = OmegaConf.to_container(OmegaConf.load(root.joinpath(path)))
+        node = node.get(section, node) if section in ("task",) else node   # task files are @package _global_
+        for key, value in node.items():
+            if not isinstance(value, dict):
+                keys.setdefault(f"{section}.{key}", value)
+    return keys

@@ -1,0 +1,152 @@
+"""What a claim measures on one finished run: a final metric, an extreme over heads or layers, a
+loss ratio, or a causal intervention's effect.
+
+Each constructor returns a Measure (declare.py) that names the metrics it reads, so a paper file
+with a misspelt metric is refused on import. A value a run does not have (a query type the task
+lacks, a layer the model lacks) raises MissingValue: the claim then FAILs with that problem, never
+with a NaN that would read as a scientific result. Interventions load the model (torch) only when
+a claim asks for them, once per run however many claims read them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from sinkexp.reproduce.declare import Measure
+from sinkexp.runfiles import RunFiles, setting
+
+
+class MissingValue(LookupError):
+    """The run has no such value; the message says which."""
+
+
+@dataclass
+class FinishedRun:
+    """One finished run as a claim sees it: its settings (dotted keys), final values and files."""
+    path: Path
+    settings: dict
+    finals: pd.DataFrame             # final values: layer, query_type, metric, value (mean over heads)
+    experiment: str = ""             # the experiment (folder below the paper) the run belongs to
+    analyses: dict = field(default_factory=dict, repr=False)     # (analysis, args) -> its result
+
+    @property
+    def label(self) -> str:
+        """s<seed>/t<structure seed>: the draw, which pairs and groups runs across settings."""
+        return "/".join(f"{'s' if key == 'seed' else 't'}{self.settings[key]}" for key in DRAW_KEYS
+                        if key in self.settings)
+
+    def setting(self, key: str):
+        return setting(self.settings, key)
+
+    @cached_property
+    def metrics(self) -> pd.DataFrame:   # every evaluated step, per head (metrics.csv)
+        return RunFiles(self.path).metrics
+
+    @cached_property
+    def loaded(self):                    # the trained model and held-out batch (sinkexp.load.load_run)
+        from sinkexp.load import load_run
+        return load_run(self.path)
+
+    def analysis(self, fn: Callable, *args):
+        """fn(the loaded run, *args), a sinkexp.interventions analysis, computed once per run and
+        args (several claims read one analysis)."""
+        key = (fn.__name__, args)
+        if key not in self.analyses:
+            self.analyses[key] = fn(self.loaded, *args)
+        return self.analyses[key]
+
+    def final(self, metric: str, layer: int = -1, query_type: str = "all") -> float:
+        rows = self.finals[(self.finals["metric"] == metric) & (self.finals["layer"] == layer)
+                           & (self.finals["query_type"] == query_type)]
+        if not len(rows):
+            raise MissingValue(f"{self.label} has no final {metric}[layer {layer}, {query_type}]")
+        return float(rows["value"].iloc[0])
+
+
+DRAW_KEYS = ("seed", "task.structure_seed")   # a paired claim pairs runs that share these
+
+
+def final(metric: str, layer: int | str = 0, query_type: str = "all") -> Measure:
+    """A final value (mean over heads); layer "max" / "min": the extreme over the model's layers."""
+    if isinstance(layer, int):
+        return Measure(f"{metric}[layer {layer}, {query_type}]", lambda run: run.final(metric, layer, query_type),
+                       (metric,))
+    pick = {"max": max, "min": min}[layer]
+
+    def extreme(run: FinishedRun) -> float:
+        layers = sorted(set(run.finals["layer"]) - {-1})
+        return pick(run.final(metric, lay, query_type) for lay in layers)
+    return Measure(f"{layer} over layers of {metric}[{query_type}]", extreme, (metric,))
+
+
+def head_extreme(metric: str, layer: int, query_type: str = "all", how: str = "max") -> Measure:
+    """The extreme over one layer's heads of a final per-head value (metrics.csv, last step)."""
+    def extreme(run: FinishedRun) -> float:
+        m = run.metrics
+        rows = m[(m["step"] == m["step"].max()) & (m["metric"] == metric) & (m["layer"] == layer)
+                 & (m["query_type"] == query_type) & (m["head"] >= 0)]
+        if not len(rows):
+            raise MissingValue(f"{run.label} has no per-head {metric}[layer {layer}, {query_type}]")
+        return float(rows["value"].agg(how))
+    return Measure(f"{how} over heads of {metric}[layer {layer}, {query_type}]", extreme, (metric,))
+
+
+def loss_ratio(query_type: str) -> Measure:
+    """Final eval loss over the reference predictor's (the task's baseline): <= 0.1 is 'solved'."""
+    return Measure(f"loss / reference loss [{query_type}]",
+                   lambda run: run.final("loss_eval", -1, query_type) / run.final("loss_baseline", -1, query_type),
+                   ("loss_eval", "loss_baseline"))
+
+
+def excess_loss(query_type: str) -> Measure:
+    return Measure(f"loss - oracle loss [{query_type}]",
+                   lambda run: run.final("loss_eval", -1, query_type) - run.final("loss_baseline", -1, query_type),
+                   ("loss_eval", "loss_baseline"))
+
+
+def intervention(name: str, layer: int, query_type: str = "all") -> Measure:
+    """Loss with one causal intervention on `layer` over the unchanged model's loss (1: no effect)."""
+    def ratio(run: FinishedRun) -> float:
+        from sinkexp.interventions import run_interventions
+        table = run.analysis(run_interventions, layer).set_index(["intervention", "query_type"])["loss"]
+        return float(table[(name, query_type)] / table[("none", query_type)])
+    return Measure(f"loss with {name}[layer {layer}] / loss [{query_type}]", ratio)
+
+
+def payload_transfer(key: str, layer: int) -> Measure:
+    """Broadcast: `cosine` or `common_energy` of the output change with the donor's sink value at
+    the sink of `layer` (sinkexp.interventions.payload_transfer)."""
+    def value(run: FinishedRun) -> float:
+        from sinkexp.interventions import payload_transfer as transfer
+        return run.analysis(transfer, layer)[key]
+    return Measure(f"donor sink value [layer {layer}]: {key} of the change", value)
+
+
+def bos_removed(key: str) -> Measure:
+    """`first_attn` or `loss` with BOS removed at inference over its value with BOS
+    (sinkexp.interventions.without_bos)."""
+    def ratio(run: FinishedRun) -> float:
+        from sinkexp.interventions import without_bos
+        values = run.analysis(without_bos)
+        return values[f"{key}_no_bos"] / values[f"{key}_bos"]
+    return Measure(f"{key} without BOS / with BOS (at inference)", ratio)
+
+
+def curve(run: FinishedRun, metric: str, query_type: str = "all", layer: int = 0, head: int = 0) -> pd.Series:
+    """One head's metric over the evaluated steps (index: step), for measures of the dynamics."""
+    m = run.metrics
+    rows = m[(m["layer"] == layer) & (m["head"] == head) & (m["metric"] == metric) & (m["query_type"] == query_type)]
+    if not len(rows):
+        raise MissingValue(f"{run.label} has no {metric}[layer {layer}, head {head}, {query_type}] over steps")
+    return rows.set_index("step")["value"]
+
+
+def first_step(series: pd.Series, threshold: float) -> float:
+    """The first step at which `series` reaches `threshold` (inf: never)."""
+    reached = series[series >= threshold].index
+    return float(reached.min()) if len(reached) else math.inf

@@ -1,0 +1,205 @@
+"""A run directory as files: names, atomic writes, status, and the settings and tables read back.
+
+This is the one reader of a run directory (docs/rundir.md is its contract). It imports no torch
+and no model code, so `sinkexp report`, `sinkexp reproduce`'s verdicts and `load_run` read runs the
+same way, and a notebook can too. What may happen to a directory while a run trains (config hash,
+lock, checkpoint, resume) is rundir.py's job, built on these writers.
+
+Every write is atomic (a temporary file in the same folder, then os.replace), so a run killed at
+any moment leaves either the old file or the new one.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from omegaconf import OmegaConf
+
+from sinkexp.evaluate.tables import FINAL_COLUMNS, final_values
+
+SCHEMA_VERSION = 1
+CONFIG, META, METRICS, LOSSES, SUMMARY = "config.yaml", "meta.json", "metrics.csv", "losses.csv", "summary.json"
+CHECKPOINT, DONE, FAILED, ATTENTION = "checkpoint.pt", "DONE", "FAILED", "attention.npz"
+KEPT = "checkpoints"          # checkpoints/step_<N>.pt with train.keep_checkpoints
+
+
+def kept_checkpoint(step: int) -> str:
+    return f"{KEPT}/step_{step:06d}.pt"
+
+
+# Keys that do not change a run's result, so they stay out of its hash (and out of the report's
+# grouping): a replica trained beside others, or compiled, is the same run as alone.
+UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile", "train.keep_checkpoints")
+# Keys added after run directories existed: at these values (the earlier behaviour) they stay out
+# of the hash, so earlier runs keep their directory names, and a run that lacks one is read as
+# having this value.
+LATER_KEYS = {"train.data_chunk": 1, "task.sampler": "multinomial", "model.pos_init_std": 0.02,
+              "task.centred": False, "model.pos_into": "stream", "model.mlp_bias": None,
+              "model.hide_bos": False, "model.global_pathway": "none", "train.bos_penalty": 0.0,
+              "train.common_mode_penalty": 0.0}
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+UMASK = _umask()
+
+
+def _atomic(path: Path, write) -> None:
+    """Call write(temp_path), then move the temporary file over `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, 0o666 & ~UMASK)   # mkstemp makes 0600; results are shared as the user's umask allows
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: Path, text: str) -> None:
+    _atomic(path, lambda tmp: Path(tmp).write_text(text))
+
+
+def write_json(path: Path, obj) -> None:
+    """Strict JSON: a value that is not finite becomes null, and `non_finite` lists where and what it was."""
+    found: dict[str, str] = {}
+
+    def strict(node, where: str):
+        if isinstance(node, float) and not math.isfinite(node):
+            found[where] = str(node)
+            return None
+        if isinstance(node, dict):
+            return {key: strict(value, f"{where}.{key}" if where else str(key)) for key, value in node.items()}
+        if isinstance(node, (list, tuple)):
+            return [strict(value, f"{where}[{i}]") for i, value in enumerate(node)]
+        return node
+
+    clean = strict(obj, "")
+    if found and isinstance(clean, dict):
+        clean["non_finite"] = found
+    write_text(path, json.dumps(clean, indent=2, allow_nan=False) + "\n")
+
+
+def write_csv(path: Path, frame: pd.DataFrame) -> None:
+    _atomic(path, lambda tmp: frame.to_csv(tmp, index=False))
+
+
+def write_arrays(path: Path, arrays: dict) -> None:
+    def write(tmp):
+        with open(tmp, "wb") as handle:   # a file object, so numpy does not append ".npz" to the name
+            np.savez(handle, **arrays)
+    _atomic(path, write)
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def status(path: Path) -> str:
+    """done | failed | incomplete (DONE is written last; FAILED replaces it when a run fails)."""
+    if (Path(path) / DONE).exists():
+        return "done"
+    return "failed" if (Path(path) / FAILED).exists() else "incomplete"
+
+
+def find_runs(root: Path) -> list[Path]:
+    """Every folder below (or equal to) root that holds a run's config.yaml."""
+    return sorted(p.parent for p in Path(root).rglob(CONFIG) if ".hydra" not in p.parts)
+
+
+def read_settings(run: Path) -> dict:
+    """The run's config as flat dotted keys (e.g. model.n_layers); lists become their text."""
+    flat = pd.json_normalize(OmegaConf.to_container(OmegaConf.load(Path(run) / CONFIG)), sep=".")
+    return {key: (str(value) if isinstance(value, list) else value) for key, value in flat.iloc[0].items()}
+
+
+def setting(settings: dict, key: str):
+    """A run's value of `key`; a run written before the key existed has its earlier behaviour (LATER_KEYS)."""
+    value = settings.get(key)
+    missing = value is None or (isinstance(value, float) and math.isnan(value))
+    return LATER_KEYS.get(key) if missing else value
+
+
+def read_final(run: Path, steps: int) -> pd.DataFrame:
+    """A finished run's final values, after checking that its files agree: metrics.csv, losses.csv
+    and summary.json all end at train.steps. Raises ValueError saying what is wrong."""
+    try:
+        metrics, losses = pd.read_csv(run / METRICS), pd.read_csv(run / LOSSES)
+        summary_step = read_json(run / SUMMARY)["step"]
+    except (OSError, ValueError, KeyError, pd.errors.ParserError) as err:
+        raise ValueError(f"{err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
+    ends = {METRICS: metrics["step"].max() if len(metrics) else None,
+            LOSSES: losses["step"].max() if len(losses) else None, SUMMARY: summary_step}
+    if any(end != steps for end in ends.values()):
+        raise ValueError("tables end at " + ", ".join(f"{name} step {end}" for name, end in ends.items())
+                         + f", not train.steps={steps}")
+    return final_values(metrics, losses)
+
+
+def collect(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(runs: one row per run below root with settings, status and, for a damaged run, the reason;
+    finals: long rows of final values of finished runs). A run whose files cannot be read or
+    disagree is `damaged`; the others are read as usual."""
+    runs, finals = [], []
+    for run in find_runs(root):
+        row = {"run": str(run.relative_to(root)) if run != Path(root) else ".", "status": status(run), "reason": ""}
+        try:
+            row.update(read_settings(run))
+        except Exception as err:   # OmegaConf raises several types for a file that is not a mapping
+            row.update(status="damaged", reason=f"{CONFIG} cannot be read ({err.__class__.__name__})")
+        runs.append(row)
+        if row["status"] != "done":
+            continue
+        try:
+            final = read_final(run, int(row.get("train.steps", -1)))
+        except ValueError as err:
+            row.update(status="damaged", reason=str(err))
+            continue
+        finals.append(final.assign(run=row["run"]))
+    runs = pd.DataFrame(runs)
+    finals = pd.concat(finals, ignore_index=True) if finals else pd.DataFrame(columns=["run", *FINAL_COLUMNS])
+    return runs, finals
+
+
+@dataclass
+class RunFiles:
+    """One run directory's files, each read when first asked for."""
+    path: Path
+
+    @cached_property
+    def config(self):                       # config.yaml as OmegaConf reads it
+        return OmegaConf.load(self.path / CONFIG)
+
+    @cached_property
+    def metrics(self) -> pd.DataFrame | None:   # every evaluated step, per head
+        return self.table(METRICS)
+
+    @cached_property
+    def losses(self) -> pd.DataFrame | None:
+        return self.table(LOSSES)
+
+    @cached_property
+    def summary(self) -> dict | None:       # None before the run finished
+        return read_json(self.path / SUMMARY) if (self.path / SUMMARY).exists() else None
+
+    def table(self, name: str) -> pd.DataFrame | None:
+        return pd.read_csv(self.path / name) if (self.path / name).exists() else None
+
+    def kept_steps(self) -> list[int]:
+        """Steps with a kept checkpoint (train.keep_checkpoints)."""
+        return sorted(int(p.stem.removeprefix("step_")) for p in (self.path / KEPT).glob("step_*.pt"))
+

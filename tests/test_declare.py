@@ -1,0 +1,102 @@
+"""A paper's declaration is checked when it is made: every reference it names must exist, and a
+mistake is one line naming the paper, the claim (or experiment) and the key, before anything trains."""
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from sinkexp import config as C
+from sinkexp.evaluate.tables import METRICS
+from sinkexp.reproduce.declare import (DeclarationError, Experiment, Paired, Paper, Trend, Value, at_least,
+                                       config_keys, override_value)
+from sinkexp.reproduce.measures import final
+from sinkexp.tasks import TASKS
+
+ONE = Experiment(name="one", overrides={"task": "damping"},
+                 grid={"task.gamma": (0.0, 0.1), "seed": (0, 1, 2), "task.structure_seed": (0, 1)})
+OTHER = Experiment(name="other", overrides={"task": "damping", "attn": "gated"}, grid={"seed": (0, 1, 2)})
+
+
+def declare(*claims, experiments=(ONE, OTHER)) -> Paper:
+    return Paper(name="p", title="-", experiments=experiments, claims=claims)
+
+
+def value(**fields) -> Value:
+    chosen = {"name": "c", "statement": "-", "source": "-", "paper_value": "-", "experiment": "one",
+              "measure": final("sink_attn", 0, "nop"), "criterion": at_least(0.9), **fields}
+    return Value(**chosen)
+
+
+def test_a_sound_declaration_is_accepted():
+    paper = declare(value(where={"task.gamma": 0.0}),
+                    Paired(name="d", statement="-", source="-", paper_value="-", experiment="other",
+                           measure=final("gate", 0, "nop"), criterion=at_least(0), against={"task.gamma": 0.0},
+                           against_in="one"))
+    assert [c.name for c in paper.claims] == ["c", "d"]
+
+
+@pytest.mark.parametrize("claim,says", [
+    (value(experiment="nope"), "p/c: experiment 'nope' is not declared; experiments: one, other"),
+    (value(measure=final("sink_atn", 0)), "p/c: metric 'sink_atn' is not in the registry"),
+    (value(where={"task.gama": 0.0}), "p/c: task.gama: unknown key for task=damping; valid keys under 'task': "),
+    (value(where={"task.gamma": 0.5}), "p/c: task.gamma=0.5 is not a value its experiments run (one: 0.0, 0.1)"),
+    (value(where={"task.gamma": "high"}), "p/c: task.gamma='high' does not fit the key"),
+    (value(experiment="other", where={"attn.name": "softmax"}),
+     "p/c: attn.name=softmax is not a value its experiments run (other: gated)"),
+    (Paired(name="c", statement="-", source="-", paper_value="-", experiment="one", measure=final("gate", 0),
+            criterion=at_least(0), against={"seed": 0}, compare="quotient"), "p/c: compare='quotient'"),
+    (Trend(name="c", statement="-", source="-", paper_value="-", experiment="one", measure=final("gate", 0),
+           criterion=at_least(0), key="task.gamma"), "p/c: trend key task.gamma takes fewer than 3 values in one"),
+    (Trend(name="c", statement="-", source="-", paper_value="-", experiment="one", measure=final("gate", 0),
+           criterion=at_least(0), key="train.lrr"), "p/c: train.lrr: unknown key"),
+])
+def test_a_claims_broken_reference_is_one_line_naming_the_claim_and_the_key(claim, says):
+    with pytest.raises(DeclarationError) as err:
+        declare(claim)
+    assert str(err.value).startswith(says) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("experiment,says", [
+    (Experiment(name="e", overrides={"attn": "sofmax"}), "p/e: attn='sofmax' is not valid; choose one of: gated,"),
+    (Experiment(name="e", grid={"model.n_layer": (1, 2)}), "p/e: model.n_layer: unknown key for task=trigger"),
+    (Experiment(name="e", cpu={"train.steps": "many"}), "p/e: train.steps='many' does not fit the key"),
+    (Experiment(name="e", overrides={"task": "backcopy"}, grid={"task.gamma": (0.1,)}),
+     "p/e: task.gamma: unknown key for task=backcopy"),
+])
+def test_an_experiments_unknown_key_or_option_is_refused(experiment, says):
+    with pytest.raises(DeclarationError, match="^" + says.replace("(", r"\(").replace(")", r"\)")):
+        declare(experiments=(experiment,))
+
+
+def test_names_are_unique():
+    with pytest.raises(DeclarationError, match="p/one: two experiments share this name"):
+        declare(experiments=(ONE, ONE))
+    with pytest.raises(DeclarationError, match="p/c: two claims share this name"):
+        declare(value(), value())
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_the_keys_read_from_configs_are_the_schemas_keys(task):
+    """config_keys reads the YAML files (no torch); it must know exactly the keys the schema has."""
+    def fields(cls, prefix):
+        return {prefix + f.name for f in dataclasses.fields(cls)}
+    schema = ({f.name for f in dataclasses.fields(C.Config) if f.name not in ("task", "attn", "model", "train", "eval")}
+              | fields(C.AttnConfig, "attn.") | fields(C.ModelConfig, "model.") | fields(C.TrainConfig, "train.")
+              | fields(C.EvalConfig, "eval.") | fields(TASKS[task].Config, "task."))
+    assert set(config_keys(task)) == schema
+
+
+def test_grids_expand_to_the_sweeps_hydra_reads_and_cpu_sizes_go_with_scale_cpu_only():
+    exp = Experiment(name="e", overrides={"task": "trigger", "model.hide_bos": True},
+                     grid={"attn": ("softmax", "relu"), "train.bos_penalty": (0.1, 1.0)}, cpu={"train.steps": 1000})
+    assert exp.argv() == ["task=trigger", "model.hide_bos=true", "train.steps=1000", "attn=softmax,relu",
+                          "train.bos_penalty=0.1,1.0"]
+    assert "train.steps=1000" not in exp.argv(scale="paper") and exp.runs == 4
+    assert [override_value(v) for v in (None, False, 0.0001, "x")] == ["null", "false", "0.0001", "x"]
+
+
+def test_every_registered_metric_is_documented():
+    text = (Path(__file__).parents[1] / "docs" / "metrics.md").read_text()
+    spelled = [m for m in METRICS if not re.fullmatch(r"qk_sigma\d|loss_\w+", m)]   # docs: `qk_sigma1..3`, `eval/<t>`
+    assert [m for m in spelled if f"`{m}`" not in text] == []
