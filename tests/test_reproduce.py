@@ -263,7 +263,7 @@ def test_docs_are_regenerated_from_claims_csv_and_only_the_headline_changes(plum
     write_docs(tmp_path / "docs", rows)
     text = readme.read_text()
     assert text.startswith("intro\n<!-- results-headline: generated -->\n"
-                           "**2 of 3 claims pass** at the CPU sizes (plumbing 2/3).")
+                           "**2 of 3 claims pass** (plumbing 2/3).")
     assert text.endswith("\n<!-- /results-headline -->\nrest\n") and "old" not in text
     page = (tmp_path / "docs" / "results.md").read_text()
     assert "| plumbing | impossible |" in page and page == results_page(pd.read_csv(tmp_path / "docs" / "claims.csv"))

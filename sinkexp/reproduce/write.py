@@ -98,7 +98,7 @@ def headline(rows: pd.DataFrame) -> str:
     """One line: claims passing overall and per paper."""
     by_paper = ", ".join(f"{paper} {(claims['verdict'] == 'PASS').sum()}/{len(claims)}"
                          for paper, claims in rows.groupby("paper", sort=False))
-    return f"**{passing(rows)}** at the CPU sizes ({by_paper})."
+    return f"**{passing(rows)}** ({by_paper})."
 
 
 def write_docs(docs: Path, rows: pd.DataFrame | None = None) -> Path:
