@@ -80,14 +80,18 @@ def preflight(overrides: list[str], multirun: bool) -> list[tuple[Path, str]]:
     from hydra import compose, initialize_config_module
     from hydra.errors import OverrideParseException
 
-
     register_schema()
     register_resolvers()
+    # Hydra's own options (launcher, sweeper, logging) are Hydra's to check when it runs; only the
+    # directory patterns matter here, since they decide where each run writes.
     checked = [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
     directories = [o for o in overrides if o.partition("=")[0] in RUN_DIR_KEYS]
     with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
         try:   # _explain and _expand parse the overrides too; a parse error ends here either way
-            plain = [o for o in checked if "," not in o.partition("=")[2]]   # enough to find an experiment's grid
+            # An experiment (+experiment=NAME) brings its own grid in hydra.sweeper.params: compose
+            # without the swept values to read it, so that the command line's sweeps and the
+            # experiment's are expanded together, as Hydra's basic sweeper would.
+            plain = [o for o in checked if "," not in o.partition("=")[2]]
             try:
                 params = compose("config", overrides=plain, return_hydra_config=True).hydra.sweeper.params or {}
             except Exception as err:
@@ -102,11 +106,12 @@ def preflight(overrides: list[str], multirun: bool) -> list[tuple[Path, str]]:
                 full = compose("config", overrides=job + directories, return_hydra_config=True)
             except Exception as err:
                 raise _explain(job, err) from None
-            cfg = from_dictconfig(full)
+            cfg = from_dictconfig(full)        # config.validate: one line naming the key
             _check_memory(cfg, resolve_device(cfg.device))
             jobs.append((full, cfg))
     if any(cfg.train.replicas > 1 for _, cfg in jobs):
         _check_replica_dirs(jobs, multirun)
+    # Directories after every job has validated: a bad value is reported first, whichever job has it.
     planned = []
     for full, cfg in jobs:
         _check_patterns(full, multirun)
@@ -117,6 +122,7 @@ def preflight(overrides: list[str], multirun: bool) -> list[tuple[Path, str]]:
 
 
 def _check_patterns(full: DictConfig, multirun: bool) -> None:
+    """An empty pattern would put the run's files into the current folder, among the user's own."""
     keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if multirun else ("hydra.run.dir",)
     for key in keys:
         if not str(OmegaConf.select(full, key)).strip():
@@ -125,10 +131,10 @@ def _check_patterns(full: DictConfig, multirun: bool) -> None:
 
 def _check_run_dir(path: Path, cfg) -> str:
     """Refuse a directory that cannot be created or holds another config's run; returns the hash."""
-    for parent in [path, *path.parents]:
+    for parent in [path, *path.parents]:     # the nearest folder that exists is where mkdir would fail
         if parent.exists():
             break
-    resolved = parent.resolve()
+    resolved = parent.resolve()       # /proc, /sys, /dev pass os.access for root, yet hold no run
     if parent != path and (not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK)
                            or resolved.parts[1:2] in (("proc",), ("sys",), ("dev",))):
         raise ConfigError(f"hydra.run.dir={path}: cannot be created ({parent} is not a writable folder)")

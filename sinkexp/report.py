@@ -31,7 +31,7 @@ def varying(runs: pd.DataFrame) -> list[str]:
     columns = [c for c in runs.columns if c not in {"run", "status", "reason"} and c not in IGNORED_SETTINGS]
     chosen: list[str] = []
     for column in columns:
-        values = runs[column].astype(str)
+        values = runs[column].astype(str)      # as text, so that None, NaN and mixed types compare alike
         if values.nunique() < 2:
             continue
         # A setting that only restates an earlier one (attn.normaliser next to attn.name) adds no group.
@@ -46,8 +46,8 @@ def aggregate(runs: pd.DataFrame, finals: pd.DataFrame, groups: list[str]) -> pd
     """mean, std and n over seeds of each final value, per group (the varying settings), layer, query type, metric."""
     keyed = finals.merge(runs[["run"] + groups], on="run")
     by = groups + ["layer", "query_type", "metric"]
-    table = keyed.groupby(by, dropna=False)["value"].agg(mean="mean", std="std", n="count").reset_index()
-    return table
+    # dropna=False: a setting a run lacks (written before the key existed) is a group of its own, not dropped
+    return keyed.groupby(by, dropna=False)["value"].agg(mean="mean", std="std", n="count").reset_index()
 
 
 def setting_name(key: str) -> str:
@@ -196,7 +196,9 @@ def write_report(root: Path, out: Path | None = None) -> tuple[Path, pd.DataFram
     plot_dynamics(root, runs, groups, out / "dynamics.png")
     done = runs[runs["status"] == "done"]
     for label, members in done.groupby(done.apply(lambda row: label_of(row, groups), axis=1)):
-        first = members["run"].iloc[0]                       # a representative seed: the first by folder name
+        # one seed's maps per setting, not one figure per run; the first by folder name, so that a
+        # rerun draws the same one
+        first = members["run"].iloc[0]
         if (root / first / F.ATTENTION).exists():
             name = "".join(c if c.isalnum() or c in "=-." else "_" for c in label.replace(", ", "_"))
             plot_heatmaps(root / first, label, out / f"attention_{name}.png")

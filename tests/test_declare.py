@@ -100,3 +100,9 @@ def test_every_registered_metric_is_documented():
     text = (Path(__file__).parents[1] / "docs" / "metrics.md").read_text()
     spelled = [m for m in METRICS if not re.fullmatch(r"qk_sigma\d|loss_\w+", m)]   # docs: `qk_sigma1..3`, `eval/<t>`
     assert [m for m in spelled if f"`{m}`" not in text] == []
+
+
+def test_an_unknown_task_is_named_before_its_keys_are_looked_up():
+    exp = Experiment(name="e", overrides={"task.gamma": 0.1, "task": "dampnig"})
+    with pytest.raises(DeclarationError, match="^p/e: task='dampnig' is not valid; choose one of: backcopy,"):
+        declare(experiments=(exp,))

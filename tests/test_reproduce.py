@@ -59,7 +59,8 @@ def test_every_claim_has_its_experiment_three_seeds_and_two_structure_draws(pape
 
 
 def test_every_job_of_every_paper_composes_and_validates(tmp_path):
-    plan_experiments(list(PAPERS.values()), [], tmp_path)   # raises ConfigError on the first bad job
+    plans = plan_experiments(list(PAPERS.values()), [], tmp_path)   # raises ConfigError on the first bad job
+    assert all(plan.multirun for plan in plans.values())           # each experiment is one sweep
 
 
 def plumbing_paper():

@@ -31,6 +31,8 @@ def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROO
     """Run (or resume) every experiment of `papers`, check their claims, write claims.csv, REPORT.md
     and figures into `root` (one paper: root/<paper>/), print the table; returns the claims table.
     Every job is checked before the first one trains (ConfigError on the first bad one)."""
+    # Imported here, not at the top: execute reaches torch (through launch), and `--list`, `--docs`
+    # and a declaration error should answer without it.
     from sinkexp.reproduce.execute import plan_experiments, planned_dirs, run_experiment
     from sinkexp.reproduce.verdicts import check_claims
     from sinkexp.reproduce.write import figures, passing, table_text, write_report

@@ -200,7 +200,8 @@ def check_paper(paper: Paper) -> None:
         fail(name, "two experiments share this name")
     for exp in paper.experiments:
         swept = [(key, value) for key, values in exp.grid.items() for value in values]
-        for key, value in [*exp.overrides.items(), *exp.cpu.items(), *swept]:
+        # the task first: it decides which task.* keys exist
+        for key, value in [("task", exp.task), *exp.overrides.items(), *exp.cpu.items(), *swept]:
             problem = key_problem(key, value, exp.task)
             if problem:
                 fail(exp.name, problem)
@@ -287,7 +288,7 @@ def config_keys(task: str) -> dict[str, object]:
     sections += [("attn", f"attn/{name}.yaml") for name in group_options()["attn"]]
     for section, path in sections:
         node = OmegaConf.to_container(OmegaConf.load(root.joinpath(path)))
-        node = node.get(section, node) if section in ("task",) else node   # task files are @package _global_
+        node = node[section] if section == "task" else node   # task files are @package _global_
         for key, value in node.items():
             if not isinstance(value, dict):
                 keys.setdefault(f"{section}.{key}", value)
