@@ -58,8 +58,10 @@ def help_choices() -> str:
     """`key: choice, ...` for every key that names a registry entry (the model's AXES and the optimiser)."""
     from sinkexp.config import OPTIMIZERS
     from sinkexp.model import AXES
+    from sinkexp.schedule import SCHEDULES
 
-    return "".join(f"{key}: {', '.join(registry)}\n" for key, registry in {**AXES, "train.optim": OPTIMIZERS}.items())
+    choices = {**AXES, "train.optim": OPTIMIZERS, "train.schedule": SCHEDULES}
+    return "".join(f"{key}: {', '.join(registry)}\n" for key, registry in choices.items())
 
 
 def train(argv: list[str]) -> int:

@@ -18,6 +18,7 @@ from typing import Any, Optional, Tuple
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from sinkexp.errors import ConfigError, choices_error
+from sinkexp.schedule import SCHEDULES
 from sinkexp.tasks import TASKS
 
 
@@ -76,6 +77,8 @@ class TrainConfig:
     replicas: int = 1            # K > 1: seeds seed .. seed+K-1 trained together, one run directory each
     compile: bool = False        # torch.compile the training step (CUDA graphs on a GPU)
     keep_checkpoints: bool = False   # also keep each checkpoint as checkpoints/step_<N>.pt (for load_run)
+    warmup: int = 0                  # steps of linear learning-rate warm-up (sinkexp/schedule.py)
+    schedule: str = "constant"       # constant | cosine: the learning rate after the warm-up
     bos_penalty: float = 0.0         # lambda x mean attention on BOS, added to the loss (sinkexp/penalties.py)
     common_mode_penalty: float = 0.0  # lambda x sum over layers of the attention write's common-mode fraction
 
@@ -146,7 +149,7 @@ def validate(cfg: Config) -> None:
     from sinkexp.model import AXES   # the model's registries are the valid choices
 
     m, t = cfg.model, cfg.train
-    for key, registry in {**AXES, "train.optim": OPTIMIZERS}.items():
+    for key, registry in {**AXES, "train.optim": OPTIMIZERS, "train.schedule": SCHEDULES}.items():
         section, leaf = key.split(".")
         value = getattr(getattr(cfg, section), leaf)
         if value not in registry:
@@ -230,6 +233,8 @@ def validate_optimizer(t: TrainConfig) -> None:
             raise ConfigError(f"{key}={value} is not valid; it must be a finite number")
     if t.lr <= 0:
         raise ConfigError(f"train.lr={t.lr} is not valid; it must be > 0")
+    if not 0 <= t.warmup <= t.steps:
+        raise ConfigError(f"train.warmup={t.warmup} is not valid; it must lie in [0, train.steps={t.steps}]")
     for key in ("train.weight_decay", "train.grad_clip"):
         if finite[key] < 0:
             raise ConfigError(f"{key}={finite[key]} is not valid; it must be >= 0"

@@ -43,7 +43,7 @@ UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile",
 LATER_KEYS = {"train.data_chunk": 1, "task.sampler": "multinomial", "model.pos_init_std": 0.02,
               "task.centred": False, "model.pos_into": "stream", "model.mlp_bias": None,
               "model.hide_bos": False, "model.global_pathway": "none", "train.bos_penalty": 0.0,
-              "train.common_mode_penalty": 0.0}
+              "train.common_mode_penalty": 0.0, "train.warmup": 0, "train.schedule": "constant"}
 
 
 def _umask() -> int:
@@ -191,6 +191,10 @@ class RunFiles:
     @cached_property
     def losses(self) -> pd.DataFrame | None:
         return self.table(LOSSES)
+
+    @cached_property
+    def meta(self) -> dict | None:          # meta.json: provenance, timings (docs/rundir.md)
+        return read_json(self.path / META) if (self.path / META).exists() else None
 
     @cached_property
     def summary(self) -> dict | None:       # None before the run finished

@@ -23,6 +23,7 @@ from tqdm import tqdm
 from sinkexp import penalties
 from sinkexp.config import TrainConfig
 from sinkexp.model import capture
+from sinkexp.schedule import lr_factor
 from sinkexp.tasks.base import Batch
 
 FIELDS = dataclasses.fields(Batch)
@@ -106,7 +107,11 @@ class TrainLoop:
         first, started = self.step, time.perf_counter()
         bar = tqdm(total=cfg.steps, initial=self.step, desc="train", unit="step",
                    dynamic_ncols=True, mininterval=1.0)
+        scheduled = cfg.warmup > 0 or cfg.schedule != "constant"
         while self.step < cfg.steps:
+            if scheduled:        # from the step alone: a resumed run takes the rates an uninterrupted one does
+                for group in self.optimizer.param_groups:
+                    group["lr"] = cfg.lr * lr_factor(self.step, cfg.steps, cfg.warmup, cfg.schedule)
             # No host synchronisation here: the loss is summed on the device and read at log time.
             loss = self.train_step()
             self.window_sum += loss

@@ -23,14 +23,14 @@ def declare(*claims, experiments=(ONE, OTHER)) -> Paper:
 
 
 def value(**fields) -> Value:
-    chosen = {"name": "c", "statement": "-", "source": "-", "paper_value": "-", "experiment": "one",
+    chosen = {"name": "c", "kind": "paper", "statement": "-", "source": "-", "paper_value": "-", "experiment": "one",
               "measure": final("sink_attn", 0, "nop"), "criterion": at_least(0.9), **fields}
     return Value(**chosen)
 
 
 def test_a_sound_declaration_is_accepted():
     paper = declare(value(where={"task.gamma": 0.0}),
-                    Paired(name="d", statement="-", source="-", paper_value="-", experiment="other",
+                    Paired(name="d", kind="paper", statement="-", source="-", paper_value="-", experiment="other",
                            measure=final("gate", 0, "nop"), criterion=at_least(0), against={"task.gamma": 0.0},
                            against_in="one"))
     assert [c.name for c in paper.claims] == ["c", "d"]
@@ -38,17 +38,18 @@ def test_a_sound_declaration_is_accepted():
 
 @pytest.mark.parametrize("claim,says", [
     (value(experiment="nope"), "p/c: experiment 'nope' is not declared; experiments: one, other"),
+    (value(kind="claim"), "p/c: kind='claim'; choose one of: paper, extension, control"),
     (value(measure=final("sink_atn", 0)), "p/c: metric 'sink_atn' is not in the registry"),
     (value(where={"task.gama": 0.0}), "p/c: task.gama: unknown key for task=damping; valid keys under 'task': "),
     (value(where={"task.gamma": 0.5}), "p/c: task.gamma=0.5 is not a value its experiments run (one: 0.0, 0.1)"),
     (value(where={"task.gamma": "high"}), "p/c: task.gamma='high' does not fit the key"),
     (value(experiment="other", where={"attn.name": "softmax"}),
      "p/c: attn.name=softmax is not a value its experiments run (other: gated)"),
-    (Paired(name="c", statement="-", source="-", paper_value="-", experiment="one", measure=final("gate", 0),
+    (Paired(name="c", kind="paper", statement="-", source="-", paper_value="-", experiment="one", measure=final("gate", 0),
             criterion=at_least(0), against={"seed": 0}, compare="quotient"), "p/c: compare='quotient'"),
-    (Trend(name="c", statement="-", source="-", paper_value="-", experiment="one", measure=final("gate", 0),
+    (Trend(name="c", kind="paper", statement="-", source="-", paper_value="-", experiment="one", measure=final("gate", 0),
            criterion=at_least(0), key="task.gamma"), "p/c: trend key task.gamma takes fewer than 3 values in one"),
-    (Trend(name="c", statement="-", source="-", paper_value="-", experiment="one", measure=final("gate", 0),
+    (Trend(name="c", kind="paper", statement="-", source="-", paper_value="-", experiment="one", measure=final("gate", 0),
            criterion=at_least(0), key="train.lrr"), "p/c: train.lrr: unknown key"),
 ])
 def test_a_claims_broken_reference_is_one_line_naming_the_claim_and_the_key(claim, says):

@@ -25,8 +25,8 @@ QUICK_SIZES = {key: int(value) if value.isdigit() else value for key, value in (
 
 def claim(kind=Value, name="c", experiment="tiny", where=None, **fields):
     """A claim for plumbing tests: only what the test is about named."""
-    return kind(name=name, statement="-", source="-", paper_value="-", experiment=experiment, where=where or {},
-                **fields)
+    return kind(name=name, kind="paper", statement="-", source="-", paper_value="-", experiment=experiment,
+                where=where or {}, **fields)
 
 
 def test_criteria_hold_inclusively_and_nan_never_passes():
@@ -38,7 +38,7 @@ def test_criteria_hold_inclusively_and_nan_never_passes():
 
 
 def test_a_claim_passes_only_when_every_run_meets_it():
-    claim = Value(name="c", statement="s", source="src", paper_value="1", experiment="e",
+    claim = Value(name="c", kind="paper", statement="s", source="src", paper_value="1", experiment="e",
                   measure=final("sink_attn"), criterion=at_least(0.9))
     assert Result(claim, {"s0": 0.95, "s1": 0.99}).passed
     assert not Result(claim, {"s0": 0.95, "s1": 0.5}).passed      # the mean (0.725) is not what counts
@@ -107,7 +107,7 @@ def test_a_tiny_paper_runs_end_to_end_and_an_impossible_criterion_fails(plumbed)
     report = (root / "plumbing" / "REPORT.md").read_text()
     assert "| plumbing | impossible |" in report and "tiny/report/sink_attn_by_layer.png" in report
     assert (root / "plumbing" / "tiny" / "report" / "sink_attn_by_layer.png").exists()
-    assert console.rstrip().splitlines()[-1].startswith("2 of 3 claims pass")
+    assert console.rstrip().splitlines()[-1].startswith("paper claims: 2 of 3 hold")
 
 
 def test_an_unfinished_run_fails_its_claims_with_the_reason(plumbed, tmp_path):
@@ -264,9 +264,19 @@ def test_docs_are_regenerated_from_claims_csv_and_only_the_headline_changes(plum
     write_docs(tmp_path / "docs", rows)
     text = readme.read_text()
     assert text.startswith("intro\n<!-- results-headline: generated -->\n"
-                           "**2 of 3 claims pass** (plumbing 2/3).")
-    assert text.endswith("\n<!-- /results-headline -->\nrest\n") and "old" not in text
+                           "**paper claims: 2 of 3 hold** (paper claims by paper: plumbing 2/3).")
+    assert text.endswith("\n<!-- /results-headline -->\nrest\n") and "\nold\n" not in text
     page = (tmp_path / "docs" / "results.md").read_text()
     assert "| plumbing | impossible |" in page and page == results_page(pd.read_csv(tmp_path / "docs" / "claims.csv"))
     (tmp_path / "docs" / "results.md").unlink()
     assert main(["--docs", str(tmp_path / "docs")]) == 0 and (tmp_path / "docs" / "results.md").read_text() == page
+
+
+def test_docs_for_one_paper_replace_only_that_papers_rows(plumbed, tmp_path):
+    rows = pd.read_csv(plumbed[0] / "plumbing" / "claims.csv")
+    other = rows.assign(paper="other", verdict="FAIL")
+    write_docs(tmp_path, pd.concat([other, rows.assign(verdict="FAIL")], ignore_index=True))
+    write_docs(tmp_path, rows)                                   # plumbing again: its rows replaced, other's kept
+    merged = pd.read_csv(tmp_path / "claims.csv")
+    assert list(merged["paper"]) == ["other"] * 3 + ["plumbing"] * 3
+    assert list(merged["verdict"]) == ["FAIL"] * 3 + list(rows["verdict"])

@@ -16,8 +16,9 @@ def read(run_dir, name):
     return (run_dir / name).read_bytes()
 
 
-def test_killed_run_resumes_to_the_same_tables(make_config, tmp_path, kill_at_step):
-    cfg = make_config(*QUICK, "model.n_heads=2")
+@pytest.mark.parametrize("schedule", [(), ("train.warmup=8", "train.schedule=cosine")], ids=["constant", "cosine"])
+def test_killed_run_resumes_to_the_same_tables(make_config, tmp_path, kill_at_step, schedule):
+    cfg = make_config(*QUICK, "model.n_heads=2", *schedule)
     run(cfg, tmp_path / "whole")
 
     kill_at_step(Trainer, 25)

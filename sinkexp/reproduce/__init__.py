@@ -61,7 +61,7 @@ def list_papers(papers: dict[str, Paper]) -> str:
         runs = sum(exp.runs for exp in paper.experiments)
         lines.append(f"{paper.name}: {paper.title} ({len(paper.experiments)} experiments, {runs} runs)")
         for c in paper.claims:
-            lines.append(f"  {c.name:<{width}} {c.source}: {c.describe()} {c.criterion} "
+            lines.append(f"  {c.name:<{width}} [{c.kind}] {c.source}: {c.describe()} {c.criterion} "
                          f"(paper: {c.paper_value})")
     return "\n".join(lines)
 

@@ -2,11 +2,12 @@
 
     Experiment(name="one_layer", overrides={"task": "trigger"},
                grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)}, cpu={"train.steps": 1000})
-    Value(name="softmax_sinks", statement="...", source="Thm. 1", paper_value="~1",
+    Value(name="softmax_sinks", kind="paper", statement="...", source="Thm. 1", paper_value="~1",
           experiment="one_layer", where={"attn.name": "softmax"},
           measure=final("sink_attn", 0, "non_trigger"), criterion=at_least(0.9))
 
-Every field is named. A claim is one of three kinds, each with a criterion that means one thing:
+Every field is named. A claim says what it is (`kind`: the paper's own claim, sinkexp's extension,
+or a control; KINDS), and is one of three types, each with a criterion that means one thing:
 - `Value`: the measure on each selected run;
 - `Paired`: the measure on each selected run compared (difference or ratio) with the `against`
   run of the same seed and structure seed;
@@ -23,6 +24,8 @@ line naming the paper, the claim or experiment, and the key.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from functools import cache
@@ -117,9 +120,15 @@ class Experiment:
         return math.prod(len(v) for v in self.grid.values())
 
 
+KINDS = {"paper": "the source's statement, in its direction, with its figure",
+         "extension": "a question sinkexp asks beyond the source (its own experiment, mitigation or trend)",
+         "control": "a setting that cannot form the effect, run beside the ones that should"}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Claim:
     name: str                        # short id, unique within the paper
+    kind: str                        # paper | extension | control (KINDS): counted apart in every report
     statement: str                   # what the paper says (kind "paper") or what sinkexp asks, in one sentence
     source: str                      # where: theorem, figure, table or notebook
     paper_value: str                 # the source's figure, as the source states it
@@ -189,6 +198,17 @@ class Paper:
     def experiment(self, name: str) -> Experiment:
         return next(e for e in self.experiments if e.name == name)
 
+    @property
+    def digest(self) -> str:
+        """Eight hex digits over everything the paper declares (each experiment's settings; each
+        claim's kind, statement, selection, measure and criterion), so a claims table says which
+        declaration its verdicts answer."""
+        experiments = [(e.name, e.argv(), sorted(e.cpu.items())) for e in self.experiments]
+        claims = [(c.__class__.__name__, c.name, c.kind, c.statement, c.source, c.paper_value, c.experiments,
+                   sorted(c.where.items()), c.describe(), str(c.criterion), c.note) for c in self.claims]
+        text = json.dumps([self.name, experiments, claims], default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:8]
+
 
 def check_paper(paper: Paper) -> None:
     """DeclarationError on the first reference that does not exist."""
@@ -209,6 +229,8 @@ def check_paper(paper: Paper) -> None:
     for name in {n for n in claims if claims.count(n) > 1}:
         fail(name, "two claims share this name")
     for claim in paper.claims:
+        if claim.kind not in KINDS:
+            fail(claim.name, f"kind={claim.kind!r}; choose one of: {', '.join(KINDS)}")
         missing = [name for name in claim.experiments if name not in names]
         if missing:
             fail(claim.name, f"experiment {missing[0]!r} is not declared; experiments: {', '.join(names)}")

@@ -48,6 +48,15 @@ class FinishedRun:
         return RunFiles(self.path).metrics
 
     @cached_property
+    def provenance(self) -> dict[str, str]:
+        """What produced the run (meta.json): its commit (+dirty), sinkexp and torch, device, threads."""
+        meta = RunFiles(self.path).meta or {}
+        git, versions, device = meta.get("git") or {}, meta.get("versions") or {}, meta.get("device") or {}
+        commit = (git.get("commit") or "unknown")[:7] + ("+dirty" if git.get("dirty") else "")
+        return {"commits": commit, "versions": f"sinkexp {versions.get('sinkexp')}, torch {versions.get('torch')}",
+                "devices": str(device.get("name") or device.get("resolved")), "threads": str(device.get("torch_threads"))}
+
+    @cached_property
     def loaded(self):                    # the trained model and held-out batch (sinkexp.load.load_run)
         from sinkexp.load import load_run
         return load_run(self.path)

@@ -40,21 +40,30 @@ class Result:
     claim: Claim
     values: dict[str, float] = field(default_factory=dict)   # run label (s<seed>/t<structure seed>) -> value
     problem: str = ""                                          # why the claim could not be measured
+    runs: list = field(default_factory=list)                   # every run the values were computed from
 
     @property
     def passed(self) -> bool:
         return not self.problem and bool(self.values) and all(map(self.claim.criterion.holds, self.values.values()))
 
     def row(self, paper: Paper) -> dict:
-        """The claim's line of claims.csv (docs/reproduce.md lists the columns)."""
+        """The claim's line of claims.csv (docs/reproduce.md lists the columns). With 3-6 runs a
+        standard deviation says little: min and max are the interval a reader can check by eye."""
         values = pd.Series(self.values, dtype=float)
-        return {"paper": paper.name, "claim": self.claim.name, "statement": self.claim.statement,
-                "source": self.claim.source, "paper_value": self.claim.paper_value,
+        return {"paper": paper.name, "declaration": paper.digest, "claim": self.claim.name, "kind": self.claim.kind,
+                "statement": self.claim.statement, "source": self.claim.source, "paper_value": self.claim.paper_value,
                 "measure": self.claim.describe(),
-                "mean": values.mean(), "std": values.std(), "n": len(values),
+                "mean": values.mean(), "std": values.std(), "min": values.min(), "max": values.max(), "n": len(values),
                 "values": " ".join(f"{k}={v:.4g}" for k, v in self.values.items()),
                 "criterion": str(self.claim.criterion), "verdict": "PASS" if self.passed else "FAIL",
-                "problem": self.problem, "note": self.claim.note}
+                "problem": self.problem, "note": self.claim.note, **provenance(self.runs)}
+
+
+def provenance(runs: list[FinishedRun]) -> dict[str, str]:
+    """The distinct commits, versions, devices and thread counts of the runs a claim read ("; "
+    between several: a claim whose runs come from different code says so)."""
+    keys = ("commits", "versions", "devices", "threads")
+    return {key: "; ".join(sorted({run.provenance[key] for run in runs})) for key in keys}
 
 
 PAIRINGS = {"difference": lambda a, b: a - b, "ratio": lambda a, b: a / b if b else math.nan}
@@ -114,9 +123,11 @@ def evaluate(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> Resu
         return Result(claim, problem="several selected runs share a seed and structure seed; narrow `where`")
     verdict = paired if isinstance(claim, Paired) else trend if isinstance(claim, Trend) else per_run
     try:
-        return verdict(claim, chosen, others)
+        result = verdict(claim, chosen, others)
     except MissingValue as err:
-        return Result(claim, problem=str(err))
+        result = Result(claim, problem=str(err))
+    result.runs = chosen + [others[run.label] for run in chosen if run.label in others]
+    return result
 
 
 def check_claims(paper: Paper, root: Path, planned: dict | None = None) -> list[Result]:

@@ -17,6 +17,9 @@ CPU = {"train.steps": 1000, "eval.every": 100}
 SOFTMAX, RELU = {"attn.name": "softmax"}, {"attn.name": "relu"}
 BOTH = {"attn": ("softmax", "relu"), **SEEDS}
 BOS = final("sink_attn", 0, "non_trigger")      # attention a non-trigger query pays to BOS
+# What the four-head softmax model does instead of sinking (scripts/probe_heads.py; docs/reproduce.md).
+FOUR_HEADS_NOTE = ("No head sinks: every head keeps ~0.1 of a non-trigger query's attention on BOS, what uniform "
+                   "attention over 31 positions gives (0.099), while the task is solved.")
 SOLVED = loss_ratio("trigger")
 
 PAPER = Paper(
@@ -32,42 +35,43 @@ PAPER = Paper(
                    grid={"attn": ("softmax", "relu"), "train.bos_penalty": (0.1, 1.0, 10.0), **SEEDS}, cpu=CPU),
     ),
     claims=(
-        Value(name="softmax_solves", statement="A one-layer softmax model solves the task.", source="experiments",
+        Value(name="softmax_solves", kind="paper",
+              statement="A one-layer softmax model solves the task.", source="experiments",
               paper_value="solved", experiment="one_layer", where=SOFTMAX, measure=SOLVED, criterion=at_most(0.1)),
-        Value(name="softmax_sinks", statement="Solving it, softmax puts almost all non-trigger attention on BOS.",
+        Value(name="softmax_sinks", kind="paper",
+              statement="Solving it, softmax puts almost all non-trigger attention on BOS.",
               source="Thm. 1; experiments", paper_value="~1 (strong sink)", experiment="one_layer", where=SOFTMAX,
               measure=BOS, criterion=at_least(0.9)),
-        Value(name="relu_solves", statement="A one-layer ReLU-attention model solves the task.",
+        Value(name="relu_solves", kind="paper", statement="A one-layer ReLU-attention model solves the task.",
               source="Thm. 3; experiments", paper_value="solved", experiment="one_layer", where=RELU,
               measure=SOLVED, criterion=at_most(0.1)),
-        Value(name="relu_no_sink", statement="ReLU attention solves it with no sink.", source="Thm. 3; experiments",
+        Value(name="relu_no_sink", kind="paper",
+              statement="ReLU attention solves it with no sink.", source="Thm. 3; experiments",
               paper_value="~0 (no sink)", experiment="one_layer", where=RELU, measure=BOS, criterion=at_most(0.1)),
-        Value(name="two_layers_softmax_solves", statement="A two-layer softmax model solves the task.",
+        Value(name="two_layers_softmax_solves", kind="paper", statement="A two-layer softmax model solves the task.",
               source="experiments", paper_value="solved", experiment="two_layers", where=SOFTMAX, measure=SOLVED,
               criterion=at_most(0.1)),
-        Value(name="two_layers_softmax_sinks", statement="With two layers, at least one softmax layer sinks.",
+        Value(name="two_layers_softmax_sinks", kind="paper",
+              statement="With two layers, at least one softmax layer sinks.",
               source="Thm. 2", paper_value="one layer ~1", experiment="two_layers", where=SOFTMAX,
               measure=final("sink_attn", "max", "non_trigger"), criterion=at_least(0.9)),
-        Value(name="two_layers_relu_no_sink", statement="With two layers, no ReLU layer sinks.",
+        Value(name="two_layers_relu_no_sink", kind="paper", statement="With two layers, no ReLU layer sinks.",
               source="Thm. 3; experiments", paper_value="~0", experiment="two_layers", where=RELU,
               measure=final("sink_attn", "max", "non_trigger"), criterion=at_most(0.1)),
-        Value(name="four_heads_relu_no_sink", statement="Multi-head ReLU attention forms no sink in any head.",
+        Value(name="four_heads_relu_no_sink", kind="paper",
+              statement="Multi-head ReLU attention forms no sink in any head.",
               source="experiments (abstract)", paper_value="~0", experiment="four_heads", where=RELU,
               measure=head_extreme("sink_attn", 0, "non_trigger", "max"), criterion=at_most(0.1)),
-        Value(name="four_heads_softmax_no_sink",
-              statement="With 4 heads, softmax solves the task with no head sinking.",
-              source="experiments (abstract): multi-head softmax 'develops strong sinks'", paper_value="strong sink",
-              experiment="four_heads", where=SOFTMAX, measure=head_extreme("sink_attn", 0, "non_trigger", "max"),
-              criterion=at_most(0.5),
-              note="What sinkexp sees, not the paper's claim: with 4 heads of width 16 every head keeps "
-                   "~0.1 of a non-trigger query's attention on BOS. The heads still write there (norms "
-                   "0.6-1.5, sum 0.96, head_cancellation 0.27 at seed 0), and the linear readout (64 -> 16) "
-                   "maps that write to ~0 (non-trigger loss 1e-5): the no-op goes through the readout's "
-                   "null space, not through a sink."),
-        Value(name="four_heads_softmax_solves", statement="With 4 heads, softmax solves the task.",
+        Value(name="four_heads_softmax_sinks", kind="paper",
+              statement="Multi-head softmax models develop strong sinks: a head puts almost all non-trigger "
+                        "attention on BOS.",
+              source="experiments (abstract)", paper_value="strong sinks", experiment="four_heads", where=SOFTMAX,
+              measure=head_extreme("sink_attn", 0, "non_trigger", "max"), criterion=at_least(0.9),
+              note=FOUR_HEADS_NOTE),
+        Value(name="four_heads_softmax_solves", kind="paper", statement="With 4 heads, softmax solves the task.",
               source="experiments", paper_value="solved", experiment="four_heads", where=SOFTMAX, measure=SOLVED,
               criterion=at_most(0.1)),
-        Paired(name="hidden_bos_softmax_fails",
+        Paired(name="hidden_bos_softmax_fails", kind="extension",
                statement="With the BOS key hidden, softmax can no longer solve the task.",
                source="discussion: mitigations that remove the sink break the no-op", paper_value="fails",
                experiment="hidden_bos", where={**SOFTMAX, "model.hide_bos": True}, measure=SOLVED,
@@ -75,17 +79,19 @@ PAPER = Paper(
                compare="ratio",
                note="Paired run for run with the one-layer model that sees BOS: the trigger loss (over the zero "
                     "predictor's) must rise at least 5-fold."),
-        Value(name="hidden_bos_relu_solves", statement="ReLU attention does not need BOS: it still solves the task.",
+        Value(name="hidden_bos_relu_solves", kind="extension",
+              statement="ReLU attention does not need BOS: it still solves the task.",
               source="Thm. 3", paper_value="solved", experiment="hidden_bos", where=RELU, measure=SOLVED,
               criterion=at_most(0.1)),
-        Paired(name="bos_penalty_softmax_fails",
+        Paired(name="bos_penalty_softmax_fails", kind="extension",
                statement="With a BOS-attention penalty (lambda 1) softmax can no longer solve it.",
                source="discussion: mitigations that penalise the sink break the no-op", paper_value="fails",
                experiment="bos_penalty", where={**SOFTMAX, "train.bos_penalty": 1.0}, measure=SOLVED,
                criterion=at_least(5.0), against={**SOFTMAX, "model.hide_bos": False}, against_in="one_layer",
                compare="ratio",
                note="Paired run for run with the unpenalised one-layer model; lambda 0.1 and 10 are run beside it."),
-        Value(name="bos_penalty_relu_solves", statement="ReLU attention is unaffected by the penalty (lambda 1).",
+        Value(name="bos_penalty_relu_solves", kind="extension",
+              statement="ReLU attention is unaffected by the penalty (lambda 1).",
               source="Thm. 3", paper_value="solved", experiment="bos_penalty",
               where={**RELU, "train.bos_penalty": 1.0}, measure=SOLVED, criterion=at_most(0.1)),
     ),
