@@ -8,8 +8,12 @@ For each run (task=trigger, one layer), on its held-out batch, per head h:
 - c_h = R W_O^h (A V)_h, what the head adds to the prediction (R the readout), at non-trigger
   queries: its RMS, and the cancellation of the heads after the readout, |sum_h c_h| / sum_h |c_h|
   (1: the heads add up; 0: they cancel exactly), next to the same ratio before the readout
-  (`head_cancellation`, docs/metrics.md).
-Prints one table, a row per run and head. Reads the run directory only through load_run.
+  (`head_cancellation`, docs/metrics.md); undefined (NaN) where the heads write nothing;
+- the heads' composite maps M_h = R W_O^h W_V^h (from the attention's input to the prediction):
+  |sum_h M_h|_F / sum_h |M_h|_F. Near 0, heads that attend alike add nothing whatever they attend
+  to: the no-op needs no sink.
+Prints one table, a row per run and head (--summary: a row per run, the extremes over its heads).
+Reads the run directory only through load_run.
 """
 from __future__ import annotations
 
@@ -49,7 +53,11 @@ def probe(path) -> list[dict]:
     total = after.sum(1)[nt].norm(dim=-1)                                            # |sum_h c_h| per query
     parts = after.permute(0, 2, 1, 3)[nt].norm(dim=-1).sum(-1)                      # sum_h |c_h|
     before = per_head.sum(1)[nt].norm(dim=-1) / per_head.permute(0, 2, 1, 3)[nt].norm(dim=-1).sum(-1)
+    w_v = layer.qkv.weight.chunk(3, dim=0)[2].view(H, D, -1)                         # (H, D, d_model)
+    r = readout.weight if isinstance(readout, torch.nn.Linear) else torch.eye(w_o.shape[0])
+    maps = torch.einsum("oe,ehd,hdi->hoi", r, w_o, w_v)                             # M_h (H, out, d_model)
     for row in rows:
+        row["maps sum"] = (maps.sum(0).norm() / maps.norm(dim=(1, 2)).sum()).item()
         row["cancel after readout"] = (total / parts).mean().item()
         row["cancel before readout"] = before.mean().item()
         row["loss/ref trigger"] = run.summary["loss"]["trigger"] / run.summary["baseline_loss"]["trigger"]
@@ -59,8 +67,17 @@ def probe(path) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+")
+    parser.add_argument("--summary", action="store_true", help="one row per run: the extremes over its heads")
     args = parser.parse_args()
     table = pd.DataFrame([row for path in args.runs for row in probe(path)])
+    if args.summary:
+        keys = ["run", "attn", "mode", "steps", "d_model"]
+        table = table.groupby(keys, sort=False).agg(**{
+            "max bos@non_trigger": ("bos@non_trigger", "max"), "max bos@trigger": ("bos@trigger", "max"),
+            "heads >0.5 content@trigger": ("rest@trigger", lambda x: int((x > 0.5).sum())),
+            "cancel after readout": ("cancel after readout", "first"),
+            "cancel before readout": ("cancel before readout", "first"), "maps sum": ("maps sum", "first"),
+            "loss/ref trigger": ("loss/ref trigger", "first")}).reset_index()
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.float_format", "{:.3g}".format):
         print(table.to_string(index=False))
 

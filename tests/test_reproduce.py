@@ -280,3 +280,23 @@ def test_docs_for_one_paper_replace_only_that_papers_rows(plumbed, tmp_path):
     merged = pd.read_csv(tmp_path / "claims.csv")
     assert list(merged["paper"]) == ["other"] * 3 + ["plumbing"] * 3
     assert list(merged["verdict"]) == ["FAIL"] * 3 + list(rows["verdict"])
+
+
+def test_a_claim_among_solved_runs_lists_the_others_and_does_not_count_them():
+    from sinkexp.reproduce.declare import Condition
+
+    solved = {0: 0.02, 1: 1.0, 2: 0.05}              # seed 1 collapsed to the zero predictor
+    sink = {0: 0.99, 1: 1.0, 2: 0.95}
+    runs = [FinishedRun(Path(f"s{seed}"), {"seed": seed}, pd.DataFrame(), experiment="tiny") for seed in solved]
+    table = pd.DataFrame({"run": [str(r.path) for r in runs], "status": "done"})
+    loss = Measure("loss ratio", lambda run: solved[run.settings["seed"]])
+    among = Condition(loss, at_most(0.1))
+    sinks = claim(name="sinks", measure=Measure("bos", lambda run: sink[run.settings["seed"]]),
+                  criterion=at_least(0.9), among=among)
+    result = evaluate(sinks, runs, table)
+    assert result.passed and result.values == {"s0": 0.99, "s2": 0.95} and result.excluded == {"s1": 1.0}
+    assert "among runs with loss ratio <= 0.1" in sinks.describe()
+    assert result.row(Paper(name="p", title="-", experiments=(), claims=()))["excluded"] == "s1=1"
+    nobody = claim(name="none", measure=loss, criterion=at_least(0), among=Condition(loss, at_most(0.0)))
+    result = evaluate(nobody, runs, table)
+    assert not result.passed and result.problem == "no selected run has loss ratio <= 0"

@@ -81,6 +81,18 @@ class Measure:
     metrics: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Condition:
+    """Which selected runs a claim counts: those whose measure meets the criterion (e.g. the task
+    solved, as a theorem about solutions presupposes). The others are listed with the verdict, not
+    counted either way."""
+    measure: Measure
+    criterion: Criterion
+
+    def __str__(self) -> str:
+        return f"{self.measure.describe} {self.criterion}"
+
+
 def override_value(value) -> str:
     """A Python value as a Hydra override writes it (True -> true, None -> null)."""
     if isinstance(value, bool):
@@ -136,6 +148,7 @@ class Claim:
     where: dict = field(default_factory=dict)   # settings the runs must have, e.g. {"attn.name": "softmax"}
     measure: Measure
     criterion: Criterion
+    among: Condition | None = None   # count only the selected runs that meet it (the others are listed)
     note: str = ""                   # what the claim is, where it is not the paper's own
 
     @property
@@ -148,7 +161,10 @@ class Claim:
         return self.own_experiments
 
     def describe(self) -> str:
-        return self.measure.describe
+        return self.measure.describe + self.counted()
+
+    def counted(self) -> str:
+        return f", among runs with {self.among}" if self.among else ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,7 +186,7 @@ class Paired(Claim):
         return own + ((self.against_in,) if self.against_in and self.against_in not in own else ())
 
     def describe(self) -> str:
-        return f"{self.measure.describe} (paired {self.compare} against {self.against})"
+        return f"{self.measure.describe} (paired {self.compare} against {self.against}){self.counted()}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,7 +195,7 @@ class Trend(Claim):
     key: str
 
     def describe(self) -> str:
-        return f"Spearman rho of {self.measure.describe} against {self.key}"
+        return f"Spearman rho of {self.measure.describe} against {self.key}{self.counted()}"
 
 
 COMPARISONS = ("difference", "ratio")
@@ -234,7 +250,8 @@ def check_paper(paper: Paper) -> None:
         missing = [name for name in claim.experiments if name not in names]
         if missing:
             fail(claim.name, f"experiment {missing[0]!r} is not declared; experiments: {', '.join(names)}")
-        unknown = [m for m in claim.measure.metrics if m not in METRICS]
+        unknown = [m for m in (*claim.measure.metrics, *(claim.among.measure.metrics if claim.among else ()))
+                   if m not in METRICS]
         if unknown:
             fail(claim.name, f"metric {unknown[0]!r} is not in the registry (evaluate/tables.py METRICS); "
                              f"metrics: {', '.join(METRICS)}")

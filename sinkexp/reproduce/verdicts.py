@@ -41,6 +41,7 @@ class Result:
     values: dict[str, float] = field(default_factory=dict)   # run label (s<seed>/t<structure seed>) -> value
     problem: str = ""                                          # why the claim could not be measured
     runs: list = field(default_factory=list)                   # every run the values were computed from
+    excluded: dict[str, float] = field(default_factory=dict)  # selected runs `among` left out -> their value
 
     @property
     def passed(self) -> bool:
@@ -56,7 +57,8 @@ class Result:
                 "mean": values.mean(), "std": values.std(), "min": values.min(), "max": values.max(), "n": len(values),
                 "values": " ".join(f"{k}={v:.4g}" for k, v in self.values.items()),
                 "criterion": str(self.claim.criterion), "verdict": "PASS" if self.passed else "FAIL",
-                "problem": self.problem, "note": self.claim.note, **provenance(self.runs)}
+                "problem": self.problem, "note": self.claim.note,
+                "excluded": " ".join(f"{k}={v:.4g}" for k, v in self.excluded.items()), **provenance(self.runs)}
 
 
 def provenance(runs: list[FinishedRun]) -> dict[str, str]:
@@ -114,11 +116,21 @@ def evaluate(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> Resu
     if isinstance(claim, Paired):
         away = (claim.against_in,) if claim.against_in else home
         others = {r.label: r for r in runs if r.experiment in away and selects(r.settings, claim.against)}
-    labels = [run.label for run in chosen]
     if unfinished:
         return Result(claim, problem=f"{unfinished} selected runs did not finish")
     if not chosen:
         return Result(claim, problem="no run selected")
+    excluded = {}
+    if claim.among:              # e.g. only the runs that solve the task: the others are listed, not counted
+        try:
+            condition = {run.label: claim.among.measure.of(run) for run in chosen}
+        except MissingValue as err:
+            return Result(claim, problem=str(err))
+        excluded = {label: value for label, value in condition.items() if not claim.among.criterion.holds(value)}
+        chosen = [run for run in chosen if run.label not in excluded]
+        if not chosen:
+            return Result(claim, problem=f"no selected run has {claim.among}", excluded=excluded)
+    labels = [run.label for run in chosen]
     if not isinstance(claim, Trend) and len(set(labels)) < len(labels):
         return Result(claim, problem="several selected runs share a seed and structure seed; narrow `where`")
     verdict = paired if isinstance(claim, Paired) else trend if isinstance(claim, Trend) else per_run
@@ -127,6 +139,7 @@ def evaluate(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> Resu
     except MissingValue as err:
         result = Result(claim, problem=str(err))
     result.runs = chosen + [others[run.label] for run in chosen if run.label in others]
+    result.excluded = excluded
     return result
 
 

@@ -33,6 +33,7 @@ def table_text(rows: pd.DataFrame) -> str:
         measured = (f"{r['mean']:.4g} +- {r['std']:.2g} [{r['min']:.4g}, {r['max']:.4g}] ({r['n']})"
                     if r["n"] else "-")
         verdict = r["verdict"] + (f" ({r['problem']})" if text(r["problem"]) else "")
+        verdict += f" (not counted: {r['excluded']})" if text(r.get("excluded")) else ""
         lines.append(f"| {r['paper']} | {r['claim']} | {r['kind']} | {r['source']} | {r['paper_value']} | {measured} | "
                      f"{text(r['values'])} | {r['measure']} {r['criterion']} | {verdict} |")
     return "\n".join(lines)

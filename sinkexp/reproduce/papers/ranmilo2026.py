@@ -5,11 +5,14 @@ non-trigger query's attention on BOS (one layer: that layer; several: at least o
 attention solves it with no sink. The abstract reports both for single- and multi-head
 models; the paper warns that mitigations which take the sink away break the no-op
 (`model.hide_bos=true` hides the BOS key from every other query; `train.bos_penalty` adds
-lambda x the mean attention on BOS to the loss). CPU sizes: batch 128, 1000 steps for one layer and four heads (the sink has formed by step
-~300), the task file's 3000 for two layers (at 1000 steps seed 2's sink was still forming: 0.886,
-and seed 0 had collapsed to the zero predictor while sinking in layer 2).
+lambda x the mean attention on BOS to the loss): sinkexp's experiments on that warning are
+extensions. Theorem 2 is checked among the runs that solve the task; the others are listed, not
+counted. Every size and training setting is sinkexp's (the paper's code is not public and its text
+gives no optimiser). CPU sizes: batch 128, 1000 steps for one layer and four heads (the sink has
+formed by step ~300), the task file's 3000 for two layers, at the task's lr 3e-3 (constant; seed 0
+collapses to the zero predictor) and at lr 1e-3 with 300 warm-up steps and cosine decay.
 """
-from sinkexp.reproduce.declare import Experiment, Paired, Paper, Value, at_least, at_most
+from sinkexp.reproduce.declare import Condition, Experiment, Paired, Paper, Value, at_least, at_most
 from sinkexp.reproduce.measures import final, head_extreme, loss_ratio
 
 SEEDS = {"seed": (0, 1, 2)}
@@ -18,9 +21,17 @@ SOFTMAX, RELU = {"attn.name": "softmax"}, {"attn.name": "relu"}
 BOTH = {"attn": ("softmax", "relu"), **SEEDS}
 BOS = final("sink_attn", 0, "non_trigger")      # attention a non-trigger query pays to BOS
 # What the four-head softmax model does instead of sinking (scripts/probe_heads.py; docs/reproduce.md).
-FOUR_HEADS_NOTE = ("No head sinks: every head keeps ~0.1 of a non-trigger query's attention on BOS, what uniform "
-                   "attention over 31 positions gives (0.099), while the task is solved.")
+FOUR_HEADS_NOTE = ("No head sinks: every head keeps ~0.10 of a non-trigger query's attention on BOS (uniform over "
+                   "31 positions: 0.099) while the task is solved. The heads attend alike there and their "
+                   "contributions to the prediction cancel after the readout (sum / sum of norms 0.006; 0.27 "
+                   "before it): with W_O mixing heads, softmax writes zero without a sink. Also with 3000 steps, "
+                   "d_head 64 and Bernoulli triggers (docs/reproduce.md, 'Four heads').")
 SOLVED = loss_ratio("trigger")
+SOLVED_RUNS = Condition(SOLVED, at_most(0.1))   # Theorem 2 is about models that solve the task
+TWO_LAYERS_NOTE = ("Solved runs without a full sink: layer 1 spreads non-trigger attention (BOS 0.20-0.24 at the "
+                   "warm-up recipe, max key mass the same) over values that are not small after the readout (RMS "
+                   "0.30-0.43), and their weighted sum cancels (non-trigger MSE 2-4e-6); layer 0 puts ~0.5 on BOS. "
+                   "docs/reproduce.md, 'Two layers'.")
 
 PAPER = Paper(
     name="ranmilo2026",
@@ -29,6 +40,12 @@ PAPER = Paper(
         Experiment(name="one_layer", overrides={"task": "trigger"}, grid=BOTH, cpu=CPU),
         Experiment(name="two_layers", overrides={"task": "trigger", "model.n_layers": 2}, grid=BOTH,
                    cpu={"train.steps": 3000, "eval.every": 250}),
+        # sinkexp's recipe against the collapse at lr 3e-3 (the paper gives no optimiser): no collapse
+        # on held-out seeds 3-5 (trigger loss 1.4-2.3% of the zero predictor)
+        Experiment(name="two_layers_warmup", overrides={"task": "trigger", "model.n_layers": 2, "attn": "softmax",
+                                                        "train.lr": 0.001, "train.warmup": 300,
+                                                        "train.schedule": "cosine"},
+                   grid=SEEDS, cpu={"train.steps": 3000, "eval.every": 250}),
         Experiment(name="hidden_bos", overrides={"task": "trigger", "model.hide_bos": True}, grid=BOTH, cpu=CPU),
         Experiment(name="four_heads", overrides={"task": "trigger", "model.n_heads": 4}, grid=BOTH, cpu=CPU),
         Experiment(name="bos_penalty", overrides={"task": "trigger"},
@@ -52,9 +69,21 @@ PAPER = Paper(
               source="experiments", paper_value="solved", experiment="two_layers", where=SOFTMAX, measure=SOLVED,
               criterion=at_most(0.1)),
         Value(name="two_layers_softmax_sinks", kind="paper",
-              statement="With two layers, at least one softmax layer sinks.",
+              statement="Among models that solve it, with two layers at least one softmax layer puts almost all "
+                        "non-trigger attention on BOS.",
               source="Thm. 2", paper_value="one layer ~1", experiment="two_layers", where=SOFTMAX,
-              measure=final("sink_attn", "max", "non_trigger"), criterion=at_least(0.9)),
+              measure=final("sink_attn", "max", "non_trigger"), criterion=at_least(0.9), among=SOLVED_RUNS,
+              note=TWO_LAYERS_NOTE),
+        Value(name="two_layers_warmup_softmax_solves", kind="paper",
+              statement="A two-layer softmax model solves the task (lr 1e-3, warm-up, cosine decay).",
+              source="experiments", paper_value="solved", experiment="two_layers_warmup", measure=SOLVED,
+              criterion=at_most(0.1)),
+        Value(name="two_layers_warmup_softmax_sinks", kind="paper",
+              statement="Among models that solve it, with two layers at least one softmax layer puts almost all "
+                        "non-trigger attention on BOS (lr 1e-3, warm-up, cosine decay).",
+              source="Thm. 2", paper_value="one layer ~1", experiment="two_layers_warmup",
+              measure=final("sink_attn", "max", "non_trigger"), criterion=at_least(0.9), among=SOLVED_RUNS,
+              note=TWO_LAYERS_NOTE),
         Value(name="two_layers_relu_no_sink", kind="paper", statement="With two layers, no ReLU layer sinks.",
               source="Thm. 3; experiments", paper_value="~0", experiment="two_layers", where=RELU,
               measure=final("sink_attn", "max", "non_trigger"), criterion=at_most(0.1)),
