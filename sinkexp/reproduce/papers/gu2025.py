@@ -24,8 +24,8 @@ PAPER = Paper(
         Value(name="softmax_sink_rate", kind="paper", statement="Softmax heads become sinks.",
               source="attention-operation ablation", paper_value="18.18% of heads (LLMs)", experiment="four_heads",
               where=SOFTMAX, measure=final("sink_rate@0.3", -1), criterion=at_least(0.25),
-              note="The same four-head runs as ranmilo2026/four_heads: no head sinks; the heads' writes cancel "
-                   "after the readout instead (docs/reproduce.md, 'Four heads')."),
+              note="The model of ranmilo2026/four_heads (evaluated every 250 steps here): no head sinks; the "
+                   "heads' writes cancel after the readout instead (docs/reproduce.md, 'Four heads')."),
         Value(name="sigmoid_sink_rate", kind="paper",
               statement="Sigmoid attention (no normalisation) forms almost no sinks.",
               source="attention-operation ablation", paper_value="0.44% of heads (LLMs)", experiment="four_heads",
