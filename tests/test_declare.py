@@ -9,7 +9,8 @@ import pytest
 from sinkexp import config as C
 from sinkexp.evaluate.tables import METRICS
 from sinkexp.reproduce.declare import (DeclarationError, Experiment, Paired, Paper, Trend, Value, at_least,
-                                       config_keys, override_value)
+                                       override_value)
+from sinkexp.reproduce.keys import config_keys
 from sinkexp.reproduce.measures import final
 from sinkexp.tasks import TASKS
 

@@ -18,7 +18,7 @@ experiment runs at with `scale=cpu` (the default); `scale=paper` drops them, so 
 
 `Paper(...)` checks its references when the paper file is imported, before anything trains: the
 experiments a claim names, the metrics its measure reads (the registry in evaluate/tables.py),
-every config key it or a grid names (the schema, read from configs/ without torch), and that a
+every config key it or a grid names (keys.py: the schema, read from configs/ without torch), and that a
 claim's `where` values are values its experiments run. A mistake raises DeclarationError: one
 line naming the paper, the claim or experiment, and the key.
 """
@@ -28,16 +28,11 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from functools import cache
-from importlib.resources import files
 from typing import Callable
 
-from omegaconf import OmegaConf
-
 from sinkexp.evaluate.tables import METRICS
+from sinkexp.reproduce.keys import DEFAULT_TASK, GROUPS, key_problem
 
-GROUPS = ("attn", "model", "train", "eval", "task", "scale")   # config groups a grid or override may choose
-DEFAULT_TASK = "trigger"                                        # configs/config.yaml's default
 
 
 class DeclarationError(ValueError):
@@ -283,52 +278,3 @@ def runs_take(exp: Experiment, key: str, value) -> bool:
     """Whether some run of `exp` has key=value (a key the experiment does not set: its default, unknown here)."""
     values = exp.values(key)
     return values is None or override_value(value) in map(override_value, values)
-
-
-def key_problem(key: str, value, task: str) -> str:
-    """'' when `key` is a config key of `task` (or a config group and `value` one of its options)
-    and `value` fits the key's type; else what is wrong, naming the key and what is valid."""
-    groups = group_options()
-    if key in GROUPS:
-        options = groups[key]
-        valid = value is None or value in options
-        return "" if valid else f"{key}={value!r} is not valid; choose one of: {', '.join(options)}"
-    keys = config_keys(task)
-    if key not in keys:
-        parent = key.rpartition(".")[0]
-        valid = sorted(k for k in keys if k.rpartition(".")[0] == parent)
-        where = f"under {parent!r}" if parent else "at the top level"
-        return f"{key}: unknown key for task={task}; valid keys {where}: {', '.join(valid)}"
-    default = keys[key]
-    kinds = [lambda x: isinstance(x, bool), lambda x: isinstance(x, (int, float)) and not isinstance(x, bool),
-             lambda x: isinstance(x, str)]
-    fits = value is None or default is None or any(kind(value) and kind(default) for kind in kinds)
-    return "" if fits else f"{key}={value!r} does not fit the key (its default is {default!r})"
-
-
-@cache
-def group_options() -> dict[str, tuple[str, ...]]:
-    """Every config group's options (configs/<group>/*.yaml)."""
-    root = files("sinkexp.conf")
-    return {group: tuple(sorted(f.name.removesuffix(".yaml") for f in root.joinpath(group).iterdir()
-                                if f.name.endswith(".yaml"))) for group in GROUPS}
-
-
-@cache
-def config_keys(task: str) -> dict[str, object]:
-    """Every config key of `task` -> its default, read from configs/ (no torch): the top level of
-    config.yaml, each group's default file, every attn preset's keys, and the task's file. A test
-    checks that this equals the schema's keys (sinkexp/config.py)."""
-    root = files("sinkexp.conf")
-    top = OmegaConf.to_container(OmegaConf.load(root.joinpath("config.yaml")))
-    keys = {key: value for key, value in top.items() if key not in ("defaults", "hydra")}
-    sections = [("model", "model/default.yaml"), ("train", "train/default.yaml"), ("eval", "eval/default.yaml"),
-                ("task", f"task/{task}.yaml")]
-    sections += [("attn", f"attn/{name}.yaml") for name in group_options()["attn"]]
-    for section, path in sections:
-        node = OmegaConf.to_container(OmegaConf.load(root.joinpath(path)))
-        node = node[section] if section == "task" else node   # task files are @package _global_
-        for key, value in node.items():
-            if not isinstance(value, dict):
-                keys.setdefault(f"{section}.{key}", value)
-    return keys
