@@ -35,8 +35,9 @@ def probe(path) -> list[dict]:
     query = run.batch.query_type                                                     # (B, T): 0 trigger, 1 not
     w_o = layer.out.weight.view(-1, H, D)                                            # (d_model, H, D)
     per_head = torch.einsum("bhtd,ehd->bhte", mixed, w_o)                            # W_O^h (A V)_h
-    readout = run.model.readout
-    after = per_head @ readout.weight.T if isinstance(readout, torch.nn.Linear) else per_head   # c_h (B,H,T,out)
+    readout = run.model.readout                                                      # R (its bias is added once)
+    r = readout.weight if isinstance(readout, torch.nn.Linear) else torch.eye(w_o.shape[0])
+    after = per_head @ r.T                                                           # c_h (B, H, T, out)
     eye = torch.eye(T, dtype=torch.bool)
     rows = []
     for h in range(H):
@@ -54,7 +55,6 @@ def probe(path) -> list[dict]:
     parts = after.permute(0, 2, 1, 3)[nt].norm(dim=-1).sum(-1)                      # sum_h |c_h|
     before = per_head.sum(1)[nt].norm(dim=-1) / per_head.permute(0, 2, 1, 3)[nt].norm(dim=-1).sum(-1)
     w_v = layer.qkv.weight.chunk(3, dim=0)[2].view(H, D, -1)                         # (H, D, d_model)
-    r = readout.weight if isinstance(readout, torch.nn.Linear) else torch.eye(w_o.shape[0])
     maps = torch.einsum("oe,ehd,hdi->hoi", r, w_o, w_v)                             # M_h (H, out, d_model)
     for row in rows:
         row["maps sum"] = (maps.sum(0).norm() / maps.norm(dim=(1, 2)).sum()).item()

@@ -28,6 +28,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable
 
 from sinkexp.evaluate.tables import METRICS
@@ -209,7 +210,7 @@ class Paper:
     def experiment(self, name: str) -> Experiment:
         return next(e for e in self.experiments if e.name == name)
 
-    @property
+    @cached_property
     def digest(self) -> str:
         """Eight hex digits over everything the paper declares (each experiment's settings; each
         claim's kind, statement, selection, measure and criterion), so a claims table says which

@@ -44,13 +44,17 @@ class FinishedRun:
         return setting(self.settings, key)
 
     @cached_property
-    def metrics(self) -> pd.DataFrame:   # every evaluated step, per head (metrics.csv)
-        return RunFiles(self.path).metrics
+    def files(self) -> RunFiles:
+        return RunFiles(self.path)
+
+    @property
+    def metrics(self) -> pd.DataFrame:   # every evaluated step, per head (metrics.csv, read once)
+        return self.files.metrics
 
     @cached_property
     def provenance(self) -> dict[str, str]:
         """What produced the run (meta.json): its commit (+dirty), sinkexp and torch, device, threads."""
-        meta = RunFiles(self.path).meta or {}
+        meta = self.files.meta or {}
         git, versions, device = meta.get("git") or {}, meta.get("versions") or {}, meta.get("device") or {}
         commit = (git.get("commit") or "unknown")[:7] + ("+dirty" if git.get("dirty") else "")
         return {"commits": commit, "versions": f"sinkexp {versions.get('sinkexp')}, torch {versions.get('torch')}",

@@ -51,12 +51,12 @@ def passing(rows: pd.DataFrame) -> str:
 
 def provenance_lines(rows: pd.DataFrame) -> list[str]:
     """What produced the verdicts: the runs' distinct commits, versions, devices and thread counts."""
-    lines = []
-    for column, what in (("commits", "commits"), ("versions", "versions"), ("devices", "devices"),
-                         ("threads", "torch threads")):
-        seen = sorted({part for cell in rows[column].map(text) for part in cell.split("; ") if part})
-        lines.append(f"- {what}: {', '.join(seen) or 'not recorded'}")
-    if len({part for cell in rows["commits"].map(text) for part in cell.split("; ") if part}) > 1:
+    def seen(column: str) -> list[str]:     # a cell lists a claim's runs' values, "; " between them
+        return sorted({part for cell in rows[column].map(text) for part in cell.split("; ") if part})
+
+    lines = [f"- {what}: {', '.join(seen(column)) or 'not recorded'}" for column, what in
+             (("commits", "commits"), ("versions", "versions"), ("devices", "devices"), ("threads", "torch threads"))]
+    if len(seen("commits")) > 1:
         lines.append("- the runs come from more than one commit (the `commits` column says which per claim)")
     lines.append("- per-run values are bit-identical on one machine at one thread count; another machine or "
                  "thread count moves chaotic runs in their 2nd-3rd digit (docs/rundir.md)")
@@ -119,8 +119,7 @@ def results_page(rows: pd.DataFrame) -> str:
              + ". Runs read:", "", *provenance_lines(rows), ""]
     for paper, claims in rows.groupby("paper", sort=False):
         lines += [f"## {paper} ({passing(claims)})", "", table_text(claims), ""]
-        notes = [f"- **{r['claim']}**: {r['note']}" for _, r in claims.iterrows()
-                 if isinstance(r["note"], str) and r["note"]]
+        notes = [f"- **{r['claim']}**: {r['note']}" for _, r in claims.iterrows() if text(r["note"])]
         if notes:
             lines += ["Notes:", "", *notes, ""]
     return "\n".join(lines)
