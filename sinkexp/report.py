@@ -7,7 +7,9 @@ varies across them except the seed; each group's final values become mean, std a
 
 Writes into DIR/report/: summary.csv (mean, std, n over seeds; summary.parquet too when pyarrow is
 installed), runs.csv (one row per run with its status, and the reason for a damaged one),
-finals.csv (every run's final values), sink_attn_by_layer.png, dynamics.png, and
+finals.csv (every run's final values), sink_attn_by_layer.png and dynamics.png (the share of
+attention on the sink: row-normalised weights, so unnormalised variants' raw weights above 1 are
+never cut off the axis; the raw weights are in summary.csv as sink_attn), and
 attention_<setting>.png (one representative seed per setting).
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ from sinkexp import runfiles as F
 from sinkexp.evaluate.tables import FINAL_COLUMNS
 from sinkexp.runfiles import UNHASHED_KEYS, collect
 
+SHARE_LABEL = "share of attention on the sink"   # sink_share: the raw weight for softmax, row-normalised otherwise
 IGNORED_SETTINGS = {"seed", *UNHASHED_KEYS}   # the seed is what groups average over; the rest is bookkeeping
 
 
@@ -79,7 +82,7 @@ def plot_sink_by_layer(finals: pd.DataFrame, runs: pd.DataFrame, groups: list[st
     import matplotlib.pyplot as plt
 
     rows = with_labels(finals, runs, groups)
-    rows = rows[(rows["metric"] == "sink_attn") & (rows["layer"] >= 0) & (rows["query_type"] != "all")]
+    rows = rows[(rows["metric"] == "sink_share") & (rows["layer"] >= 0) & (rows["query_type"] != "all")]
     if rows.empty:
         return
     query_types, labels = sorted(rows["query_type"].unique()), sorted(rows["label"].unique())
@@ -95,14 +98,14 @@ def plot_sink_by_layer(finals: pd.DataFrame, runs: pd.DataFrame, groups: list[st
                 ax.errorbar(x, seeds["value"].mean(), yerr=seeds["value"].std() if len(seeds) > 1 else 0,
                             fmt="s", color=colour[label], capsize=4, markersize=7)
                 ax.scatter([x] * len(seeds), seeds["value"], color=colour[label], s=12, alpha=0.5)
-        ax.set(title=f"{query_type} queries", xlabel="layer", ylabel="attention on the sink", ylim=(-0.05, 1.05))
+        ax.set(title=f"{query_type} queries", xlabel="layer", ylabel=SHARE_LABEL, ylim=(-0.05, 1.05))
         ax.set_xticks(range(len(layers)), [str(layer) for layer in layers])
         ax.set_xlim(-0.5, len(layers) - 0.5)
     n = rows.groupby("label")["run"].nunique()
     handles = [plt.Line2D([], [], color=colour[label], marker="s", linestyle="", label=f"{label} (n={n[label]})")
                for label in labels]
     fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
-    fig.suptitle(f"Final attention on the sink, mean ± std over seeds (dots: seeds); {compared(groups)}", fontsize=10)
+    fig.suptitle(f"Final share of attention on the sink, mean ± std over seeds (dots: seeds); {compared(groups)}", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1 - 2.6 / (4.6 * len(query_types) + 2.6), 0.95))
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -117,7 +120,7 @@ def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path)
     for _, run in runs[runs["status"] == "done"].iterrows():
         label = label_of(run, groups)
         metrics = pd.read_csv(Path(root) / run["run"] / F.METRICS)
-        metrics = metrics[(metrics["metric"] == "sink_attn") & (metrics["query_type"] != "all") & (metrics["head"] >= 0)]
+        metrics = metrics[(metrics["metric"] == "sink_share") & (metrics["query_type"] != "all") & (metrics["head"] >= 0)]
         curves.append(metrics.groupby(["step", "layer", "query_type"], as_index=False)["value"].mean().assign(label=label))
         loss = pd.read_csv(Path(root) / run["run"] / F.LOSSES)
         losses.append(loss[loss["split"] == "eval/all"].assign(label=label))
@@ -133,7 +136,7 @@ def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path)
             band = curve.groupby("step")["value"].agg(["mean", "min", "max"])
             ax.plot(band.index, band["mean"], color=colour[label], linestyle=styles[layer % len(styles)])
             ax.fill_between(band.index, band["min"], band["max"], color=colour[label], alpha=0.15)
-        ax.set(title=f"{query_type} queries", xlabel="step", ylabel="attention on the sink", ylim=(-0.05, 1.05))
+        ax.set(title=f"{query_type} queries", xlabel="step", ylabel=SHARE_LABEL, ylim=(-0.05, 1.05))
     for label, curve in losses.groupby("label"):
         band = curve.groupby("step")["loss"].agg(["mean", "min", "max"])
         axes[0][-1].plot(band.index, band["mean"], color=colour[label])
@@ -162,7 +165,8 @@ def plot_heatmaps(run: Path, label: str, path: Path) -> None:
     fig, axes = plt.subplots(len(layers), n_heads, figsize=(3.6 * n_heads, 3.2 * len(layers)), squeeze=False)
     for i, name in enumerate(layers):
         for h in range(n_heads):
-            image = axes[i][h].imshow(maps[name][h], cmap="viridis", vmin=0, vmax=1)
+            top = max(1.0, float(maps[name][h].max()))      # raw weights of unnormalised variants may pass 1
+            image = axes[i][h].imshow(maps[name][h], cmap="viridis", vmin=0, vmax=top)
             if sink >= 0:
                 axes[i][h].axvline(sink, color="red", linestyle="--", linewidth=1)
             axes[i][h].set(title=f"layer {i}, head {h}", xlabel="key" + (f" (sink: {sink}, dashed)" if sink >= 0 else ""),
@@ -215,7 +219,7 @@ def report(root: Path, out: Path | None = None) -> Path:
         print(f"  {run['status']:>10}: {run['run']}" + (f" ({run['reason']})" if run["reason"] else ""))
     headline = summary[(summary["metric"] == "sink_attn") & (summary["layer"] >= 0) & (summary["query_type"] != "all")]
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(headline.drop(columns="metric").round(4).to_string(index=False))
+        print(headline.round(4).to_string(index=False))
     print(f"report: {out}")
     return out
 

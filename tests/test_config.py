@@ -9,7 +9,7 @@ from sinkexp.model import AXES as MODEL_AXES
 from sinkexp.model import Transformer
 from sinkexp.tasks import TASKS
 
-ATTN_PRESETS = ("softmax", "relu", "relu_len", "relu_raw", "sigmoid", "softmax1", "softpick", "gated", "sink_kv")
+ATTN_PRESETS = ("softmax", "relu", "relu_len", "relu_raw", "sigmoid", "sigmoid_nobias", "sigmoid_norm", "softmax1", "softpick", "gated", "sink_kv")
 AXES = {**{key: tuple(registry) for key, registry in MODEL_AXES.items()
            if key not in ("model.embed", "model.readout")},   # identity needs vector data of width d_model
         "model.qk_norm": (True,), "model.n_registers": (2,), "train.optim": C.OPTIMIZERS,

@@ -170,3 +170,25 @@ def test_head_cancellation_closed_forms():
         assert torch.isclose(M.head_cancellation(updates, only), torch.tensor(per_query[query]))
     everything = torch.ones(1, 4, dtype=torch.bool)
     assert torch.isclose(M.head_cancellation(updates, everything), torch.tensor(sum(per_query) / 3))
+
+
+def test_sink_rate_is_counted_per_sequence_as_gu_et_al():
+    """Two sequences, one head: all attention on the sink in the first, none in the second. The
+    pooled score is 0.5 (> 0.3), but the head sinks in one sequence of two: rate 0.5, not 1."""
+    T = 4
+    weights = torch.zeros(2, 1, T, T)
+    weights[0, 0, :, 0] = 1.0
+    weights[1, 0] = torch.eye(T)                                          # each query on itself
+    per_sequence = M.sink_scores(weights, torch.zeros(2, dtype=torch.long))
+    torch.testing.assert_close(per_sequence, torch.tensor([[1.0], [1 / T]]))
+    torch.testing.assert_close(M.sink_score(weights, torch.zeros(2, dtype=torch.long)), torch.tensor([(1 + 1 / T) / 2]))
+    assert M.sink_rate(per_sequence, 0.3).item() == 0.5
+    assert M.sink_rate(per_sequence.mean(0), 0.3).item() == 1.0         # pooled first: what Gu et al. do not do
+
+
+def test_sink_score_of_an_unnormalised_row_reads_its_share():
+    """relu_raw rows need not sum to 1: a row (2.9, 0.1) has raw weight 2.9 on the sink and share 0.967."""
+    weights = torch.tensor([[2.9, 0.0], [2.9, 0.1]]).view(1, 1, 2, 2)
+    sink = torch.zeros(1, dtype=torch.long)
+    assert M.sink_score(weights, sink).item() == pytest.approx(2.9)
+    assert M.sink_score(M.row_share(weights), sink).item() == pytest.approx((1 + 2.9 / 3.0) / 2)

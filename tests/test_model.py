@@ -1,14 +1,20 @@
 """Attention: normalisers match their formulas, softmax matches PyTorch's kernel, the causal mask
 holds, and capture points record without changing the forward pass."""
+import math
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
+from omegaconf import OmegaConf
 
 from sinkexp.config import AttnConfig, ModelConfig
 from sinkexp.model import NORMALISERS, Transformer, capture, tap_names
 from sinkexp.model.attention import Attention, rotary
 from sinkexp.model.transformer import DynamicTanh
 from sinkexp.tasks.trigger import TriggerConfig, TriggerTask
+
+CONFIGS = Path(__file__).parents[1] / "configs"
 
 
 def test_normalisers_match_their_formulas_on_a_hand_built_case():
@@ -23,11 +29,15 @@ def test_normalisers_match_their_formulas_on_a_hand_built_case():
         "relu_len": relu_masked / 3,                                 # L = 3
         "relu_raw": relu_masked,
         "sigmoid": torch.sigmoid(scores[0, 0] - torch.log(torch.tensor(3.0))) * visible,   # b = -log L
+        "sigmoid_norm": torch.stack([torch.tensor([1.0, 0, 0]),                            # one key: all of it
+                                     torch.cat([torch.sigmoid(torch.tensor([1.0, 3.0]) - math.log(3)), torch.zeros(1)]),
+                                     torch.sigmoid(torch.tensor([0.0, 1.0, 2.0]) - math.log(3))]),
         "softmax1": torch.stack([torch.exp(scores[0, 0, i]) * visible[i] / (1 + (torch.exp(scores[0, 0, i]) * visible[i]).sum())
                                  for i in range(3)]),
         "softpick": torch.stack([torch.relu(torch.expm1(scores[0, 0, i])) * visible[i]
                                  / ((torch.expm1(scores[0, 0, i]) * visible[i]).abs().sum()) for i in range(3)]),
     }
+    expected["sigmoid_norm"] = expected["sigmoid_norm"] / expected["sigmoid_norm"].sum(-1, keepdim=True)
     assert set(expected) == set(NORMALISERS)
     for name, weights in expected.items():
         torch.testing.assert_close(NORMALISERS[name](scores, visible, AttnConfig())[0, 0], weights)
@@ -102,6 +112,15 @@ def test_norm_placements_follow_their_formulas(norm):
     after_attn = {"pre": x + attn(n_in(x)), "post": n_out(x + attn(x)),
                   "sandwich": x + n_out(attn(n_in(x))), "none": x + attn(x)}[norm]
     torch.testing.assert_close(block.sublayer(0, x, attn), after_attn)
+
+
+def test_gu_sigmoid_presets_have_no_bias():
+    """sigmoid_nobias and sigmoid_norm (Gu et al. 2025): sigma(s) and sigma(s) / sum sigma(s), b = 0."""
+    scores, visible = torch.tensor([0.0, 1.0, 2.0]).view(1, 1, 1, 3), torch.ones(1, 3, dtype=torch.bool)
+    raw = torch.tensor([0.5, 0.7310586, 0.8807971])
+    for preset, expected in (("sigmoid_nobias", raw), ("sigmoid_norm", raw / raw.sum())):
+        attn = AttnConfig(**{k: v for k, v in OmegaConf.load(CONFIGS / "attn" / f"{preset}.yaml").items() if k != "name"})
+        torch.testing.assert_close(NORMALISERS[attn.normaliser](scores, visible, attn)[0, 0, 0], expected)
 
 
 def test_sigmoid_bias_overrides_minus_log_length():

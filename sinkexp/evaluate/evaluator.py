@@ -88,13 +88,13 @@ def attention_rows(cache: dict, anatomy, batch, query_types, step: int) -> list[
     for layer, parts in enumerate(anatomy.layers):
         taps = {name: cache[f"blocks.{layer}.attn.{name}"][:, :, anatomy.tokens] for name in ATTENTION_TAPS}
         gates = cache.get(f"blocks.{layer}.attn.gates")
-        query_rows(rows, layer, taps["scores"], taps["weights"], gates, anatomy, batch, query_sets)
-        weights = taps["weights"][..., anatomy.tokens]                           # (B, H, T, T) over tokens
+        share = M.row_share(taps["weights"])[..., anatomy.tokens]                # (B, H, T, T) share of each row
+        query_rows(rows, layer, taps["scores"], taps["weights"], share, gates, anatomy, batch, query_sets)
         updates = M.head_values(taps["mixed"], parts.w_o)                        # (B, H, T, d_model)
         if parts.n_heads > 1:
             for query_type, queries in query_sets.items():
                 rows.scalar(layer, "head_cancellation", M.head_cancellation(updates, queries), query_type)
-        sink_scores.append(head_rows(rows, layer, weights, taps["v"], updates, parts, batch.sink))
+        sink_scores.append(head_rows(rows, layer, share, taps["v"], updates, parts, batch.sink))
         attn_write = cache[f"blocks.{layer}.attn.output"][:, anatomy.tokens]      # (B, T, d_model)
         rows.scalar(layer, "common_mode", M.common_mode_fraction(attn_write))
         if parts.has_pathway:
@@ -106,16 +106,16 @@ def attention_rows(cache: dict, anatomy, batch, query_types, step: int) -> list[
         rows.scalar(layer, "resid_norm_sink", at_sink)
         rows.scalar(layer, "resid_norm_rest", rest)
         rows.scalar(layer, "massive_ratio", M.massive_ratio(resid))
-    model_scores = torch.cat(sink_scores)
+    model_scores = torch.cat(sink_scores, dim=1)                                 # (B, layers x H)
     for eps in SINK_RATE_EPS:
         rows.scalar(-1, sink_rate_name(eps), M.sink_rate(model_scores, eps))
     return rows
 
 
-def query_rows(rows: Rows, layer: int, scores, weights, gates, anatomy, batch, query_sets: dict) -> None:
-    """Per query type: where the attention of one layer goes. scores, weights (B, H, T, S[+1]) over all keys."""
+def query_rows(rows: Rows, layer: int, scores, weights, share, gates, anatomy, batch, query_sets: dict) -> None:
+    """Per query type: where the attention of one layer goes. scores, weights (B, H, T, S[+1]) over
+    all keys; share (B, H, T, T) each token's share of the whole row."""
     keep, n_keys = anatomy.tokens, anatomy.n_keys
-    share = M.row_share(weights)[..., keep]                                  # share of the whole row
     extra_mass = {"slot_attn": weights[..., n_keys:].sum(-1), "register_attn": weights[..., anatomy.registers].sum(-1)}
     scores, weights = scores[..., keep], weights[..., keep]                  # (B, H, T, T) over tokens
     gap = M.logit_gap(scores, batch.sink, anatomy.visible)                  # (B, H, T)
@@ -136,10 +136,10 @@ def query_rows(rows: Rows, layer: int, scores, weights, gates, anatomy, batch, q
             rows.per_head(layer, query_type, "gate", M.query_mean(gates[:, :, keep].mean(-1), queries))
 
 
-def head_rows(rows: Rows, layer: int, weights, v, updates, parts, sink) -> torch.Tensor:
+def head_rows(rows: Rows, layer: int, share, v, updates, parts, sink) -> torch.Tensor:
     """Per head: what it writes (value norms, the update's rank), its QK spectrum and sink score;
-    returns the sink scores (H,). weights (B, H, T, T) over the task's tokens; updates (B, H, T,
-    d_model) what each head writes at each query."""
+    returns the sink scores per sequence (B, H). share (B, H, T, T): the row-normalised weights over
+    the task's tokens; updates (B, H, T, d_model) what each head writes at each query."""
     values = M.head_values(v, parts.w_o)                                    # (B, H, T, d_model)
     rows.per_head(layer, "all", "value_norm_ratio", M.value_norm_ratio(values, sink))
     rows.per_head(layer, "all", "sink_value_norm", M.sink_value_norm(values, sink))
@@ -149,8 +149,8 @@ def head_rows(rows: Rows, layer: int, weights, v, updates, parts, sink) -> torch
         rows.per_head(layer, "all", f"qk_sigma{rank + 1}", spectrum[:, rank])
     if spectrum.shape[1] > 1:
         rows.per_head(layer, "all", "qk_sigma1/sigma2", spectrum[:, 0] / spectrum[:, 1])
-    sink_scores = M.sink_score(weights, sink)                               # (H,)
-    rows.per_head(layer, "all", "sink_score", sink_scores)
+    sink_scores = M.sink_scores(share, sink)                                # (B, H)
+    rows.per_head(layer, "all", "sink_score", sink_scores.mean(dim=0))
     for eps in SINK_RATE_EPS:
         rows.scalar(layer, sink_rate_name(eps), M.sink_rate(sink_scores, eps))
     return sink_scores

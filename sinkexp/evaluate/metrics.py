@@ -66,18 +66,25 @@ def sink_match(weights: torch.Tensor, sink: torch.Tensor, queries: torch.Tensor)
     return query_mean(is_sink, queries)
 
 
-def sink_score(weights: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
-    """alpha_s = mean over queries i >= s of A_{i, s} (Gu et al. 2025, arXiv 2410.10781), (H,).
-
-    Query 0 is included (for s = 0 every query counts), as in the reference code.
-    """
+def sink_scores(weights: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
+    """alpha_s per sequence: mean over queries i >= s of A_{i, s}, (B, H) (Gu et al. 2025, arXiv
+    2410.10781). Query 0 is included (for s = 0 every query counts), as in their code
+    (sail-sg/Attention-Sink pretrain/eval_sink_pretrain.py). Pass row-normalised weights for the
+    variants whose rows need not sum to 1, as that code does."""
     T = weights.shape[2]
-    queries = torch.arange(T, device=weights.device)[None, :] >= sink[:, None]  # (B, T)
-    return sink_attn(weights, sink, queries)
+    queries = (torch.arange(T, device=weights.device)[None, :] >= sink[:, None]).to(weights.dtype)  # (B, T)
+    return (at_sink(weights, sink) * queries[:, None, :]).sum(-1) / queries.sum(-1)[:, None]
+
+
+def sink_score(weights: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
+    """alpha_s, the mean over sequences of `sink_scores`, (H,)."""
+    return sink_scores(weights, sink).mean(dim=0)
 
 
 def sink_rate(scores: torch.Tensor, eps: float) -> torch.Tensor:
-    """Share of heads whose sink score exceeds eps (Gu et al. 2025: eps = 0.3; Barbero et al. 2025: 0.8)."""
+    """Share of heads whose sink score exceeds eps (Gu et al. 2025: eps = 0.3; Barbero et al. 2025:
+    0.8). Given per-sequence scores (B, H), the share is counted in each sequence and averaged over
+    the sequences, as Gu et al.'s code does; given (H,), over the heads."""
     return (scores > eps).to(scores.dtype).mean()
 
 

@@ -77,6 +77,10 @@ def format_summary(summary: dict) -> str:
     verdict line per layer, and the losses next to the task's reference predictor."""
     query_types, metrics, layers = summary["query_types"], summary["metrics"], sorted(summary["sink_attn"], key=int)
     rows = [(f"sink_attn, {q} queries", [summary["sink_attn"][layer].get(q) for layer in layers]) for q in query_types]
+    shares = [(f"  its share of the row, {q}", [metrics.get("sink_share", {}).get(layer, {}).get(q) for layer in layers])
+              for q in query_types]
+    if any(not _same(raw, share) for (_, raws), (_, share_row) in zip(rows, shares) for raw, share in zip(raws, share_row)):
+        rows = [row for pair in zip(rows, shares) for row in pair]      # unnormalised rows: the share beside each
     rows += [(f"sink_rate@{eps} (share of heads)", [summary["sink_rate"][layer].get(str(eps)) for layer in layers])
              for eps in SINK_RATE_EPS]
     rows += [(metric, [metrics[metric].get(layer, {}).get("all") for layer in layers])
@@ -106,8 +110,12 @@ def verdict(layer: str, summary: dict) -> str:
     share = summary["sink_rate"].get(layer, {}).get(str(SINK_EPS))
     score = summary["metrics"].get("sink_score", {}).get(layer, {}).get("all")
     if share:
-        return f"layer {layer}: sink formed in {share:.0%} of heads (sink score alpha_s > {SINK_EPS})"
+        return f"layer {layer}: sink formed in {share:.0%} of heads (sink score alpha_s > {SINK_EPS}, counted per sequence)"
     return f"layer {layer}: no sink (sink score alpha_s {_fmt(score)}, mean over heads, <= {SINK_EPS})"
+
+
+def _same(a, b) -> bool:
+    return a is None or b is None or abs(a - b) <= 1e-6 * max(1.0, abs(a))
 
 
 def _fmt(value) -> str:

@@ -23,7 +23,7 @@ from torch import nn
 from sinkexp.model.capture import Tap
 
 # Every normaliser is f(scores (B, H, T, S), visible (T, S), attn: AttnConfig) -> weights (B, H, T, S);
-# `attn` carries a variant's own settings (only sigmoid has one so far: attn.sigmoid_bias).
+# `attn` carries a variant's own settings (only the sigmoids have one so far: attn.sigmoid_bias).
 
 
 def softmax(scores: torch.Tensor, visible: torch.Tensor, attn=None) -> torch.Tensor:
@@ -53,6 +53,13 @@ def sigmoid(scores: torch.Tensor, visible: torch.Tensor, attn=None) -> torch.Ten
     return torch.sigmoid(scores + b).masked_fill(~visible, 0.0)
 
 
+def sigmoid_norm(scores: torch.Tensor, visible: torch.Tensor, attn=None) -> torch.Tensor:
+    """sigma(s_ij + b) / sum_j sigma(s_ij + b): sigmoid with row normalisation (Gu et al. 2025's
+    `attention_normalize=True`, sail-sg/Attention-Sink lit_gpt/model_attn_sim.py); b as in `sigmoid`."""
+    weights = sigmoid(scores, visible, attn)
+    return weights / weights.sum(dim=-1, keepdim=True)             # > 0: sigmoid never reaches 0
+
+
 def softmax1(scores: torch.Tensor, visible: torch.Tensor, attn=None) -> torch.Tensor:
     """e^{s_ij} / (1 + sum_j e^{s_ij}): softmax with an extra zero logit (Miller 2023, "off by one")."""
     masked = scores.masked_fill(~visible, float("-inf"))
@@ -78,6 +85,7 @@ NORMALISERS = {
     "relu_len": relu_len,
     "relu_raw": relu_raw,
     "sigmoid": sigmoid,
+    "sigmoid_norm": sigmoid_norm,
     "softmax1": softmax1,
     "softpick": softpick,
 }
