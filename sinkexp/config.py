@@ -52,6 +52,7 @@ class ModelConfig:
     qk_norm: bool = False        # RMSNorm on q and k per head
     n_registers: int = 0         # learned tokens after BOS, dropped at the output (Darcet et al. 2023)
     bos_vector: bool = False     # a learned vector added at position 0 (Fesser et al.'s sink token)
+    embed_norm: bool = False     # a norm on the embedded stream (after positions and BOS vector): the residual carries the normalised input
     hide_bos: bool = False       # no query but BOS itself sees the BOS key (blocks the sink; tasks with a BOS)
     embed: str = "linear"        # linear | identity (identity: the inputs are the residual stream)
     readout: str = "linear"      # linear | identity (identity: the residual stream is the prediction)

@@ -43,7 +43,8 @@ UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile",
 LATER_KEYS = {"train.data_chunk": 1, "task.sampler": "multinomial", "model.pos_init_std": 0.02,
               "task.centred": False, "model.pos_into": "stream", "model.mlp_bias": None,
               "model.hide_bos": False, "model.global_pathway": "none", "train.bos_penalty": 0.0,
-              "train.common_mode_penalty": 0.0, "train.warmup": 0, "train.schedule": "constant"}
+              "train.common_mode_penalty": 0.0, "train.warmup": 0, "train.schedule": "constant",
+              "model.embed_norm": False, "task.form": "causal"}
 
 
 def _umask() -> int:

@@ -40,6 +40,7 @@ def test_a_sound_declaration_is_accepted():
 @pytest.mark.parametrize("claim,says", [
     (value(experiment="nope"), "p/c: experiment 'nope' is not declared; experiments: one, other"),
     (value(kind="claim"), "p/c: kind='claim'; choose one of: paper, extension, control"),
+    (value(requires="later"), "p/c: requires='later' is not an earlier claim; earlier: "),
     (value(measure=final("sink_atn", 0)), "p/c: metric 'sink_atn' is not in the registry"),
     (value(where={"task.gama": 0.0}), "p/c: task.gama: unknown key for task=damping; valid keys under 'task': "),
     (value(where={"task.gamma": 0.5}), "p/c: task.gamma=0.5 is not a value its experiments run (one: 0.0, 0.1)"),

@@ -376,3 +376,25 @@ def test_global_pathway_weights_start_at_std_0_02():
     from sinkexp.model.pathway import GlobalPathway
     torch.manual_seed(0)
     assert GlobalPathway(64, gate="learned").w_vg.weight.std().item() == pytest.approx(0.02, rel=0.05)   # 4096 draws
+
+
+def test_the_dynamics_form_is_the_source_notebooks_one_head_model():
+    """task=damping_dynamics: y = LN(x + pos + bos) + W_O softmax(Q K^T / sqrt(d)) V with Q, K, V read from
+    that same LN(x + pos + bos) (Kempner noop_dynamics.ipynb's OneHead), computed by hand from the
+    model's own weights."""
+    from sinkexp.tasks.damping import DampingConfig, DampingTask
+
+    torch.manual_seed(0)
+    preset = OmegaConf.load(CONFIGS / "task" / "damping_dynamics.yaml")
+    model = Transformer(ModelConfig(**preset.model), AttnConfig(), DampingTask(DampingConfig(**preset.task)))
+    with torch.no_grad():
+        model.positions.table.normal_()                                    # large enough to matter
+        model.bos_vector.normal_()
+    x = torch.randn(3, 32, 64)
+    h = x + model.positions.table[:32]
+    h[:, 0] += model.bos_vector
+    z = F.layer_norm(h, (64,), model.embed_norm.weight, model.embed_norm.bias)
+    w_q, w_k, w_v = model.blocks[0].attn.qkv.weight.chunk(3)
+    weights = torch.softmax((z @ w_q.T) @ (z @ w_k.T).transpose(1, 2) / 8.0, dim=-1)   # no causal mask
+    expected = z + (weights @ (z @ w_v.T)) @ model.blocks[0].attn.out.weight.T
+    torch.testing.assert_close(model(x), expected)

@@ -282,6 +282,23 @@ def test_docs_for_one_paper_replace_only_that_papers_rows(plumbed, tmp_path):
     assert list(merged["verdict"]) == ["FAIL"] * 3 + list(rows["verdict"])
 
 
+def test_a_claim_whose_premise_fails_fails_with_its_values_shown(plumbed):
+    from sinkexp.reproduce.verdicts import check_claims
+
+    base = plumbing_paper()
+    bos, softmax = final("sink_attn", 0, "non_trigger"), {"attn.name": "softmax"}
+    paper = Paper(name="plumbing", title="-", experiments=base.experiments, claims=(*base.claims,
+                  claim(name="after_possible", where=softmax, measure=bos, criterion=between(0, 1), requires="possible"),
+                  claim(name="after_impossible", where=softmax, measure=bos, criterion=between(0, 1),
+                        requires="impossible")))
+    results = {r.claim.name: r for r in check_claims(paper, plumbed[0])}
+    assert results["after_possible"].passed and not results["after_possible"].problem
+    after = results["after_impossible"]
+    assert not after.passed and after.problem == "its premise impossible does not hold"
+    assert after.values == results["after_possible"].values and len(after.values) == 2   # still shown
+    assert "given that impossible holds" in after.claim.describe()
+
+
 def test_a_claim_among_solved_runs_lists_the_others_and_does_not_count_them():
     from sinkexp.reproduce.declare import Condition
 

@@ -103,6 +103,19 @@ def test_damping_targets_match_the_gate(gamma, p):
     assert torch.isclose(task.gate.norm(), torch.tensor(1.0))
 
 
+def test_damping_dynamics_form_counts_token_0_as_a_token():
+    """task.form=dynamics (the source's dynamics notebook): token 0 is an ordinary N(0, I) token with a
+    query type and a place in the loss; the targets follow the same gate everywhere."""
+    task = DampingTask(DampingConfig(form="dynamics", gamma=0.1))
+    batch = sample(task, 0, batch_size=512)
+    x = batch.inputs
+    assert x[:, 0].std().item() == pytest.approx(1.0, rel=0.05)
+    damped = (x @ task.gate) > task.threshold
+    assert torch.equal(batch.targets, torch.where(damped[..., None], 0.1 * x, x))
+    assert torch.equal(batch.query_type, damped.long()) and batch.loss_mask.all()
+    assert torch.equal(batch.sink, torch.zeros(512, dtype=torch.long))
+
+
 def test_broadcast_targets_carry_the_rotated_hub():
     task = BroadcastTask(BroadcastConfig(alpha=0.5))
     batch = sample(task, 0, batch_size=8)

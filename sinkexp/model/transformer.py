@@ -8,7 +8,7 @@
   model.embed / model.readout   PROJECTIONS   linear | identity
   model.global_pathway   GLOBAL_PATHWAYS   none | learned | fixed: a second, non-attention route (pathway.py)
 
-    inputs -> embed (+ positions) -> [block] x n_layers -> (final norm) -> readout -> prediction
+    inputs -> embed (+ positions, BOS vector) -> (embed norm) -> [block] x n_layers -> (final norm) -> readout
 
 Capture points (see capture.py): `embed` (residual stream entering block 0), and per block
 `blocks.{l}.attn.{scores,weights,v,mixed,output}`, `blocks.{l}.pathway.{pool,output}` (with a
@@ -217,6 +217,8 @@ class Transformer(nn.Module):
         self.positions = POSITIONS[cfg.pos](task.seq_len + cfg.n_registers, d, cfg.pos_init_std)
         self.pos_into = cfg.pos_into
         self.bos_vector = nn.Parameter(torch.randn(d) * 0.02) if cfg.bos_vector else None
+        # model.embed_norm: no random draw at init, so the other weights are the same with or without it.
+        self.embed_norm = NORMS[cfg.norm_type](d) if cfg.embed_norm else nn.Identity()
         self.embed = Tap()
         self.blocks = nn.ModuleList([Block(cfg, attn, fused) for _ in range(cfg.n_layers)])
         self.final_norm = NORMS[cfg.norm_type](d) if cfg.final_norm else nn.Identity()
@@ -265,7 +267,7 @@ class Transformer(nn.Module):
             first_attn_positions = self.positions.table[:T]
         if self.bos_vector is not None:
             x = torch.cat([x[:, :1] + self.bos_vector, x[:, 1:]], dim=1)
-        x = self.embed(x)
+        x = self.embed(self.embed_norm(x))
         visible = self.visible(T, x.device)
         for i, block in enumerate(self.blocks):
             x = block(x, visible, first_attn_positions if i == 0 else None)

@@ -145,6 +145,7 @@ class Claim:
     measure: Measure
     criterion: Criterion
     among: Condition | None = None   # count only the selected runs that meet it (the others are listed)
+    requires: str = ""               # an earlier claim of the paper that must hold first (its premise), or ""
     note: str = ""                   # what the claim is, where it is not the paper's own
 
     @property
@@ -160,7 +161,8 @@ class Claim:
         return self.measure.describe + self.counted()
 
     def counted(self) -> str:
-        return f", among runs with {self.among}" if self.among else ""
+        return ((f", among runs with {self.among}" if self.among else "")
+                + (f", given that {self.requires} holds" if self.requires else ""))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -240,9 +242,11 @@ def check_paper(paper: Paper) -> None:
     claims = [c.name for c in paper.claims]
     for name in {n for n in claims if claims.count(n) > 1}:
         fail(name, "two claims share this name")
-    for claim in paper.claims:
+    for i, claim in enumerate(paper.claims):
         if claim.kind not in KINDS:
             fail(claim.name, f"kind={claim.kind!r}; choose one of: {', '.join(KINDS)}")
+        if claim.requires and claim.requires not in claims[:i]:
+            fail(claim.name, f"requires={claim.requires!r} is not an earlier claim; earlier: {', '.join(claims[:i])}")
         missing = [name for name in claim.experiments if name not in names]
         if missing:
             fail(claim.name, f"experiment {missing[0]!r} is not declared; experiments: {', '.join(names)}")

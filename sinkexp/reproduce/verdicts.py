@@ -147,9 +147,13 @@ def check_claims(paper: Paper, root: Path, planned: dict | None = None) -> list[
     """Every claim of `paper` on the runs below root/<paper>/ (those `planned`, when given)."""
     loaded = {exp.name: load_runs(root / paper.name / exp.name, planned and planned[paper.name, exp.name])
               for exp in paper.experiments}
-    results = []
+    results: dict[str, Result] = {}
     for claim in paper.claims:
         runs = [run for name in claim.experiments for run in loaded[name][0]]
         table = pd.concat([loaded[name][1] for name in claim.experiments], ignore_index=True)
-        results.append(evaluate(claim, runs, table))
-    return results
+        result = evaluate(claim, runs, table)
+        if claim.requires and not results[claim.requires].passed and not result.problem:
+            # the values are still shown; the claim cannot hold without its premise
+            result.problem = f"its premise {claim.requires} does not hold"
+        results[claim.name] = result
+    return list(results.values())

@@ -19,6 +19,14 @@ A tiny example with d = 2, v = (1, 0), p = 0.5 (lambda = 0), gamma = 0:
 
 Loss: MSE over positions >= 1 (mean over channels). The reference predictor is the identity
 (y_hat = x, what the residual gives when the head adds nothing).
+
+Two forms, one per source notebook (Kempner toy/notebooks/):
+- `task.form=causal` (noop_causal_intervention.ipynb, Fesser et al. App. A.1 / Eqs. 6-7): as above.
+- `task.form=dynamics` (noop_dynamics.ipynb, the gamma and NOP-frequency sweeps of Figs. 2B, 11):
+  token 0 is an ordinary N(0, I) token (the model adds its learned vector to it), every position
+  counts in the loss and has a query type, and the model's residual is the normalised input,
+  y_hat = LN(x + pos + bos) + W_O A V (configs/task/damping_dynamics.yaml sets that model). The
+  targets still use the raw x, so even a no-op token asks the head for LN(x) - x.
 """
 from __future__ import annotations
 
@@ -31,6 +39,7 @@ from sinkexp.errors import ConfigError
 from sinkexp.tasks.base import Batch, Dims, direction, mse
 
 NOP, ACTIVE = 0, 1
+FORMS = ("causal", "dynamics")
 
 
 @dataclass
@@ -42,6 +51,7 @@ class DampingConfig:
     gamma: float = 0.0        # damped tokens' target is gamma * x
     structure_seed: int = 0   # draws the gate vector v
     centred: bool = True      # v has mean 0 over the channels (False: the first release's raw draw)
+    form: str = "causal"      # causal | dynamics: which source notebook's task (see the module docstring)
 
 
 class DampingTask:
@@ -66,6 +76,8 @@ class DampingTask:
     def validate(cfg: DampingConfig) -> None:
         if cfg.seq_len < 2:
             raise ConfigError(f"task.seq_len={cfg.seq_len} is not valid; it must be >= 2 (sink + one token)")
+        if cfg.form not in FORMS:
+            raise ConfigError(f"task.form={cfg.form} is not valid; choose one of: {', '.join(FORMS)}")
         if not 0.0 < cfg.p < 1.0:
             raise ConfigError(f"task.p={cfg.p} is not valid; it must lie in (0, 1)")
         if cfg.d < 1 + cfg.centred:
@@ -74,15 +86,19 @@ class DampingTask:
 
     def sample(self, batch_size: int, generator: torch.Generator, device) -> Batch:
         B, L, d = batch_size, self.seq_len, self.cfg.d
+        causal = self.cfg.form == "causal"
         x = torch.randn(B, L, d, generator=generator, device=device)
-        x[:, 0] = 0.0                                                     # the sink token's input
+        if causal:
+            x[:, 0] = 0.0                                                 # the sink token's input
         if self.gate.device != x.device:
             self.gate = self.gate.to(x.device)                            # once per device, not per batch
         damped = (x @ self.gate) > self.threshold                         # (B, L)
-        damped[:, 0] = False
+        if causal:
+            damped[:, 0] = False
         targets = x * torch.where(damped, self.cfg.gamma, 1.0)[..., None]   # one product, no gamma * x copy
         query_type = damped.long()                                        # ACTIVE = 1, NOP = 0
-        query_type[:, 0] = -1
+        if causal:
+            query_type[:, 0] = -1
         return Batch(inputs=x, targets=targets, loss_mask=query_type >= 0, query_type=query_type,
                      sink=torch.zeros(B, dtype=torch.long, device=device))
 

@@ -9,7 +9,7 @@ three layers 400.
 """
 import math
 
-from sinkexp.reproduce.declare import Experiment, Measure, Paired, Paper, Value, at_least, at_most
+from sinkexp.reproduce.declare import Condition, Experiment, Measure, Paired, Paper, Value, at_least, at_most
 from sinkexp.reproduce.measures import FinishedRun, curve, excess_loss, final, first_step
 
 DRAWS = {"seed": (0, 1, 2), "task.structure_seed": (0, 1)}
@@ -17,6 +17,7 @@ SOFTMAX, RELU = {"attn.name": "softmax"}, {"attn.name": "relu"}
 THREE_LAYERS = {"task": "backcopy", "model.n_layers": 3}
 # the BOS residual norms of Adam and SGD part by step 200 (seed 0: 16.6 vs 11.3)
 THREE_LAYERS_CPU = {"train.steps": 400, "eval.every": 100}
+LEARNED = Condition(excess_loss("trigger"), at_most(0.05))   # back-copy learned (as backcopy_learned asks)
 
 
 def value_norm_fall(run: FinishedRun) -> float:
@@ -48,18 +49,25 @@ PAPER = Paper(
               criterion=at_least(0.5)),
         Value(name="bos_value_norm_falls", kind="paper",
               statement="After the sink forms, the BOS value norm falls (value drain).",
-              source="1-layer dynamics (8.7 at step 100 -> 1.42 at 10k)", paper_value="falls",
+              source="1-layer dynamics (8.7 at step 100 -> 1.42 at 10k)", paper_value="0.64 of it by 1k steps",
               experiment="one_layer", where=SOFTMAX,
               measure=Measure("sink_value_norm[layer 0] last / when BOS attention first >= 0.5", value_norm_fall,
                               ("sink_attn", "sink_value_norm")),
-              criterion=at_most(0.99)),
+              criterion=at_most(0.64),
+              note="Calibrated to the source's run: its ||W_O v_BOS|| at 1k steps is 0.64 of its value when the "
+                   "sink formed; the runs here are 1000 steps at lr 3e-3 (the source's: 3e-4, batch 512)."),
         Value(name="relu_no_sink", kind="paper", statement="ReLU attention forms no sink.", source="ReLU attention run",
               paper_value="~0", experiment="one_layer", where=RELU, measure=final("sink_attn", 0, "non_trigger"),
               criterion=at_most(0.1)),
-        Paired(name="adam_larger_bos_residual", kind="paper",
-               statement="3 layers: Adam grows a larger BOS residual norm than SGD.",
-               source="3-layer Adam vs SGD runs (141 vs 20 at 10k steps)", paper_value="141 - 20",
+        Value(name="sgd_learned", kind="extension", statement="3 layers: SGD learns back-copy too.",
+              source="the premise of the Adam-vs-SGD comparison", paper_value="-", experiment="three_layers_sgd",
+              measure=excess_loss("trigger"), criterion=at_most(0.05)),
+        Paired(name="adam_larger_bos_residual", kind="paper", requires="sgd_learned",
+               statement="3 layers: Adam grows a larger BOS residual norm than SGD (at least 2x).",
+               source="3-layer Adam vs SGD runs (141 vs 20 at 10k steps)", paper_value="7x (141 / 20)",
                experiment="three_layers_adam", where={"train.optim": "adamw"}, measure=final("resid_norm_sink", 0),
-               criterion=at_least(0.0), against={"train.optim": "sgd"}, against_in="three_layers_sgd"),
+               criterion=at_least(2.0), against={"train.optim": "sgd"}, against_in="three_layers_sgd",
+               compare="ratio", among=LEARNED,
+               note="Counted among the Adam runs that learned back-copy; SGD's must have learned too (sgd_learned)."),
     ),
 )
