@@ -1,11 +1,19 @@
 """Fesser et al. 2026, "A unifying view of attention sinks: no-ops and broadcasts" (arXiv 2606.08105).
 
-Conditional damping (the adaptive NOP; source: the NOP notebook, Kempner
-toy/notebooks/noop_dynamics.ipynb): a one-head model learns to
-leave undamped tokens alone by attending to a dedicated sink token whose value it shrinks; the
-interaction matrix W_Q W_K^T grows one dominant direction. Global broadcast (source:
-toy/global_pathway/common.py, whose `layer_diagnostics` define sink_match_seq): the layer-2 head routes every query to the hub j*, whose value is not
-suppressed, and its update is rank one. Both tasks draw structure (v; u and R): every claim is
+Conditional damping (the adaptive NOP; source: the NOP notebooks, Kempner toy/notebooks/): a
+one-head model learns to leave undamped tokens alone by attending to a sink token whose value it
+shrinks; the interaction matrix W_Q W_K^T grows one dominant direction. The causal-intervention
+claims run in noop_causal_intervention.ipynb's form (`task=damping`, Eqs. 6-7: a dedicated zero
+sink token, residual on the raw x); the gamma sweep (Fig. 11B) and the damping-frequency sweep
+(Fig. 11A) in noop_dynamics.ipynb's form (`task=damping_dynamics`: token 0 an ordinary token,
+residual on LN(x + pos + bos)), whose stored outputs are the figures' source. In the causal form
+gamma only scales the active update, so gamma = 0.1 needs the no-op as gamma = 0 does: that sweep
+is kept as an extension. The dynamics form's CPU size (batch 256, 2000 steps, sinkexp's) is far
+below the source's (batch 2048, 30k steps): docs/reproduce.md shows where the sink forms.
+
+Global broadcast (source: toy/global_pathway/common.py, whose `layer_diagnostics` define
+sink_match_seq): the layer-2 head routes every query to the hub j*, whose value is not suppressed,
+and its update is rank one. Both tasks draw structure (v; u and R): every claim is
 checked on two structure seeds x three model seeds. CPU sizes: batch 256, 500 damping steps (in
 2000-step runs, seed 0, the nop sink attention was 0.983-0.986 at step 500 on three structure
 draws) and 1000 broadcast steps (layer-2 hub routing 0.94-0.95 there; 0.91-0.92 at 500).
@@ -23,8 +31,10 @@ DRAWS = {"seed": (0, 1, 2), "task.structure_seed": (0, 1)}
 GAMMA_0 = {"task.gamma": 0.0}
 GLOBAL, PENALISED = ({"train.common_mode_penalty": 0.0}, {"train.common_mode_penalty": 1.0})
 DAMPING_CPU = {"train.steps": 500, "eval.every": 100}
+DYNAMICS_CPU = {"train.steps": 2000, "eval.every": 250}
 BROADCAST_CPU = {"train.steps": 1000, "eval.every": 100}
 NOP_SINK = final("sink_attn", 0, "nop")
+ON_TOKEN_0 = final("sink_attn", 0, "all")      # the notebook's printed "mean attn->pos0": every query, query 0 too
 
 
 DAMPING = {"experiment": "damping", "where": GAMMA_0}     # the gamma = 0 runs of the damping experiment
@@ -36,7 +46,11 @@ PAPER = Paper(
     title="Fesser et al. 2026, no-op and broadcast sinks (arXiv 2606.08105)",
     experiments=(
         Experiment(name="damping", overrides={"task": "damping"},
-                   grid={"task.gamma": (0.0, 0.01, 0.1, 1.0), **DRAWS}, cpu=DAMPING_CPU),
+                   grid={"task.gamma": (0.0, 0.1), **DRAWS}, cpu=DAMPING_CPU),
+        Experiment(name="dynamics_gamma", overrides={"task": "damping_dynamics"},
+                   grid={"task.gamma": (0.0, 0.01, 0.1, 1.0), **DRAWS}, cpu=DYNAMICS_CPU),
+        Experiment(name="dynamics_rare_damping", overrides={"task": "damping_dynamics", "task.p": 0.1},
+                   grid=DRAWS, cpu=DYNAMICS_CPU),
         Experiment(name="broadcast", overrides={"task": "broadcast"}, grid=DRAWS, cpu=BROADCAST_CPU),
         Experiment(name="global_pathway", overrides={"task": "broadcast", "model.global_pathway": "learned"},
                    grid={"train.common_mode_penalty": (0.0, 1.0), **DRAWS}, cpu=BROADCAST_CPU),
@@ -47,31 +61,47 @@ PAPER = Paper(
     ),
     claims=(
         Value(**DAMPING, name="damping_solved", kind="paper", statement="The one-head model learns the damping task.",
-              source="NOP notebook", paper_value="MSE 0.0187 (reference 0.5)", measure=loss_ratio("all"),
+              source="noop_causal_intervention.ipynb", paper_value="MSE 0.0187 (reference 0.5)", measure=loss_ratio("all"),
               criterion=at_most(0.1)),
         Value(**DAMPING, name="damping_nop_sink", kind="paper",
-              statement="Queries that must not be updated attend to the sink token.", source="NOP notebook",
+              statement="Queries that must not be updated attend to the sink token.", source="noop_causal_intervention.ipynb",
               paper_value="0.993", measure=NOP_SINK, criterion=at_least(0.9)),
         Value(**DAMPING, name="damping_active_no_sink", kind="paper",
-              statement="Queries that must be damped do not attend to the sink.", source="NOP notebook",
+              statement="Queries that must be damped do not attend to the sink.", source="noop_causal_intervention.ipynb",
               paper_value="0.012", measure=final("sink_attn", 0, "active"), criterion=at_most(0.1)),
         Value(**DAMPING, name="damping_silent_sink", kind="paper",
               statement="The sink's value is suppressed (NOP-like: <= 0.2).",
-              source="NOP notebook", paper_value="0.008", measure=final("value_norm_ratio", 0),
+              source="noop_causal_intervention.ipynb", paper_value="0.008", measure=final("value_norm_ratio", 0),
               criterion=at_most(0.2)),
         Value(**DAMPING, name="damping_qk_spike", kind="paper",
               statement="W_Q W_K^T grows a dominant singular value (sigma1/sigma2 = 1.04 at init).",
-              source="NOP notebook", paper_value="dominant sigma1", measure=final("qk_sigma1/sigma2", 0),
+              source="noop_causal_intervention.ipynb", paper_value="dominant sigma1", measure=final("qk_sigma1/sigma2", 0),
               criterion=at_least(3.0)),
-        Value(experiment="damping", where={"task.gamma": 0.01}, name="damping_sink_at_gamma_0.01", kind="paper",
-              statement="A near-zero gamma still forms the sink.", source="gamma sweep", paper_value="sink",
-              measure=NOP_SINK, criterion=at_least(0.9)),
-        Value(experiment="damping", where={"task.gamma": 0.1}, name="damping_no_sink_at_gamma_0.1", kind="paper",
-              statement="gamma = 0.1 forms no sink.", source="gamma sweep", paper_value="no sink",
-              measure=NOP_SINK, criterion=at_most(0.2)),
-        Value(experiment="damping", where={"task.gamma": 1.0}, name="damping_no_sink_at_gamma_1", kind="control",
-              statement="gamma = 1 (nothing to damp) forms no sink.", source="gamma sweep",
-              paper_value="no sink", measure=NOP_SINK, criterion=at_most(0.2)),
+        Value(experiment="dynamics_gamma", where=GAMMA_0, name="dynamics_sink_at_gamma_0", kind="paper",
+              statement="In the dynamics notebook's form, gamma = 0 forms a sink on token 0.",
+              source="noop_dynamics.ipynb (Fig. 11B)", paper_value="0.514 at 10k steps (batch 1024)",
+              measure=ON_TOKEN_0, criterion=at_least(0.3),
+              note="Half the tokens are no-ops at p = 0.5: a full sink puts ~0.5 of all queries' attention on token 0; "
+                   "uniform attention is 1/32."),
+        Value(experiment="dynamics_gamma", where={"task.gamma": 0.01}, name="dynamics_sink_at_gamma_0.01",
+              kind="paper", statement="A near-zero gamma still forms the sink.", source="noop_dynamics.ipynb (Fig. 11B)",
+              paper_value="sink", measure=ON_TOKEN_0, criterion=at_least(0.3)),
+        Value(experiment="dynamics_gamma", where={"task.gamma": 0.1}, name="dynamics_no_sink_at_gamma_0.1",
+              kind="paper", statement="gamma = 0.1 forms no sink.", source="noop_dynamics.ipynb (Fig. 11B)",
+              paper_value="no sink (uniform 1/32)", measure=ON_TOKEN_0, criterion=at_most(0.1),
+              requires="dynamics_sink_at_gamma_0"),
+        Value(experiment="dynamics_gamma", where={"task.gamma": 1.0}, name="dynamics_no_sink_at_gamma_1",
+              kind="control", statement="gamma = 1 (nothing to damp) forms no sink.",
+              source="noop_dynamics.ipynb (Fig. 11B)", paper_value="uniform; the sweep's one stored print, 0.031 at 30k, is likely this run", measure=ON_TOKEN_0,
+              criterion=at_most(0.1), requires="dynamics_sink_at_gamma_0"),
+        Value(experiment="dynamics_rare_damping", name="dynamics_no_sink_with_rare_damping", kind="paper",
+              statement="With damped tokens rare (p = 0.1) attention stays uniform.",
+              source="noop_dynamics.ipynb (Fig. 11A)", paper_value="uniform through 20k (README); the one stored print, 0.032, is likely this run",
+              measure=ON_TOKEN_0, criterion=at_most(0.1), requires="dynamics_sink_at_gamma_0"),
+        Value(experiment="damping", where={"task.gamma": 0.1}, name="causal_form_sinks_at_gamma_0.1",
+              kind="extension", statement="In the causal form (Eqs. 6-7) gamma = 0.1 forms the sink as gamma = 0 does.",
+              source="sinkexp: the undamped tokens still need the no-op", paper_value="-", measure=NOP_SINK,
+              criterion=at_least(0.9)),
         Value(**DAMPING, name="damping_zero_sink_value_is_a_noop", kind="paper",
               statement="Zeroing the sink's value (attention fixed) changes nothing.",
               source="App. A.3, Table 2 (causal interventions)", paper_value="MSE 0.018669 vs 0.0187",
