@@ -8,7 +8,7 @@ sink token, residual on the raw x); the gamma sweep (Fig. 11B) and the damping-f
 (Fig. 11A) in noop_dynamics.ipynb's form (`task=damping_dynamics`: token 0 an ordinary token,
 residual on LN(x + pos + bos)), whose stored outputs are the figures' source. In the causal form
 gamma only scales the active update, so gamma = 0.1 needs the no-op as gamma = 0 does: that sweep
-is kept as an extension. The dynamics form's CPU size (batch 256, 2000 steps, sinkexp's) is far
+is kept as an extension. The dynamics form's CPU size (batch 256, 1000 steps, sinkexp's) is far
 below the source's (batch 2048, 30k steps): docs/reproduce.md shows where the sink forms.
 
 Global broadcast (source: toy/global_pathway/common.py, whose `layer_diagnostics` define
@@ -31,7 +31,7 @@ DRAWS = {"seed": (0, 1, 2), "task.structure_seed": (0, 1)}
 GAMMA_0 = {"task.gamma": 0.0}
 GLOBAL, PENALISED = ({"train.common_mode_penalty": 0.0}, {"train.common_mode_penalty": 1.0})
 DAMPING_CPU = {"train.steps": 500, "eval.every": 100}
-DYNAMICS_CPU = {"train.steps": 2000, "eval.every": 250}
+DYNAMICS_CPU = {"train.steps": 1000, "eval.every": 250}
 BROADCAST_CPU = {"train.steps": 1000, "eval.every": 100}
 NOP_SINK = final("sink_attn", 0, "nop")
 ON_TOKEN_0 = final("sink_attn", 0, "all")      # the notebook's printed "mean attn->pos0": every query, query 0 too
