@@ -1,6 +1,6 @@
 """Load a finished run, draw its attention maps, and ablate its sink.
 
-    .venv/bin/sinkexp train attn=softmax train.keep_checkpoints=true hydra.run.dir=outputs/demo
+    .venv/bin/sinkexp train attn=softmax train.keep_checkpoints=true train.checkpoint_steps=log hydra.run.dir=outputs/demo
     .venv/bin/python examples/inspect_run.py outputs/demo
 
 Writes <run>/inspect/attention.png (per layer: the held-out batch's mean attention of head 0, with
@@ -9,7 +9,8 @@ a colour bar and the sink column marked) and prints three things:
   - the ablation: every layer's value at the sink set to zero with the attention weights held fixed
     (`sinkexp.model.intervene` on `blocks.<l>.attn.v`), its loss per query type, and how much the
     output moved (RMS) at each query type: a no-op sink (small ||W_O v_sink||) barely moves anything;
-  - with train.keep_checkpoints, the attention on the sink at every kept step (sink formation).
+  - with train.keep_checkpoints, the attention on the sink at every kept step (sink formation;
+    train.checkpoint_steps=log keeps steps 1, 2, 3, 4, 6, 8, ... where it happens).
 """
 from __future__ import annotations
 

@@ -78,6 +78,7 @@ class TrainConfig:
     replicas: int = 1            # K > 1: seeds seed .. seed+K-1 trained together, one run directory each
     compile: bool = False        # torch.compile the training step (CUDA graphs on a GPU)
     keep_checkpoints: bool = False   # also keep each checkpoint as checkpoints/step_<N>.pt (for load_run)
+    checkpoint_steps: Any = None     # null | log | [steps]: checkpoints besides every checkpoint_every (sinkexp/schedule.py)
     warmup: int = 0                  # steps of linear learning-rate warm-up (sinkexp/schedule.py)
     schedule: str = "constant"       # constant | cosine: the learning rate after the warm-up
     bos_penalty: float = 0.0         # lambda x mean attention on BOS, added to the loss (sinkexp/penalties.py)
@@ -89,6 +90,7 @@ class EvalConfig:
     every: int = 250             # also evaluated at step 0 and at the last step
     batch_size: int = 512
     seed: int = 12345            # the held-out batch is the same for every run seed
+    at_checkpoints: bool = False  # also evaluate at every checkpoint step (with train.checkpoint_steps=log: where sinks form)
 
 
 @dataclass
@@ -234,6 +236,11 @@ def validate_optimizer(t: TrainConfig) -> None:
             raise ConfigError(f"{key}={value} is not valid; it must be a finite number")
     if t.lr <= 0:
         raise ConfigError(f"train.lr={t.lr} is not valid; it must be > 0")
+    steps = t.checkpoint_steps
+    if not (steps is None or steps == "log" or (OmegaConf.is_list(steps) or isinstance(steps, (list, tuple)))
+            and all(isinstance(step, int) and not isinstance(step, bool) and step >= 1 for step in steps)):
+        raise ConfigError(f"train.checkpoint_steps={steps} is not valid; choose null, log, or a list of steps >= 1 "
+                          "(e.g. [10,20,50])")
     if not 0 <= t.warmup <= t.steps:
         raise ConfigError(f"train.warmup={t.warmup} is not valid; it must lie in [0, train.steps={t.steps}]")
     for key in ("train.weight_decay", "train.grad_clip"):

@@ -148,7 +148,8 @@ def train_and_evaluate(runs: list[RunDir]) -> list[dict]:
             run_dir.checkpoint(view.state_dict())
 
     started = time.perf_counter()
-    steps_per_s = trainer.fit(eval_every=cfg.eval.every, on_eval=on_eval, on_log=on_log, on_checkpoint=on_checkpoint)
+    steps_per_s = trainer.fit(eval_every=cfg.eval.every, on_eval=on_eval, on_log=on_log, on_checkpoint=on_checkpoint,
+                              eval_at_checkpoints=cfg.eval.at_checkpoints)
     wall_time_s = time.perf_counter() - started
     summaries = []
     for view, run_dir in zip(views, runs):

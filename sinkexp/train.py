@@ -1,10 +1,11 @@
 """Trainers: fresh batches from seeded generators, one optimiser step each.
 
 `Trainer` trains one model; `ReplicaTrainer` (replicas.py) trains K seeds of one architecture in
-one vmapped step. Both share one loop (`TrainLoop.fit`) and know nothing about sinks. `fit` calls `on_eval(step)` at
-step 0, every `eval_every` steps and at the last step; `on_log(step, losses)` every `log_every`
-steps, with each model's mean train loss since the last log (a list: one entry per model);
-`on_checkpoint(step)` every `checkpoint_every` steps and at the end. A lone trainer's
+one vmapped step. Both share one loop (`TrainLoop.fit`) and know nothing about sinks. `fit` calls
+`on_eval(step)` at step 0, every `eval_every` steps and at the last step (and at every checkpoint
+with `eval_at_checkpoints`); `on_log(step, losses)` every `log_every` steps, with each model's mean
+train loss since the last log (a list: one entry per model); `on_checkpoint(step)` at the
+checkpoint steps (`schedule.Checkpoints`: every `checkpoint_every`, the last, `checkpoint_steps`). A lone trainer's
 `state_dict()` and a replica view's hold what that model needs to continue bit-for-bit on the same
 device (model, optimiser, data generator, step, the partial train-loss window) in one format, so a
 checkpoint written by either resumes in either.
@@ -23,7 +24,7 @@ from tqdm import tqdm
 from sinkexp import penalties
 from sinkexp.config import TrainConfig
 from sinkexp.model import capture
-from sinkexp.schedule import lr_factor
+from sinkexp.schedule import Checkpoints, lr_factor
 from sinkexp.tasks.base import Batch
 
 FIELDS = dataclasses.fields(Batch)
@@ -73,6 +74,7 @@ class TrainLoop:
         # step waits for the host; read at log, eval and checkpoint steps (check_finite).
         self.first_bad_step = torch.zeros(loss_shape, dtype=torch.long, device=device)
         self.batches: deque[Batch] = deque()   # drawn ahead by next_batch, never across a checkpoint
+        self.checkpoints = Checkpoints(cfg.checkpoint_every, cfg.steps, cfg.checkpoint_steps)
 
     def next_batch(self) -> Batch:
         """This step's batch. The sampler draws `train.data_chunk` steps' batches per call (fewer
@@ -80,8 +82,7 @@ class TrainLoop:
         uninterrupted one does."""
         if not self.batches:
             cfg = self.cfg
-            to_checkpoint = cfg.checkpoint_every - self.step % cfg.checkpoint_every
-            steps = max(1, min(cfg.data_chunk, to_checkpoint, cfg.steps - self.step))
+            steps = max(1, min(cfg.data_chunk, self.checkpoints.after(self.step) - self.step))
             self.batches.extend(split_batch(self.draw(cfg.batch_size * steps), cfg.batch_size, dim=self.batch_dim))
         return self.batches.popleft()
 
@@ -99,7 +100,8 @@ class TrainLoop:
         return {"generator": generator.get_state(), "step": self.step, "window_sum": window_sum.clone(),
                 "window_len": self.window_len}
 
-    def fit(self, *, eval_every: int, on_eval: Callable, on_log: Callable, on_checkpoint: Callable) -> float:
+    def fit(self, *, eval_every: int, on_eval: Callable, on_log: Callable, on_checkpoint: Callable,
+            eval_at_checkpoints: bool = False) -> float:
         """Train up to cfg.steps; returns the steps/s of this call (evaluation included)."""
         cfg = self.cfg
         if self.step == 0:
@@ -121,8 +123,9 @@ class TrainLoop:
             self.first_bad_step = torch.where(bad, self.step, self.first_bad_step)
             bar.update(1)
             last = self.step == cfg.steps
-            log_now, eval_now, checkpoint_now = (last or self.step % every == 0
-                                                 for every in (cfg.log_every, eval_every, cfg.checkpoint_every))
+            log_now, eval_now = (last or self.step % every == 0 for every in (cfg.log_every, eval_every))
+            checkpoint_now = self.step in self.checkpoints
+            eval_now = eval_now or (eval_at_checkpoints and checkpoint_now)
             if log_now or eval_now or checkpoint_now:   # nothing non-finite is logged, evaluated or saved
                 self.check_finite()
             if log_now:

@@ -16,7 +16,9 @@ def read(run_dir, name):
     return (run_dir / name).read_bytes()
 
 
-@pytest.mark.parametrize("schedule", [(), ("train.warmup=8", "train.schedule=cosine")], ids=["constant", "cosine"])
+@pytest.mark.parametrize("schedule", [(), ("train.warmup=8", "train.schedule=cosine"),
+                                      ("train.checkpoint_steps=log", "train.data_chunk=4", "eval.at_checkpoints=true")],
+                         ids=["constant", "cosine", "log checkpoints"])
 def test_killed_run_resumes_to_the_same_tables(make_config, tmp_path, kill_at_step, schedule):
     cfg = make_config(*QUICK, "model.n_heads=2", *schedule)
     run(cfg, tmp_path / "whole")

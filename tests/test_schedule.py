@@ -4,7 +4,8 @@ import math
 import pytest
 import torch
 
-from sinkexp.schedule import lr_factor
+from sinkexp.errors import ConfigError
+from sinkexp.schedule import Checkpoints, log_steps, lr_factor
 
 
 def test_warmup_and_cosine_closed_forms():
@@ -40,3 +41,37 @@ def test_a_schedule_is_a_new_run_and_the_default_keeps_earlier_names(make_config
     base = config_hash(make_config())
     assert config_hash(make_config("train.warmup=0", "train.schedule=constant")) == base
     assert config_hash(make_config("train.warmup=10")) != base != config_hash(make_config("train.schedule=cosine"))
+
+
+def test_log_checkpoints_are_dense_where_sinks_form():
+    assert log_steps(500) == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384]   # 17 before 500
+    every = Checkpoints(500, 1200, "log")
+    assert [s for s in range(1, 1201) if s in every] == [*log_steps(500), 500, 1000, 1200]
+    assert [every.after(s) for s in (0, 1, 5, 384, 500, 1000)] == [1, 2, 6, 500, 1000, 1200]
+    listed = Checkpoints(500, 1200, [7, 600, 5000])            # 5000 lies past the run: ignored
+    assert [s for s in range(1, 1201) if s in listed] == [7, 500, 600, 1000, 1200]
+
+
+@pytest.mark.parametrize("value", ["often", "[0,5]", "[1.5]"])
+def test_a_bad_checkpoint_schedule_names_the_key(make_config, value):
+    with pytest.raises(ConfigError, match=r"^train.checkpoint_steps=.* choose null, log, or a list of steps >= 1"):
+        make_config(f"train.checkpoint_steps={value}")
+
+
+def test_a_run_keeps_and_evaluates_its_log_checkpoints(make_config, tmp_path):
+    """train.checkpoint_steps=log with keep_checkpoints and eval.at_checkpoints: every checkpoint is
+    kept, evaluated, and opens with load_run(step=N)."""
+    import pandas as pd
+
+    from sinkexp import load_run
+    from sinkexp.runner import run
+
+    from conftest import QUICK
+
+    run(make_config(*QUICK, "train.checkpoint_steps=log", "train.keep_checkpoints=true", "eval.at_checkpoints=true"),
+        tmp_path)                                                # 30 steps, checkpoint_every 10, eval every 10
+    steps = [1, 2, 3, 4, 6, 8, 10, 20, 30]
+    assert load_run(tmp_path).kept_steps() == steps
+    assert sorted(pd.read_csv(tmp_path / "metrics.csv")["step"].unique()) == [0, *steps]
+    for step in (1, 6):
+        assert load_run(tmp_path, step=step).step == step
