@@ -129,7 +129,7 @@ def _job(dict_cfg: DictConfig) -> None:
     from sinkexp.config import from_dictconfig
     from sinkexp.evaluate.tables import format_summary
     from sinkexp.rundir import RunBusy, RunDirError, replica_run_dirs
-    from sinkexp.runfiles import status
+    from sinkexp.runfiles import NoSpace, status
     from sinkexp.runner import replica_configs, run_seeds
     from sinkexp.threads import choose_threads
     from sinkexp.train import Diverged
@@ -163,8 +163,8 @@ def _job(dict_cfg: DictConfig) -> None:
     except RunBusy as err:           # another process trains it: not ours to mark
         print(f"sinkexp: {err}", file=sys.stderr)
         return
-    except (Diverged, RunDirError) as err:
-        marked = "FAILED written" if isinstance(err, Diverged) else "nothing written"
+    except (Diverged, RunDirError, NoSpace) as err:
+        marked = {Diverged: "FAILED written", NoSpace: "its last checkpoint kept"}.get(type(err), "nothing written")
         print(f"sinkexp: error: {err}" + (f" ({marked}; the sweep goes on)" if sweep else ""), file=sys.stderr)
         return
     except Exception:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import io
 import json
 import logging
 import os
@@ -34,8 +35,8 @@ from omegaconf import DictConfig, OmegaConf
 from sinkexp.config import Config, from_dictconfig, to_dict
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.runfiles import (ATTENTION, CHECKPOINT, CONFIG, DONE, FAILED, LATER_KEYS, LOSSES, META, METRICS,
-                              SCHEMA_VERSION, SUMMARY, UNHASHED_KEYS, _atomic, kept_checkpoint, read_json, status,
-                              write_arrays, write_csv, write_json, write_text)
+                              SCHEMA_VERSION, SUMMARY, UNHASHED_KEYS, NoSpace, _atomic, kept_checkpoint, read_json,
+                              status, write_arrays, write_bytes, write_csv, write_json, write_text)
 from sinkexp.provenance import device_name, git_state, utc_now, versions
 from sinkexp.tasks import TASKS
 from sinkexp.tasks.base import data_digest
@@ -231,7 +232,9 @@ class RunDir:
         # The tables so far travel with the checkpoint, so a resumed run continues them exactly.
         state = {"config_hash": self.digest, "trainer": trainer_state, "torch_rng": torch.get_rng_state(),
                  "metric_rows": self.metric_rows, "loss_rows": self.loss_rows}
-        _atomic(self.path / CHECKPOINT, lambda tmp: torch.save(state, tmp))
+        buffer = io.BytesIO()         # serialised in memory: a full disk is then an OSError with its errno
+        torch.save(state, buffer)
+        write_bytes(self.path / CHECKPOINT, buffer.getvalue())
         if self.cfg.train.keep_checkpoints:   # a copy of the file just written, not a second serialisation
             _atomic(self.path / kept_checkpoint(trainer_state["step"]),
                     lambda tmp: shutil.copyfile(self.path / CHECKPOINT, tmp))
@@ -253,7 +256,11 @@ class RunDir:
     def fail(self, err: BaseException) -> None:
         """FAILED with the reason first and the traceback after; never next to DONE."""
         if status(self.path) != "done":
-            write_text(self.path / FAILED, f"{err.__class__.__name__}: {err}\n\n" + "".join(traceback.format_exception(err)))
+            try:
+                write_text(self.path / FAILED,
+                           f"{err.__class__.__name__}: {err}\n\n" + "".join(traceback.format_exception(err)))
+            except NoSpace:           # a full disk has no room for the marker either; the error says why
+                pass
 
 
 def take_lock(path: Path) -> int:

@@ -10,6 +10,7 @@ any moment leaves either the old file or the new one.
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -57,19 +58,39 @@ def _umask() -> int:
 UMASK = _umask()
 
 
+class NoSpace(OSError):
+    """The file system is full (or the quota spent): one line naming the file; the file it would
+    have replaced is untouched, so the last checkpoint stays usable."""
+
+    def __str__(self) -> str:
+        return self.strerror          # the sentence alone, without OSError's "[Errno 28]"
+
+
+FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
 def _atomic(path: Path, write) -> None:
-    """Call write(temp_path), then move the temporary file over `path`."""
+    """Call write(temp_path), then move the temporary file over `path`; NoSpace when the disk is full."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.fchmod(fd, 0o666 & ~UMASK)   # mkstemp makes 0600; results are shared as the user's umask allows
-    os.close(fd)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, 0o666 & ~UMASK)   # mkstemp makes 0600; results are shared as the user's umask allows
+        os.close(fd)
         write(tmp)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as err:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.errno in FULL:
+            raise NoSpace(err.errno, f"no space left on the device writing {path} ({err.strerror}); free space "
+                                     "and run the same command again: a run resumes from its last checkpoint") from None
         raise
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    _atomic(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
 def write_text(path: Path, text: str) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from sinkexp import cli
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
@@ -237,6 +238,35 @@ def test_a_diverging_single_run_ends_with_one_line_and_failed(tmp_path):
     assert result.returncode == 1 and "sinkexp: error: diverged" in result.stderr
     assert "Traceback" not in result.stderr
     assert (tmp_path / "div/FAILED").exists() and not (tmp_path / "div/DONE").exists()
+
+
+def test_a_full_disk_ends_with_one_line_and_the_run_resumes_once_there_is_room(tmp_path, monkeypatch):
+    """ENOSPC while the step-20 checkpoint is written: one line naming the file and what to do, exit 1,
+    the step-10 checkpoint untouched; run again with room, the run resumes to an uninterrupted run's tables."""
+    import errno
+
+    real, written = Path.write_bytes, []
+
+    def full_at_the_second_checkpoint(self, data):
+        if self.name.startswith(".checkpoint.pt."):
+            written.append(self.name)
+            if len(written) == 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full_at_the_second_checkpoint)
+    result = sinkexp("train", *QUICK, "hydra.run.dir=full", cwd=tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"sinkexp: error: no space left on the device writing {tmp_path / 'full/checkpoint.pt'}")
+    assert "run the same command again" in lines[0]
+    assert torch.load(tmp_path / "full/checkpoint.pt", weights_only=False)["trainer"]["step"] == 10
+    assert not list((tmp_path / "full").glob(".checkpoint.pt.*"))             # no temporary file left
+    monkeypatch.undo()
+    assert sinkexp("train", *QUICK, "hydra.run.dir=full", cwd=tmp_path).returncode == 0
+    assert sinkexp("train", *QUICK, "hydra.run.dir=whole", cwd=tmp_path).returncode == 0
+    for name in ("metrics.csv", "losses.csv", "summary.json"):
+        assert (tmp_path / "full" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
 
 
 def test_two_concurrent_sweeps_train_each_run_once(tmp_path):
