@@ -282,6 +282,22 @@ def test_docs_for_one_paper_replace_only_that_papers_rows(plumbed, tmp_path):
     assert list(merged["verdict"]) == ["FAIL"] * 3 + list(rows["verdict"])
 
 
+def test_the_pooled_peak_is_the_dynamics_notebooks_sink_score(tmp_path):
+    """max over keys of the attention pooled over queries and sequences, mean over heads: a head
+    with all attention on key 2 scores 1, a uniform one 1/4; a layer the run lacks is missing."""
+    import numpy as np
+
+    from sinkexp.reproduce.measures import MissingValue, pooled_peak
+
+    on_key_2 = np.zeros((4, 4))
+    on_key_2[:, 2] = 1.0
+    np.savez(tmp_path / "attention.npz", layer0=np.stack([on_key_2, np.full((4, 4), 0.25)]), sink=np.array(0))
+    run = FinishedRun(tmp_path, {"seed": 0}, pd.DataFrame())
+    assert pooled_peak(0).of(run) == pytest.approx((1.0 + 0.25) / 2)
+    with pytest.raises(MissingValue, match="no layer 1"):
+        pooled_peak(1).of(run)
+
+
 def test_a_claim_whose_premise_fails_fails_with_its_values_shown(plumbed):
     from sinkexp.reproduce.verdicts import check_claims
 

@@ -18,7 +18,7 @@ from typing import Callable
 import pandas as pd
 
 from sinkexp.reproduce.declare import Measure
-from sinkexp.runfiles import RunFiles, setting
+from sinkexp.runfiles import ATTENTION, RunFiles, setting
 
 
 class MissingValue(LookupError):
@@ -120,6 +120,21 @@ def excess_loss(query_type: str) -> Measure:
     return Measure(f"loss - oracle loss [{query_type}]",
                    lambda run: run.final("loss_eval", -1, query_type) - run.final("loss_baseline", -1, query_type),
                    ("loss_eval", "loss_baseline"))
+
+
+def pooled_peak(layer: int) -> Measure:
+    """The largest attention any key position receives, averaged over every query and the held-out
+    batch (the final maps of attention.npz; mean over heads): the dynamics notebook's sink score
+    (Kempner noop_dynamics.ipynb: `A.mean(dim=(0, 1))`, then its max), whichever position holds it.
+    A sink at a different key in every sequence does not count here (max_inflow counts it)."""
+    def value(run: FinishedRun) -> float:
+        import numpy as np
+        with np.load(run.path / ATTENTION) as maps:
+            if f"layer{layer}" not in maps.files:
+                raise MissingValue(f"{run.label} has no layer {layer} in {ATTENTION}")
+            weights = maps[f"layer{layer}"]                                       # (H, T, T)
+        return float(weights.mean(axis=1).max(axis=-1).mean())
+    return Measure(f"peak of the pooled attention per key [layer {layer}]", value)
 
 
 def intervention(name: str, layer: int, query_type: str = "all") -> Measure:
