@@ -98,7 +98,7 @@ def test_bad_input_exits_nonzero_with_one_line_and_no_directory(tmp_path, args, 
 def test_help_lists_groups_and_cfg_prints_the_composed_config(tmp_path):
     helped = sinkexp("train", "--help", cwd=tmp_path)
     assert helped.returncode == 0
-    for group in ("task: backcopy, broadcast, damping, trigger", "attn: gated, relu, relu_len, relu_raw, sigmoid, sigmoid_nobias, sigmoid_norm, sink_kv, softmax, softmax1, softpick",
+    for group in ("task: backcopy, broadcast, damping, damping_dynamics, trigger", "attn: gated, relu, relu_len, relu_raw, sigmoid, sigmoid_nobias, sigmoid_norm, sink_kv, softmax, softmax1, softpick",
                   "scale: cpu, paper"):
         assert group in helped.stdout
     shown = sinkexp("train", "--cfg", "job", "attn=relu", "model.n_layers=3", cwd=tmp_path)
