@@ -237,8 +237,9 @@ def validate_optimizer(t: TrainConfig) -> None:
     if t.lr <= 0:
         raise ConfigError(f"train.lr={t.lr} is not valid; it must be > 0")
     steps = t.checkpoint_steps
-    if not (steps is None or steps == "log" or (OmegaConf.is_list(steps) or isinstance(steps, (list, tuple)))
-            and all(isinstance(step, int) and not isinstance(step, bool) and step >= 1 for step in steps)):
+    listed = OmegaConf.is_list(steps) or isinstance(steps, (list, tuple))
+    if not (steps is None or steps == "log" or listed and all(
+            isinstance(step, int) and not isinstance(step, bool) and step >= 1 for step in steps)):
         raise ConfigError(f"train.checkpoint_steps={steps} is not valid; choose null, log, or a list of steps >= 1 "
                           "(e.g. [10,20,50])")
     if not 0 <= t.warmup <= t.steps:

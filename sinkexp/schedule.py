@@ -44,9 +44,10 @@ class Checkpoints:
         self.every, self.steps = every, steps
         chosen = log_steps(every) if extra == "log" else list(extra or ())
         self.extra = sorted({step for step in chosen if 0 < step < steps})
+        self.extra_set = frozenset(self.extra)      # asked at every training step
 
     def __contains__(self, step: int) -> bool:
-        return step == self.steps or step % self.every == 0 or step in self.extra
+        return step == self.steps or step % self.every == 0 or step in self.extra_set
 
     def after(self, step: int) -> int:
         """The first checkpoint step after `step`."""

@@ -4,6 +4,8 @@ the files.
 """
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 METRIC_COLUMNS = ["step", "layer", "head", "query_type", "metric", "value"]
@@ -115,7 +117,7 @@ def verdict(layer: str, summary: dict) -> str:
 
 
 def _same(a, b) -> bool:
-    return a is None or b is None or abs(a - b) <= 1e-6 * max(1.0, abs(a))
+    return a is None or b is None or math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6)
 
 
 def _fmt(value) -> str:
