@@ -103,7 +103,8 @@ def finished(run_dir: Path, digest: str) -> bool:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (a scheduler's preemption, `kill`): stops a run as Ctrl-C does, FAILED written."""
+    """SIGTERM (`kill`, `scancel`): stops a run as Ctrl-C does, FAILED written. A submitit job's
+    pre-timeout signal requeues instead (preemption.py)."""
 
 
 def _terminate(signum, frame) -> None:
@@ -125,6 +126,7 @@ def _job(dict_cfg: DictConfig) -> None:
     `launch` counts the runs that did not finish."""
     import torch
 
+    from sinkexp import preemption
     from sinkexp.allocator import keep_freed_memory
     from sinkexp.config import from_dictconfig
     from sinkexp.evaluate.tables import format_summary
@@ -134,6 +136,9 @@ def _job(dict_cfg: DictConfig) -> None:
     from sinkexp.threads import choose_threads
     from sinkexp.train import Diverged
 
+    # A submitit job's pre-timeout signal checkpoints, then requeues (preemption.py). watch() keeps
+    # submitit's SIGTERM handler for the requeue to restore, so it comes before ours.
+    preemption.watch()
     _handle_sigterm()
     allocator = keep_freed_memory()   # before this job allocates its model and batches
     cfg = from_dictconfig(dict_cfg)
@@ -163,6 +168,14 @@ def _job(dict_cfg: DictConfig) -> None:
     except RunBusy as err:           # another process trains it: not ours to mark
         print(f"sinkexp: {err}", file=sys.stderr)
         return
+    except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: FAILED says so; this process stops (a sweep too)
+        how = "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C"
+        print(f"sinkexp: {where} stopped by {how} (FAILED written; the same command resumes it from its last "
+              "checkpoint)", file=sys.stderr)
+        raise SystemExit(143 if how == "SIGTERM" else 130) from None
+    except preemption.Requeue as err:
+        print(f"sinkexp: {where} {err}; submitit requeues the job, which resumes from it", file=sys.stderr)
+        preemption.requeue()         # exits this process
     except (Diverged, RunDirError, NoSpace) as err:
         marked = {Diverged: "FAILED written", NoSpace: "its last checkpoint kept"}.get(type(err), "nothing written")
         print(f"sinkexp: error: {err}" + (f" ({marked}; the sweep goes on)" if sweep else ""), file=sys.stderr)

@@ -228,14 +228,15 @@ class RunDir:
         self.loss_rows.append((step, "train", loss))
         log.info("%s step %d train loss %.5g", self.name, step, loss)
 
-    def checkpoint(self, trainer_state: dict) -> None:
+    def checkpoint(self, trainer_state: dict, keep: bool = True) -> None:
+        """Write checkpoint.pt (and, with train.keep_checkpoints and `keep`, its copy for load_run)."""
         # The tables so far travel with the checkpoint, so a resumed run continues them exactly.
         state = {"config_hash": self.digest, "trainer": trainer_state, "torch_rng": torch.get_rng_state(),
                  "metric_rows": self.metric_rows, "loss_rows": self.loss_rows}
         buffer = io.BytesIO()         # serialised in memory: a full disk is then an OSError with its errno
         torch.save(state, buffer)
         write_bytes(self.path / CHECKPOINT, buffer.getvalue())
-        if self.cfg.train.keep_checkpoints:   # a copy of the file just written, not a second serialisation
+        if keep and self.cfg.train.keep_checkpoints:   # a copy of the file just written, not a second serialisation
             _atomic(self.path / kept_checkpoint(trainer_state["step"]),
                     lambda tmp: shutil.copyfile(self.path / CHECKPOINT, tmp))
 
@@ -264,8 +265,9 @@ class RunDir:
 
 
 def take_lock(path: Path) -> int:
-    """An exclusive flock on <path>/.lock (works across NFS clients on Linux); RunBusy if a live
-    process holds it. The file keeps the last holder's pid and host, for the message."""
+    """An exclusive flock on <path>/.lock (across nodes as far as the file system's flock goes:
+    docs/rundir.md); RunBusy if a live process holds it, RunDirError if the file system cannot lock.
+    The file keeps the last holder's pid and host, for the message."""
     fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT, 0o666)   # the umask applies
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -273,6 +275,11 @@ def take_lock(path: Path) -> int:
         holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
         os.close(fd)
         raise RunBusy(f"{path} is being trained by {holder}; skipped (rerun once it has finished)") from None
+    except OSError as err:        # a file system without flock (Lustre mounted noflock, ...)
+        os.close(fd)
+        raise RunDirError(f"cannot lock {path / '.lock'} ({err.strerror}): this file system does not support "
+                          "flock; put the outputs on one that does (hydra.run.dir / hydra.sweep.dir; "
+                          "docs/rundir.md)") from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"pid {os.getpid()} on {platform.node()}\n".encode(), 0)
     return fd

@@ -20,6 +20,7 @@ from sinkexp.errors import ConfigError
 from sinkexp.evaluate.evaluator import evaluate, mean_attention
 from sinkexp.evaluate.tables import final_values, summary
 from sinkexp.model import Transformer
+from sinkexp.preemption import Requeue, requested
 from sinkexp.rundir import RunDir
 from sinkexp.tasks import TASKS
 from sinkexp.replicas import ReplicaTrainer
@@ -61,7 +62,8 @@ def run_seeds(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict | None
 
     Finished runs are skipped; the others train together, grouped by the step their checkpoint
     holds (0 without one), so that each resumes where it stopped. A failure marks every run of the
-    group it hit FAILED. `hydra_files` (.hydra/<name>: text) are written into each started run;
+    group it hit FAILED, except Requeue (the scheduler's signal: preemption.py), which leaves them
+    checkpointed and incomplete. `hydra_files` (.hydra/<name>: text) are written into each started run;
     `notes` go into its meta.json and the first lines of its log (e.g. the thread count and why).
     Raises RunDirError (RunBusy: another process holds a directory) before training anything.
     """
@@ -79,6 +81,8 @@ def run_seeds(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict | None
         for group in groups.values():
             try:
                 results = train_and_evaluate([runs[i] for i in group])
+            except Requeue:          # checkpointed for the scheduler: incomplete, not failed
+                raise
             except BaseException as err:  # KeyboardInterrupt too: the directory says why it stopped
                 for i in group:
                     runs[i].fail(err)
@@ -143,13 +147,13 @@ def train_and_evaluate(runs: list[RunDir]) -> list[dict]:
         for run_dir, loss in zip(runs, losses):
             run_dir.logged(step, loss)
 
-    def on_checkpoint(step: int) -> None:
+    def on_checkpoint(step: int, keep: bool = True) -> None:
         for view, run_dir in zip(views, runs):
-            run_dir.checkpoint(view.state_dict())
+            run_dir.checkpoint(view.state_dict(), keep)
 
     started = time.perf_counter()
     steps_per_s = trainer.fit(eval_every=cfg.eval.every, on_eval=on_eval, on_log=on_log, on_checkpoint=on_checkpoint,
-                              eval_at_checkpoints=cfg.eval.at_checkpoints)
+                              eval_at_checkpoints=cfg.eval.at_checkpoints, stop=requested)
     wall_time_s = time.perf_counter() - started
     summaries = []
     for view, run_dir in zip(views, runs):

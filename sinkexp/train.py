@@ -5,7 +5,10 @@ one vmapped step. Both share one loop (`TrainLoop.fit`) and know nothing about s
 `on_eval(step)` at step 0, every `eval_every` steps and at the last step (and at every checkpoint
 with `eval_at_checkpoints`); `on_log(step, losses)` every `log_every` steps, with each model's mean
 train loss since the last log (a list: one entry per model); `on_checkpoint(step)` at the
-checkpoint steps (`schedule.Checkpoints`: every `checkpoint_every`, the last, `checkpoint_steps`). A lone trainer's
+checkpoint steps (`schedule.Checkpoints`: every `checkpoint_every`, the last, `checkpoint_steps`). When
+`stop()` turns true (a scheduler's pre-timeout signal: preemption.py), the loop trains on to the
+next step with no data drawn ahead, calls `on_checkpoint(step, keep=False)` there and raises
+Requeue, so the resumed run draws what an uninterrupted one does. A lone trainer's
 `state_dict()` and a replica view's hold what that model needs to continue bit-for-bit on the same
 device (model, optimiser, data generator, step, the partial train-loss window) in one format, so a
 checkpoint written by either resumes in either.
@@ -24,6 +27,7 @@ from tqdm import tqdm
 from sinkexp import penalties
 from sinkexp.config import TrainConfig
 from sinkexp.model import capture
+from sinkexp.preemption import Requeue
 from sinkexp.schedule import Checkpoints, lr_factor
 from sinkexp.tasks.base import Batch
 
@@ -101,7 +105,7 @@ class TrainLoop:
                 "window_len": self.window_len}
 
     def fit(self, *, eval_every: int, on_eval: Callable, on_log: Callable, on_checkpoint: Callable,
-            eval_at_checkpoints: bool = False) -> float:
+            eval_at_checkpoints: bool = False, stop: Callable[[], bool] = lambda: False) -> float:
         """Train up to cfg.steps; returns the steps/s of this call (evaluation included)."""
         cfg = self.cfg
         if self.step == 0:
@@ -138,6 +142,12 @@ class TrainLoop:
                 on_eval(self.step)
             if checkpoint_now:
                 on_checkpoint(self.step)
+            if not last and not self.batches and stop():
+                if not checkpoint_now:
+                    self.check_finite()
+                    on_checkpoint(self.step, keep=False)   # not a scheduled step: no kept copy
+                bar.close()
+                raise Requeue(self.step)
         bar.close()
         elapsed = time.perf_counter() - started
         return (self.step - first) / elapsed if elapsed > 0 else float("nan")

@@ -134,6 +134,7 @@ def test_slurm_launcher_preset_composes(tmp_path):
                     "-p", "hydra.launcher", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "SlurmLauncher" in shown.stdout and "partition: gpu" in shown.stdout and "gpus_per_node: 1" in shown.stdout
+    assert "max_num_timeout: 5" in shown.stdout and "signal_delay_s: 120" in shown.stdout   # requeue on timeout
 
 
 @pytest.mark.parametrize("launcher,plugin", [("parallel", "hydra_joblib_launcher"),
@@ -255,7 +256,8 @@ def test_a_full_disk_ends_with_one_line_and_the_run_resumes_once_there_is_room(t
         return real(self, data)
 
     monkeypatch.setattr(Path, "write_bytes", full_at_the_second_checkpoint)
-    result = sinkexp("train", *QUICK, "hydra.run.dir=full", cwd=tmp_path)
+    args = (*QUICK, "threads=1")   # bit-equality needs one thread count; the default follows the machine's load
+    result = sinkexp("train", *args, "hydra.run.dir=full", cwd=tmp_path)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1 and len(lines) == 1, result.stderr
     assert lines[0].startswith(f"sinkexp: error: no space left on the device writing {tmp_path / 'full/checkpoint.pt'}")
@@ -263,8 +265,8 @@ def test_a_full_disk_ends_with_one_line_and_the_run_resumes_once_there_is_room(t
     assert torch.load(tmp_path / "full/checkpoint.pt", weights_only=False)["trainer"]["step"] == 10
     assert not list((tmp_path / "full").glob(".checkpoint.pt.*"))             # no temporary file left
     monkeypatch.undo()
-    assert sinkexp("train", *QUICK, "hydra.run.dir=full", cwd=tmp_path).returncode == 0
-    assert sinkexp("train", *QUICK, "hydra.run.dir=whole", cwd=tmp_path).returncode == 0
+    assert sinkexp("train", *args, "hydra.run.dir=full", cwd=tmp_path).returncode == 0
+    assert sinkexp("train", *args, "hydra.run.dir=whole", cwd=tmp_path).returncode == 0
     for name in ("metrics.csv", "losses.csv", "summary.json"):
         assert (tmp_path / "full" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
 
@@ -301,10 +303,44 @@ def test_sigterm_stops_a_run_like_ctrl_c(tmp_path):
     while not (tmp_path / "term/metrics.csv").exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     process.send_signal(signal.SIGTERM)
-    process.communicate(timeout=60)
-    assert process.returncode != 0
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 143 and err.strip().endswith("resumes it from its last checkpoint)")
+    assert len(err.strip().splitlines()) == 1 and "stopped by SIGTERM (FAILED written" in err
     assert (tmp_path / "term/FAILED").read_text().startswith("Terminated: stopped by SIGTERM")
 
+
+
+def test_a_submitit_job_signalled_before_its_timeout_requeues_and_resumes_to_the_same_tables(tmp_path):
+    """submitit's pre-timeout signal (USR2), sent by hand once the job has evaluated step 0: the job
+    checkpoints, submitit_local requeues it, and the resumed run ends with a lone run's tables."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    import signal
+    import time
+
+    args = ("device=cpu", "train.steps=400", "eval.every=50", "train.checkpoint_every=100", "train.data_chunk=4",
+            "train.batch_size=16", "eval.batch_size=32", "threads=1")
+    assert sinkexp("train", "hydra.run.dir=whole", *args, cwd=tmp_path).returncode == 0
+    env = {**os.environ, "TQDM_DISABLE": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "sinkexp.cli", "train", "-m", "hydra/launcher=submitit_local",
+                                "name=rq", *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline, signalled = time.monotonic() + 120, False
+    while process.poll() is None and not signalled and time.monotonic() < deadline:
+        for log in (tmp_path / "outputs/sweeps/rq").rglob("train.log"):
+            holder = (log.parent / ".lock").read_text().split()     # "pid N on HOST": the job's process
+            if "step 0 eval" in log.read_text() and holder:
+                os.kill(int(holder[1]), signal.SIGUSR2)
+                signalled = True
+        time.sleep(0.05)
+    _, err = process.communicate(timeout=240)
+    assert signalled and process.returncode == 0, err
+    (run_dir,) = (tmp_path / "outputs/sweeps/rq").rglob("DONE")
+    run_dir = run_dir.parent
+    resumed = json.loads((run_dir / "meta.json").read_text())["resumed_from_step"]
+    assert resumed is not None and 0 < resumed < 400 and resumed % 4 == 0      # at a data-chunk boundary
+    assert not (run_dir / "FAILED").exists()
+    for name in ("metrics.csv", "losses.csv", "summary.json"):
+        assert (run_dir / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
 
 def test_version_help_and_shell_completion(tmp_path):
     import sinkexp as package

@@ -34,6 +34,40 @@ def test_killed_run_resumes_to_the_same_tables(make_config, tmp_path, kill_at_st
         assert read(tmp_path / "split", name) == read(tmp_path / "whole", name), name
 
 
+
+def test_a_requeue_signal_checkpoints_where_the_run_is_and_resumes_to_the_same_tables(make_config, tmp_path,
+                                                                                         monkeypatch):
+    """The scheduler's pre-timeout signal (preemption.py) at step 13 of 4-step data chunks: the run
+    trains on to step 14 (no data drawn ahead), checkpoints there, stops neither FAILED nor DONE, and
+    its resumed run ends with an uninterrupted run's tables and kept checkpoints."""
+    import torch
+
+    from sinkexp import preemption
+
+    cfg = make_config(*QUICK, "train.data_chunk=4", "train.keep_checkpoints=true")
+    run(cfg, tmp_path / "whole")
+    original, calls = Trainer.train_step, {"n": 0}
+
+    def train_step(self):
+        calls["n"] += 1
+        if calls["n"] == 13:
+            monkeypatch.setattr(preemption, "_request", (10, None))   # what the signal handler records
+        return original(self)
+
+    monkeypatch.setattr(Trainer, "train_step", train_step)
+    with pytest.raises(preemption.Requeue, match="step 14"):
+        run(cfg, tmp_path / "split")
+    assert F.status(tmp_path / "split") == "incomplete"
+    assert torch.load(tmp_path / "split" / F.CHECKPOINT, weights_only=True)["trainer"]["step"] == 14
+    monkeypatch.setattr(preemption, "_request", None)
+    monkeypatch.setattr(Trainer, "train_step", original)
+    run(cfg, tmp_path / "split")
+    for name in (F.METRICS, F.LOSSES, F.SUMMARY):
+        assert read(tmp_path / "split", name) == read(tmp_path / "whole", name), name
+    kept = [sorted(str(p.relative_to(tmp_path / which)) for p in (tmp_path / which).glob("checkpoints/*"))
+            for which in ("split", "whole")]
+    assert kept[0] == kept[1] == [F.kept_checkpoint(step) for step in (10, 20, 30)]
+
 def test_finished_run_is_left_untouched_and_other_configs_refused(make_config, tmp_path):
     cfg = make_config(*QUICK)
     run(cfg, tmp_path)
@@ -134,6 +168,18 @@ def test_a_directory_in_use_is_skipped_not_trained_twice(make_config, tmp_path):
     run(cfg, tmp_path)
     assert F.status(tmp_path) == "done"
 
+
+
+def test_a_file_system_without_flock_stops_the_run_with_one_line(make_config, tmp_path, monkeypatch):
+    import errno
+
+    def no_flock(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(R.fcntl, "flock", no_flock)
+    with pytest.raises(RunDirError, match="cannot lock .*No locks available.*does not support flock") as err:
+        run(make_config(*QUICK), tmp_path)
+    assert "\n" not in str(err.value) and not (tmp_path / F.METRICS).exists() and not (tmp_path / F.FAILED).exists()
 
 def test_divergence_stops_the_run_with_failed_and_no_done(make_config, tmp_path):
     from sinkexp.train import Diverged
