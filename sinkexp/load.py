@@ -24,7 +24,7 @@ from sinkexp.evaluate.evaluator import captured_forward
 from sinkexp.model import Transformer, tap_names
 from sinkexp.rundir import RunDir, RunDirError
 from sinkexp.runfiles import RunFiles
-from sinkexp.tasks import TASKS
+from sinkexp.tasks import TASKS, held_out_batch
 from sinkexp.tasks.base import Batch
 
 
@@ -71,7 +71,6 @@ def load_run(path, step: int | None = None, device: str = "cpu") -> Run:
     model = Transformer(cfg.model, cfg.attn, task).to(device)
     model.load_state_dict(state["trainer"]["model"])
     model.eval()
-    generator = torch.Generator(device=device).manual_seed(cfg.eval.seed)
-    batch = task.sample(cfg.eval.batch_size, generator, device)
+    batch = held_out_batch(task, cfg.eval.batch_size, cfg.eval.seed, device)
     return Run(path=path, cfg=cfg, task=task, model=model, batch=batch, step=state["trainer"]["step"],
                metrics=files.metrics, losses=files.losses, summary=files.summary)

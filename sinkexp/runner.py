@@ -22,7 +22,7 @@ from sinkexp.evaluate.tables import final_values, summary
 from sinkexp.model import Transformer
 from sinkexp.preemption import Requeue, requested
 from sinkexp.rundir import RunDir
-from sinkexp.tasks import TASKS
+from sinkexp.tasks import TASKS, held_out_batch
 from sinkexp.replicas import ReplicaTrainer
 from sinkexp.train import Diverged, Trainer
 
@@ -122,7 +122,7 @@ def train_and_evaluate(runs: list[RunDir]) -> list[dict]:
     task, trainer = make_trainer([run_dir.cfg for run_dir in runs], device)
     # Per run: its model as a module now, and its trainer state (a lone trainer is its own view).
     views = trainer.views() if isinstance(trainer, ReplicaTrainer) else [trainer]
-    eval_batch = task.sample(cfg.eval.batch_size, torch.Generator(device=device).manual_seed(cfg.eval.seed), device)
+    eval_batch = held_out_batch(task, cfg.eval.batch_size, cfg.eval.seed, device)
     if runs[0].state:
         states = [run_dir.state["trainer"] for run_dir in runs]
         if isinstance(trainer, ReplicaTrainer):

@@ -78,6 +78,23 @@ def test_single_run_writes_the_run_directory(tmp_path):
     assert "sink_attn, non_trigger queries" in result.stdout and "layer 0: " in result.stdout
 
 
+
+def test_a_language_model_run_prints_the_sink_rate_over_heads_and_massive_activations(tmp_path):
+    """task=lm with the llama preset, shrunk: the table has every layer's massive-activation rows and
+    the model's sink rate over all heads, and the run evaluates on the held-out split."""
+    small = ("task=lm", "model.n_layers=2", "model.n_heads=2", "model.d_model=32", "task.seq_len=32", *QUICK, "train.warmup=5")
+    result = sinkexp("train", *small, "hydra.run.dir=lm", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for row in ("massive_ratio", "massive_at_sink", "sink_rate@0.3 (share of heads)", "model: sink rate over all heads",
+                "next to the bigram model of the training split"):
+        assert row in result.stdout, row
+    metrics = pd.read_csv(tmp_path / "lm/metrics.csv")
+    final = metrics[metrics["step"] == 30]
+    assert set(final.loc[final["metric"] == "massive_channel", "layer"]) == {0, 1}
+    assert final.loc[final["metric"] == "massive_position", "value"].between(0, 31).all()
+    config = (tmp_path / "lm/config.yaml").read_text()
+    assert "norm_type: rmsnorm" in config and "mlp: swiglu" in config and "pos: rope" in config
+
 def test_sweep_writes_one_readable_folder_per_run(tmp_path):
     result = sinkexp("train", "-m", "attn=softmax,relu", "seed=0,1", "name=smoke", *QUICK, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -98,7 +115,7 @@ def test_bad_input_exits_nonzero_with_one_line_and_no_directory(tmp_path, args, 
 def test_help_lists_groups_and_cfg_prints_the_composed_config(tmp_path):
     helped = sinkexp("train", "--help", cwd=tmp_path)
     assert helped.returncode == 0
-    for group in ("task: backcopy, broadcast, damping, damping_dynamics, trigger", "attn: gated, relu, relu_len, relu_raw, sigmoid, sigmoid_nobias, sigmoid_norm, sink_kv, softmax, softmax1, softpick",
+    for group in ("task: backcopy, broadcast, damping, damping_dynamics, lm, trigger", "model: default, llama", "attn: gated, relu, relu_len, relu_raw, sigmoid, sigmoid_nobias, sigmoid_norm, sink_kv, softmax, softmax1, softpick",
                   "scale: cpu, paper"):
         assert group in helped.stdout
     shown = sinkexp("train", "--cfg", "job", "attn=relu", "model.n_layers=3", cwd=tmp_path)

@@ -155,6 +155,11 @@ def test_residual_norms_and_massive_ratio():
     at_sink, rest = M.resid_norms(resid, torch.tensor([1, 1]))
     assert at_sink.item() == 5.0 and abs(rest.item() - 3 ** 0.5) < 1e-6
     assert M.massive_ratio(resid).item() == 4.0            # max 4 over median 1
+    position, channel, at_sink = M.massive_location(resid, torch.tensor([1, 1]))
+    assert (position.item(), channel.item(), at_sink.item()) == (1, 2, 1.0)   # the 4 at position 1, channel 2
+    resid[1, 3, 0] = -9.0                                  # sequence 1's largest |h| moves to position 3
+    position, channel, at_sink = M.massive_location(resid, torch.tensor([1, 1]))
+    assert (position.item(), channel.item(), at_sink.item()) == (3, 0, 0.5)
 
 
 def test_head_cancellation_closed_forms():

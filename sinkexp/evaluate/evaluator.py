@@ -106,6 +106,10 @@ def attention_rows(cache: dict, anatomy, batch, query_types, step: int) -> list[
         rows.scalar(layer, "resid_norm_sink", at_sink)
         rows.scalar(layer, "resid_norm_rest", rest)
         rows.scalar(layer, "massive_ratio", M.massive_ratio(resid))
+        position, channel, at_sink = M.massive_location(resid, batch.sink)
+        rows.scalar(layer, "massive_position", position)
+        rows.scalar(layer, "massive_channel", channel)
+        rows.scalar(layer, "massive_at_sink", at_sink)
     model_scores = torch.cat(sink_scores, dim=1)                                 # (B, layers x H)
     for eps in SINK_RATE_EPS:
         rows.scalar(-1, sink_rate_name(eps), M.sink_rate(model_scores, eps))

@@ -190,3 +190,14 @@ def massive_ratio(resid: torch.Tensor) -> torch.Tensor:
     """
     magnitude = resid.abs().flatten()
     return magnitude.max() / magnitude.median()
+
+
+def massive_location(resid: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Where the massive activation sits. resid (B, T, d), sink (B,): the position and the channel of
+    the largest |h| entry over the whole batch, and the share of sequences whose own largest |h|
+    entry sits at their sink position (Sun et al. 2024: at the first token, in a few fixed channels)."""
+    magnitude = resid.abs()
+    _, T, d = magnitude.shape
+    largest = magnitude.flatten().argmax()
+    at_sink = magnitude.amax(dim=-1).argmax(dim=-1) == sink                    # (B,)
+    return (largest // d) % T, largest % d, at_sink.float().mean()

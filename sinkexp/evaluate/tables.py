@@ -26,7 +26,8 @@ METRICS = ("sink_attn", "sink_share", "max_inflow", "sink_match", "sink_match_se
            *map(sink_rate_name, SINK_RATE_EPS), "logit_gap", "value_norm_ratio", "sink_value_norm",
            "head_cancellation", "common_mode", "pathway_common_mode", "pathway_usage", "stable_rank",
            "qk_sigma1", "qk_sigma2", "qk_sigma3", "qk_sigma1/sigma2", "resid_norm_sink", "resid_norm_rest",
-           "massive_ratio", "slot_attn", "register_attn", "gate", "loss_eval", "loss_baseline")
+           "massive_ratio", "massive_position", "massive_channel", "massive_at_sink", "slot_attn", "register_attn",
+           "gate", "loss_eval", "loss_baseline")
 
 
 def final_values(metrics: pd.DataFrame, losses: pd.DataFrame) -> pd.DataFrame:
@@ -69,7 +70,7 @@ def summary(final: pd.DataFrame, step: int, query_types, reference: str) -> dict
 
 
 # Rows of the printed table after sink_attn and sink_rate; the optional ones only where the model has them.
-TABLE_METRICS = ("value_norm_ratio", "massive_ratio", "slot_attn", "register_attn", "gate")
+TABLE_METRICS = ("value_norm_ratio", "massive_ratio", "massive_at_sink", "slot_attn", "register_attn", "gate")
 WIDTH = 100            # the printed table wraps its layer columns to stay within this many characters
 SINK_EPS = 0.3         # the verdict's threshold on a head's sink score (Gu et al. 2025)
 
@@ -97,6 +98,10 @@ def format_summary(summary: dict) -> str:
     if any(value is None for _, values in rows for value in values):
         lines.append("(- : not defined here, e.g. no query of that type in the held-out batch)")
     lines += [verdict(layer, summary) for layer in layers]
+    if len(layers) > 1:   # Gu's and Barbero's sink rate: the share of all the model's heads
+        rates = summary["sink_rate"].get("model", {})
+        lines.append("model: sink rate over all heads " + ", ".join(f"{_fmt(rates.get(str(eps)))} at alpha_s > {eps}"
+                                                                    for eps in SINK_RATE_EPS))
     lines.append(f"loss at step {summary['step']} on the held-out batch, next to the {summary['reference']}:")
     lines.append(f"  {'query type':<14}{'model':>10}{'reference':>11}{'model-reference':>17}{'model/reference':>17}")
     for q in query_types + ["all"]:

@@ -44,7 +44,8 @@ def group_options() -> dict[str, tuple[str, ...]]:
 @cache
 def config_keys(task: str) -> dict[str, object]:
     """Every config key of `task` -> its default, read from configs/ (no torch): the top level of
-    config.yaml, each group's default file, every attn preset's keys, and the task's file. A test
+    config.yaml, each group's default file (model/default.yaml's commented list), every attn
+    preset's keys, and the task's file. A test
     checks that this equals the schema's keys (sinkexp/config.py)."""
     root = files("sinkexp.conf")
     top = OmegaConf.to_container(OmegaConf.load(root.joinpath("config.yaml")))
@@ -53,7 +54,10 @@ def config_keys(task: str) -> dict[str, object]:
                 ("task", f"task/{task}.yaml")]
     sections += [("attn", f"attn/{name}.yaml") for name in group_options()["attn"]]
     for section, path in sections:
-        node = OmegaConf.to_container(OmegaConf.load(root.joinpath(path)))
+        text = root.joinpath(path).read_text()
+        if path == "model/default.yaml":   # sets nothing (a preset comes after the task); lists the defaults commented
+            text = "\n".join(line.removeprefix("#   ") for line in text.splitlines() if line.startswith("#   "))
+        node = OmegaConf.to_container(OmegaConf.create(text))
         node = node[section] if section == "task" else node   # task files are @package _global_
         for key, value in node.items():
             if not isinstance(value, dict):

@@ -9,23 +9,35 @@ A task is one file with one class that has:
   validate(cfg)     raise ConfigError for impossible settings (a staticmethod)
   dims(cfg) -> Dims its sizes, without building it (a staticmethod; checked against the model and memory)
   sample(batch_size, generator, device) -> Batch
+  sample_held_out   (optional) the same signature, for the evaluation batch (held-out data; default: sample)
   loss(pred, batch) -> (B, T) per-position loss
   reference         what baseline_loss measures (e.g. "zero predictor", "oracle")
   baseline_loss(batch) -> (B, T) per-position loss of that reference predictor
-  data_files        (optional) task config keys naming data files, read with tasks.base.read_data_file;
-                    their content is part of the config hash
+  data_files        (optional) task config keys naming data files (a path, or a name in
+                    tasks.base.BUILT_IN), read with tasks.base.read_data_file; their content is part of the config hash
 """
+import torch
+
 from sinkexp.tasks.backcopy import BackcopyTask
 from sinkexp.tasks.base import Batch
 from sinkexp.tasks.broadcast import BroadcastTask
 from sinkexp.tasks.damping import DampingTask
+from sinkexp.tasks.lm import LMTask
 from sinkexp.tasks.trigger import TriggerTask
 
-__all__ = ["Batch", "TASKS"]
+__all__ = ["Batch", "TASKS", "held_out_batch"]
 
 TASKS = {
     "trigger": TriggerTask,
     "damping": DampingTask,
     "broadcast": BroadcastTask,
     "backcopy": BackcopyTask,
+    "lm": LMTask,
 }
+
+
+def held_out_batch(task, batch_size: int, seed: int, device):
+    """The evaluation batch (eval.batch_size, eval.seed): from the task's held-out data where it has
+    some (task=lm), else a fresh sample like any training batch."""
+    draw = getattr(task, "sample_held_out", task.sample)
+    return draw(batch_size, torch.Generator(device=device).manual_seed(seed), device)

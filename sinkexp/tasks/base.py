@@ -50,9 +50,24 @@ def mse(pred: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return (pred - targets).pow(2).mean(-1)
 
 
+# Data files sinkexp ships (sinkexp/data/), named by a word instead of a path in a task's config.
+BUILT_IN = {"kjv": "kjv.txt.xz"}
+
+
+def data_path(value: str) -> str:
+    """The file a data-file setting names: a built-in file's packaged path, or the path itself."""
+    if value in BUILT_IN:
+        from importlib.resources import files
+
+        return str(files("sinkexp").joinpath("data", BUILT_IN[value]))
+    return value
+
+
 def read_data_file(key: str, path: str) -> bytes:
-    """The bytes of a task's data file (config key `key`), read once per process and file version
-    (path, size, modification time): checking a config, naming its run and building the task share it."""
+    """The bytes of a task's data file (config key `key`: a path or a BUILT_IN name), read once per
+    process and file version (path, size, modification time): checking a config, naming its run
+    and building the task share it."""
+    path = data_path(path)
     try:
         stat = Path(path).stat()
         resolved = str(Path(path).resolve())
