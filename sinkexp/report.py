@@ -10,7 +10,9 @@ installed), runs.csv (one row per run with its status, and the reason for a dama
 finals.csv (every run's final values), sink_attn_by_layer.png and dynamics.png (the share of
 attention on the sink: row-normalised weights, so unnormalised variants' raw weights above 1 are
 never cut off the axis; the raw weights are in summary.csv as sink_attn), and
-attention_<setting>.png (one representative seed per setting).
+attention_<setting>.png (one representative seed per setting), and for models of several heads
+heads_<setting>.png (each head's sink score as a layer x head grid, each layer's massive_ratio over
+training).
 """
 from __future__ import annotations
 
@@ -178,6 +180,33 @@ def plot_heatmaps(run: Path, label: str, path: Path) -> None:
     plt.close(fig)
 
 
+def plot_heads(run: Path, label: str, path: Path) -> None:
+    """For a model of several heads (an LM): each head's final sink score alpha_s, the share of
+    attention on the first token (a layer x head grid), and each layer's massive_ratio over training."""
+    import matplotlib.pyplot as plt
+
+    metrics = pd.read_csv(run / F.METRICS)
+    final = metrics[(metrics["step"] == metrics["step"].max()) & (metrics["metric"] == "sink_score")]
+    grid = final.pivot_table(index="layer", columns="head", values="value")
+    massive = metrics[metrics["metric"] == "massive_ratio"].pivot_table(index="step", columns="layer", values="value")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(4 + 0.8 * grid.shape[1] + 5, 0.6 * grid.shape[0] + 3.2))
+    image = left.imshow(grid.values, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+    for (i, j), value in np.ndenumerate(grid.values):
+        left.text(j, i, f"{value:.2f}", ha="center", va="center", color="white" if value < 0.5 else "black", fontsize=8)
+    left.set(xticks=range(grid.shape[1]), yticks=range(grid.shape[0]), xlabel="head", ylabel="layer",
+             title=f"sink score alpha_s at step {metrics['step'].max()}")
+    fig.colorbar(image, ax=left, fraction=0.046)
+    for layer in massive.columns:
+        right.plot(massive.index, massive[layer], label=f"layer {layer}")
+    right.set(xlabel="step", ylabel="max |h| / median |h|", yscale="log",
+              title="massive_ratio of the residual stream after each block")
+    right.legend(fontsize=8, frameon=False)
+    fig.suptitle(f"{label} ({run.name})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def write_report(root: Path, out: Path | None = None) -> tuple[Path, pd.DataFrame, pd.DataFrame]:
     """Write DIR/report/ (or `out`) for every run below `root`, printing nothing; returns (the
     folder, the runs table, the summary). FileNotFoundError when there is no run below root."""
@@ -203,9 +232,11 @@ def write_report(root: Path, out: Path | None = None) -> tuple[Path, pd.DataFram
         # one seed's maps per setting, not one figure per run; the first by folder name, so that a
         # rerun draws the same one
         first = members["run"].iloc[0]
+        name = "".join(c if c.isalnum() or c in "=-." else "_" for c in label.replace(", ", "_"))
         if (root / first / F.ATTENTION).exists():
-            name = "".join(c if c.isalnum() or c in "=-." else "_" for c in label.replace(", ", "_"))
             plot_heatmaps(root / first, label, out / f"attention_{name}.png")
+        if members["model.n_layers"].iloc[0] * members["model.n_heads"].iloc[0] > 1:
+            plot_heads(root / first, label, out / f"heads_{name}.png")
     return out, runs, summary
 
 

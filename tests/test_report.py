@@ -44,6 +44,7 @@ def test_summary_is_mean_std_and_count_over_seeds(sweep, capsys):
     for figure in ("sink_attn_by_layer.png", "dynamics.png"):
         assert (out / figure).stat().st_size > 1000
     assert sorted(p.name for p in out.glob("attention_*.png")) == ["attention_attn=relu.png", "attention_attn=softmax.png"]
+    assert not list(out.glob("heads_*.png"))                  # one layer of one head: no layer x head grid
     finals_csv = pd.read_csv(out / "finals.csv")      # every finished run's final values, labelled by setting
     assert set(finals_csv["label"]) == {"attn=relu", "attn=softmax"} and finals_csv["run"].nunique() == 4
     printed = capsys.readouterr().out
@@ -76,3 +77,9 @@ def test_damaged_runs_are_listed_with_the_reason_and_the_rest_reported(sweep, tm
     summary = pd.read_csv(root / "report/summary.csv")
     assert set(summary["n"]) == {1}
     assert "damaged: trigger/softmax/L1/s0" in capsys.readouterr().out
+
+
+def test_a_model_of_several_heads_gets_its_layer_by_head_figure(tmp_path, make_config):
+    run(make_config(*QUICK, "model.n_layers=2", "model.n_heads=2"), tmp_path / "run")
+    out = report(tmp_path / "run")
+    assert [p.name for p in out.glob("heads_*.png")] == ["heads_all_runs.png"]
