@@ -91,3 +91,12 @@ def test_the_benchmarks_source_backcopy_generator_follows_the_task():
     for x in checked:
         empirical = torch.bincount(following[current == x], minlength=task.vocab_size) / (current == x).sum()
         assert (empirical - task.cond[x]).abs().max() < 0.03, x
+
+
+def test_the_lm_reference_computes_what_the_llama_preset_computes(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).parent.parent / "scripts"))   # bench_lm imports bench
+    bench_lm = load_script("bench_lm")
+    cfg, task, project, reference = bench_lm.build(["task.seq_len=16"])
+    batch = task.sample(4, torch.Generator().manual_seed(0), "cpu")
+    torch.testing.assert_close(reference(batch.inputs), project(batch.inputs), atol=1e-5, rtol=1e-5)
+    assert sum(p.numel() for p in reference.parameters()) == sum(p.numel() for p in project.parameters())

@@ -31,7 +31,7 @@ OUTPUT_MS = (0.25 + 0.25 + 0.49 + 0.65 ** 2 + 0.25) / 8                     # me
 def hand_built_rows(pathway: bool = False):
     scores = torch.zeros(1, 1, 4, 4)
     scores[..., 0] = 2.0                                   # the sink scores 2 above every other key
-    cache = {"blocks.0.attn.scores": scores, "blocks.0.attn.weights": WEIGHTS, "blocks.0.attn.v": V,
+    cache = {"blocks.0.attn.scores": scores, "blocks.0.attn.weights": WEIGHTS, "blocks.0.attn.k": V, "blocks.0.attn.v": V,
              "blocks.0.attn.mixed": WEIGHTS @ V, "blocks.0.attn.output": OUTPUT, "blocks.0.resid_post": RESID,
              "blocks.0.pathway.output": torch.ones(1, 4, 2)}   # a global pathway writing (1, 1) everywhere
     eye = torch.eye(2)
@@ -58,6 +58,8 @@ def hand_built_rows(pathway: bool = False):
     ((-1, -1, "all", "sink_rate@0.3"), 1.0),
     ((0, 0, "all", "value_norm_ratio"), 0.5 / ((1 + 2 + 1) / 3)),
     ((0, 0, "all", "sink_value_norm"), 0.5),
+    ((0, 0, "all", "sink_key_cos"), 1.0),                   # one sequence: every key is its own mean
+    ((0, 0, "all", "key_cos_rest"), 1.0),
     ((0, -1, "all", "resid_norm_sink"), 5.0),
     ((0, -1, "all", "resid_norm_rest"), (1 + 2 + 1) / 3),
     ((0, -1, "all", "massive_ratio"), 4.0 / 1.0),           # max 4, median of |entries| 1
@@ -167,7 +169,7 @@ def test_head_cancellation_is_written_for_several_heads_only():
     eye = torch.eye(2)
     weights, v = WEIGHTS.expand(1, 2, 4, 4), V.expand(1, 2, 4, 2)
     cache = {"blocks.0.attn.scores": torch.zeros(1, 2, 4, 4), "blocks.0.attn.weights": weights,
-             "blocks.0.attn.v": v, "blocks.0.attn.mixed": weights @ v, "blocks.0.resid_post": RESID,
+             "blocks.0.attn.k": v, "blocks.0.attn.v": v, "blocks.0.attn.mixed": weights @ v, "blocks.0.resid_post": RESID,
              "blocks.0.attn.output": torch.zeros(1, 4, 2)}                  # the heads' writes cancel
     anatomy = Anatomy(tokens=torch.arange(4), registers=torch.arange(0), n_keys=4,
                       visible=torch.ones(4, 4, dtype=torch.bool).tril(),

@@ -197,3 +197,17 @@ def test_sink_score_of_an_unnormalised_row_reads_its_share():
     sink = torch.zeros(1, dtype=torch.long)
     assert M.sink_score(weights, sink).item() == pytest.approx(2.9)
     assert M.sink_score(M.row_share(weights), sink).item() == pytest.approx((1 + 2.9 / 3.0) / 2)
+
+
+def test_key_alignment_closed_forms():
+    """Two sequences, one head, sink at position 0: equal sink keys -> 1; orthogonal unit keys
+    elsewhere -> cos 45 degrees (each against their mean (1, 1)/2); the sink is left out of the rest."""
+    k = torch.zeros(2, 1, 3, 2)
+    k[:, 0, 0] = torch.tensor([3.0, 4.0])                                # the same sink key in both
+    k[0, 0, 1:] = torch.tensor([1.0, 0.0])
+    k[1, 0, 1:] = torch.tensor([0.0, 1.0])
+    at_sink, rest = M.key_alignment(k, torch.tensor([0, 0]))
+    assert at_sink.item() == pytest.approx(1.0) and rest.item() == pytest.approx(2 ** -0.5)
+    at_sink, rest = M.key_alignment(k, torch.tensor([1, 1]))             # now the orthogonal keys are the sink's
+    assert at_sink.item() == pytest.approx(2 ** -0.5)
+    assert rest.item() == pytest.approx((1.0 + 2 ** -0.5) / 2)          # position 0: 1, position 2: 0.707

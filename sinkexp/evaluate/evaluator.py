@@ -18,7 +18,7 @@ from sinkexp.evaluate import metrics as M
 from sinkexp.evaluate.tables import SINK_RATE_EPS, sink_rate_name
 from sinkexp.model import capture, tap_names
 
-ATTENTION_TAPS = ("scores", "weights", "v", "mixed")   # every attention layer has these
+ATTENTION_TAPS = ("scores", "weights", "k", "v", "mixed")   # every attention layer has these
 # Tap names (the last part) to record: gates only where attn.gate is set; `output` is attn.output
 # and, with a global pathway, pathway.output.
 CAPTURED = ATTENTION_TAPS + ("gates", "output", "resid_post")
@@ -94,7 +94,7 @@ def attention_rows(cache: dict, anatomy, batch, query_types, step: int) -> list[
         if parts.n_heads > 1:
             for query_type, queries in query_sets.items():
                 rows.scalar(layer, "head_cancellation", M.head_cancellation(updates, queries), query_type)
-        sink_scores.append(head_rows(rows, layer, share, taps["v"], updates, parts, batch.sink))
+        sink_scores.append(head_rows(rows, layer, share, taps["k"], taps["v"], updates, parts, batch.sink))
         attn_write = cache[f"blocks.{layer}.attn.output"][:, anatomy.tokens]      # (B, T, d_model)
         rows.scalar(layer, "common_mode", M.common_mode_fraction(attn_write))
         if parts.has_pathway:
@@ -140,11 +140,14 @@ def query_rows(rows: Rows, layer: int, scores, weights, share, gates, anatomy, b
             rows.per_head(layer, query_type, "gate", M.query_mean(gates[:, :, keep].mean(-1), queries))
 
 
-def head_rows(rows: Rows, layer: int, share, v, updates, parts, sink) -> torch.Tensor:
+def head_rows(rows: Rows, layer: int, share, k, v, updates, parts, sink) -> torch.Tensor:
     """Per head: what it writes (value norms, the update's rank), its QK spectrum and sink score;
     returns the sink scores per sequence (B, H). share (B, H, T, T): the row-normalised weights over
     the task's tokens; updates (B, H, T, d_model) what each head writes at each query."""
     values = M.head_values(v, parts.w_o)                                    # (B, H, T, d_model)
+    sink_key, other_keys = M.key_alignment(k, sink)
+    rows.per_head(layer, "all", "sink_key_cos", sink_key)
+    rows.per_head(layer, "all", "key_cos_rest", other_keys)
     rows.per_head(layer, "all", "value_norm_ratio", M.value_norm_ratio(values, sink))
     rows.per_head(layer, "all", "sink_value_norm", M.sink_value_norm(values, sink))
     rows.per_head(layer, "all", "stable_rank", M.stable_rank(updates))

@@ -8,6 +8,7 @@ query set is NaN (the caller drops it), never a silent 0.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 
 def at_sink(weights: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
@@ -201,3 +202,22 @@ def massive_location(resid: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Ten
     largest = magnitude.flatten().argmax()
     at_sink = magnitude.amax(dim=-1).argmax(dim=-1) == sink                    # (B,)
     return (largest // d) % T, largest % d, at_sink.float().mean()
+
+
+def key_alignment(k: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """How constant keys are across sequences, per head. k (B, H, S, D), sink (B,). Returns (at the
+    sink, elsewhere), each (H,): the mean over sequences of cos(k_b, mean over sequences of k) for the
+    key at each sequence's sink, and the same at every other position (each position's keys against
+    their own mean over sequences), averaged over those positions. 1 when every sequence has the
+    same key there; a sink key near 1 while other keys are not is Sun et al.'s spike-to-sink path
+    (the spiking token's normalised state, hence its key, is nearly the same whatever the token)."""
+    B, H, S, _ = k.shape
+    rows = torch.arange(B, device=k.device)
+    at_sink = k[rows, :, sink]                                                   # (B, H, D)
+    sink_cos = F.cosine_similarity(at_sink, at_sink.mean(0, keepdim=True), dim=-1).mean(0)
+    others = torch.ones(B, S, dtype=torch.bool, device=k.device)
+    others[rows, sink] = False
+    mean = (k * others[:, None, :, None]).sum(0) / others.sum(0).clamp_min(1)[None, :, None]   # (H, S, D)
+    cos = F.cosine_similarity(k, mean.expand_as(k), dim=-1)                      # (B, H, S)
+    rest = (cos * others[:, None]).sum((0, 2)) / others.sum().clamp_min(1)
+    return sink_cos, rest

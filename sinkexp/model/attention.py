@@ -139,7 +139,7 @@ class Attention(nn.Module):
         # The gate has a bias so that it can sit fully open or shut (sigma(+-inf)), as in Qiu et al.
         self.gate = nn.Linear(d_model, n_gates) if n_gates else None
         self.gates = Tap() if n_gates else None
-        self.scores, self.weights, self.v, self.mixed = Tap(), Tap(), Tap(), Tap()
+        self.scores, self.weights, self.k, self.v, self.mixed = Tap(), Tap(), Tap(), Tap(), Tap()
         self.output = Tap()          # what the sub-layer writes, W_O A V (B, T, d_model)
 
     def projections(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -153,7 +153,7 @@ class Attention(nn.Module):
         q, k = self.q_norm(q), self.k_norm(k)
         if self.rope:
             q, k = rotary(q), rotary(k)
-        v = self.v(v)
+        k, v = self.k(k), self.v(v)
         if self.fused and not (self.scores.active or self.weights.active):
             mixed = F.scaled_dot_product_attention(q, k, v, attn_mask=visible)                  # (B, H, T, D)
         else:
