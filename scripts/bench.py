@@ -58,6 +58,22 @@ def matmul_peak(threads: int, size: int = 512, repeats: int = 50) -> float:
     return 2 * size ** 3 * repeats / (time.perf_counter() - start) / 1e9
 
 
+def time_sides(sides: dict, steps: int, reps: int) -> dict[str, list[float]]:
+    """steps/s of each side's step function per repetition: three warm-up steps each, then `reps`
+    alternating repetitions of `steps` steps, so that drift in the machine hits every side alike."""
+    timings = {side: [] for side in sides}
+    for step in sides.values():
+        for _ in range(3):
+            step()
+    for _ in range(reps):
+        for side, step in sides.items():
+            start = time.perf_counter()
+            for _ in range(steps):
+                step()
+            timings[side].append(steps / (time.perf_counter() - start))
+    return timings
+
+
 class ReferenceBlock(nn.Module):
     def __init__(self, d: int, h: int):
         super().__init__()
@@ -155,16 +171,7 @@ def main() -> None:
         return step
 
     sides = {"reference": reference_step, "project": stepper(trainer), "explicit": stepper(explicit_trainer)}
-    timings = {side: [] for side in sides}
-    for step in sides.values():
-        for _ in range(3):   # warm-up
-            step()
-    for _ in range(args.reps):
-        for side, step in sides.items():
-            start = time.perf_counter()
-            for _ in range(args.steps):
-                step()
-            timings[side].append(args.steps / (time.perf_counter() - start))
+    timings = time_sides(sides, args.steps, args.reps)
     load_after = busy_cores()
     flops = flops_per_step(task, cfg)
     print(f"config: trigger task, {cfg}, AdamW, project evaluates every {args.eval_every} steps")

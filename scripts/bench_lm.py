@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench import busy_cores
+from bench import busy_cores, time_sides
 from sinkexp.evaluate.evaluator import evaluate
 from sinkexp.launch import compose_config
 from sinkexp.model import Transformer
@@ -129,16 +128,7 @@ def main() -> None:
             evaluate(trainer.model, task, eval_batch, trainer.step)
 
     sides = {"reference": reference_step, "project": project_step}
-    timings = {side: [] for side in sides}
-    for step in sides.values():
-        for _ in range(3):   # warm-up
-            step()
-    for _ in range(args.reps):
-        for side, step in sides.items():
-            start = time.perf_counter()
-            for _ in range(args.steps):
-                step()
-            timings[side].append(args.steps / (time.perf_counter() - start))
+    timings = time_sides(sides, args.steps, args.reps)
     load = max(load, busy_cores())
     m = cfg.model
     print(f"task=lm defaults: {m.n_layers} layers x {m.n_heads} heads, d_model {m.d_model}, batch "
