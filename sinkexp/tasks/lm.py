@@ -51,9 +51,9 @@ class LMConfig:
 
 
 def documents(corpus: str, raw: bytes) -> list[bytes]:
-    """The corpus's documents (split at blank lines, without their surrounding newlines; empty ones
-    dropped) from its file's bytes `raw`;
-    ConfigError naming task.corpus if they cannot be decompressed or are fewer than HELD_OUT_EVERY."""
+    """The corpus's documents from its file's bytes `raw`: split at blank lines, without their
+    surrounding newlines, empty ones dropped. ConfigError naming task.corpus if the bytes cannot be
+    decompressed or hold fewer than HELD_OUT_EVERY documents."""
     path = data_path(corpus)
     try:
         if path.endswith(".xz"):
