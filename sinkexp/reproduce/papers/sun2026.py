@@ -28,6 +28,9 @@ BACKCOPY = {"task": "backcopy"}
 LM, LM_SEEDS = {"task": "lm"}, {"seed": (0, 1, 2)}
 LM_PRE = {"model.norm": "pre", "model.norm_type": "rmsnorm"}
 LM_SPIKE, LM_SINK_RATE = final("massive_ratio", "max"), final("sink_rate@0.3", -1)
+# What the normalisation-ablation claims share, on backcopy and on the LM alike.
+LOWERS = dict(source="normalisation ablation", paper_value="spike mostly gone", criterion=at_most(0.0))
+KEEPS = dict(source="normalisation ablation", paper_value="sink ratio kept")
 
 PAPER = Paper(
     name="sun2026",
@@ -49,21 +52,15 @@ PAPER = Paper(
               note="Gaussian noise over this stream gives ~8 (max |z| / median |z| of 512 x 64 x 64 N(0, 1) draws): "
                    "the lowering claims below need a spike to lower and require this one."),
         Paired(name="sandwich_lowers_the_spike", kind="extension", requires="pre_norm_spikes",
-               statement="A sandwich norm lowers the massive ratio (vs pre-norm).",
-               source="normalisation ablation", paper_value="spike mostly gone", experiment="norms",
-               where={"model.norm": "sandwich"}, measure=SPIKE, criterion=at_most(0.0), against=PRE),
+               statement="A sandwich norm lowers the massive ratio (vs pre-norm).", experiment="norms",
+               where={"model.norm": "sandwich"}, measure=SPIKE, against=PRE, **LOWERS),
         Value(name="sandwich_keeps_the_sink", kind="extension", statement="With a sandwich norm the sink stays.",
-              source="normalisation ablation", paper_value="sink ratio kept", experiment="norms",
-              where={"model.norm": "sandwich"}, measure=BOS, criterion=at_least(0.9)),
+              experiment="norms", where={"model.norm": "sandwich"}, measure=BOS, criterion=at_least(0.9), **KEEPS),
         Paired(name="dyt_lowers_the_spike", kind="extension", requires="pre_norm_spikes",
-               statement="DynamicTanh lowers the massive ratio (vs pre-LayerNorm).",
-               source="normalisation ablation", paper_value="spike mostly gone", experiment="dyt",
-               where={"model.norm_type": "dyt"}, measure=SPIKE, criterion=at_most(0.0), against=PRE,
-               against_in="norms"),
-        Value(name="dyt_keeps_the_sink", kind="extension",
-              statement="With DynamicTanh the sink stays.", source="normalisation ablation",
-              paper_value="sink ratio kept", experiment="dyt", where={"model.norm_type": "dyt"}, measure=BOS,
-              criterion=at_least(0.9)),
+               statement="DynamicTanh lowers the massive ratio (vs pre-LayerNorm).", experiment="dyt",
+               where={"model.norm_type": "dyt"}, measure=SPIKE, against=PRE, against_in="norms", **LOWERS),
+        Value(name="dyt_keeps_the_sink", kind="extension", statement="With DynamicTanh the sink stays.",
+              experiment="dyt", where={"model.norm_type": "dyt"}, measure=BOS, criterion=at_least(0.9), **KEEPS),
         Paired(name="no_weight_decay_larger_spike", kind="extension",
                statement="Without weight decay the spike is larger (vs weight decay 0.1).",
                source="weight-decay ablation", paper_value="~3x (3,800 -> 12,000)", experiment="weight_decay",
@@ -97,21 +94,16 @@ PAPER = Paper(
               experiment="lm_norms", where={"model.norm": "pre"}, measure=LM_SINK_RATE, criterion=at_least(0.1),
               note="The threshold (one head in ten) is sinkexp's: the paper reports sinks, not a rate."),
         Paired(name="lm_sandwich_lowers_the_spike", kind="paper", requires="lm_pre_norm_spikes",
-               statement="A sandwich norm lowers the LM's massive ratio (vs pre-norm).",
-               source="normalisation ablation", paper_value="spike mostly gone", experiment="lm_norms",
-               where={"model.norm": "sandwich"}, measure=LM_SPIKE, criterion=at_most(0.0), against=LM_PRE),
+               statement="A sandwich norm lowers the LM's massive ratio (vs pre-norm).", experiment="lm_norms",
+               where={"model.norm": "sandwich"}, measure=LM_SPIKE, against=LM_PRE, **LOWERS),
         Value(name="lm_sandwich_keeps_the_sink", kind="paper", requires="lm_pre_norm_sinks",
-              statement="With a sandwich norm the LM's heads still sink (rate >= 0.1).",
-              source="normalisation ablation", paper_value="sink ratio kept", experiment="lm_norms",
-              where={"model.norm": "sandwich"}, measure=LM_SINK_RATE, criterion=at_least(0.1)),
+              statement="With a sandwich norm the LM's heads still sink (rate >= 0.1).", experiment="lm_norms",
+              where={"model.norm": "sandwich"}, measure=LM_SINK_RATE, criterion=at_least(0.1), **KEEPS),
         Paired(name="lm_dyt_lowers_the_spike", kind="paper", requires="lm_pre_norm_spikes",
-               statement="DynamicTanh lowers the LM's massive ratio (vs pre-RMSNorm).",
-               source="normalisation ablation", paper_value="spike mostly gone", experiment="lm_dyt",
-               where={"model.norm_type": "dyt"}, measure=LM_SPIKE, criterion=at_most(0.0), against=LM_PRE,
-               against_in="lm_norms"),
+               statement="DynamicTanh lowers the LM's massive ratio (vs pre-RMSNorm).", experiment="lm_dyt",
+               where={"model.norm_type": "dyt"}, measure=LM_SPIKE, against=LM_PRE, against_in="lm_norms", **LOWERS),
         Value(name="lm_dyt_keeps_the_sink", kind="paper", requires="lm_pre_norm_sinks",
-              statement="With DynamicTanh the LM's heads still sink (rate >= 0.1).", source="normalisation ablation",
-              paper_value="sink ratio kept", experiment="lm_dyt", where={"model.norm_type": "dyt"},
-              measure=LM_SINK_RATE, criterion=at_least(0.1)),
+              statement="With DynamicTanh the LM's heads still sink (rate >= 0.1).", experiment="lm_dyt",
+              where={"model.norm_type": "dyt"}, measure=LM_SINK_RATE, criterion=at_least(0.1), **KEEPS),
     ),
 )
