@@ -15,6 +15,13 @@ read as at least one head in four, >= 0.25, sinkexp's threshold; "almost none" a
 against their 0.44%); and with one head for the key/value bias, where Theorem 1 forces a softmax
 head to put its no-op somewhere: on the first token without the bias (the paired control), so
 the claim asks whether the bias takes it instead. CPU sizes as ranmilo2026.
+
+Their own setting, a language model, is `task=lm` (next byte of the King James Version, the
+LLaMA-style `model=llama` preset, 4 x 4, d_model 64, 2000 steps; docs/tasks.md), with the four
+attention operations over three seeds: the sink rate over all 16 heads at alpha_s > 0.3. The claims
+there are the paper's; "sinks emerge" is read as a rate >= 0.1 (sinkexp's threshold, as sun2026's),
+"almost none" as <= 0.01 (no head of 16), and both the sigmoid and the bias claims require the
+softmax LM to sink: with no sink to remove they say nothing.
 """
 from sinkexp.reproduce.declare import Experiment, Paired, Paper, Value, at_least, at_most
 from sinkexp.reproduce.measures import final, loss_ratio
@@ -22,6 +29,7 @@ from sinkexp.reproduce.measures import final, loss_ratio
 SOFTMAX, SIGMOID, SIGMOID_NORM = ({"attn.name": "softmax"}, {"attn.name": "sigmoid_nobias"},
                                   {"attn.name": "sigmoid_norm"})
 CPU = {"train.steps": 1000, "eval.every": 250}
+LM_SINK_RATE = final("sink_rate@0.3", -1)
 
 PAPER = Paper(
     name="gu2025",
@@ -31,6 +39,8 @@ PAPER = Paper(
                    grid={"attn": ("softmax", "sigmoid_nobias", "sigmoid_norm"), "seed": (0, 1, 2)}, cpu=CPU),
         Experiment(name="one_head_kv_bias", overrides={"task": "trigger"},
                    grid={"attn": ("softmax", "sink_kv"), "seed": (0, 1, 2)}, cpu=CPU),
+        Experiment(name="lm_attention", overrides={"task": "lm"},
+                   grid={"attn": ("softmax", "sigmoid_nobias", "sigmoid_norm", "sink_kv"), "seed": (0, 1, 2)}),
     ),
     claims=(
         Value(name="softmax_sink_rate", kind="paper", statement="Softmax heads become sinks.",
@@ -59,5 +69,22 @@ PAPER = Paper(
               statement="... and the bias takes the attention the first token held.",
               source="key/value-bias ablation", paper_value="attention on the bias", experiment="one_head_kv_bias",
               where={"attn.name": "sink_kv"}, measure=final("slot_attn", 0, "non_trigger"), criterion=at_least(0.5)),
+        Value(name="lm_softmax_sinks", kind="paper", statement="A softmax LM's heads sink (sink rate >= 0.1).",
+              source="attention-operation ablation", paper_value="18.18% of heads", experiment="lm_attention",
+              where=SOFTMAX, measure=LM_SINK_RATE, criterion=at_least(0.1),
+              note="The threshold (one head in ten) is sinkexp's, below the paper's 18.18%."),
+        Value(name="lm_sigmoid_almost_no_sinks", kind="paper", requires="lm_softmax_sinks",
+              statement="An LM with sigmoid attention without normalisation forms almost no sinks (rate <= 0.01).",
+              source="attention-operation ablation", paper_value="0.44% of heads", experiment="lm_attention",
+              where=SIGMOID, measure=LM_SINK_RATE, criterion=at_most(0.01)),
+        Value(name="lm_normalised_sigmoid_sinks", kind="paper",
+              statement="Normalising the sigmoid brings the LM's sinks back (rate >= 0.1).",
+              source="attention-operation ablation", paper_value="sinks emerge", experiment="lm_attention",
+              where=SIGMOID_NORM, measure=LM_SINK_RATE, criterion=at_least(0.1)),
+        Value(name="lm_kv_bias_takes_the_first_token_sink", kind="paper", requires="lm_softmax_sinks",
+              statement="With a learned key/value bias the LM's heads no longer sink on the first token "
+                        "(rate <= 0.01).", source="key/value-bias ablation", paper_value="first-token sink gone",
+              experiment="lm_attention", where={"attn.name": "sink_kv"}, measure=LM_SINK_RATE,
+              criterion=at_most(0.01)),
     ),
 )
