@@ -24,6 +24,7 @@ from sinkexp.tasks import TASKS
 
 CONFIG_MODULE = "sinkexp.conf"   # configs/, installed as a package (pyproject.toml's package-dir)
 OPTIMIZERS = ("adamw", "sgd")
+PRECISIONS = ("exact", "tf32")
 
 
 @dataclass
@@ -104,6 +105,7 @@ class Config:
     device: str = "auto"         # auto | cpu | cuda | cuda:N; not part of the config hash
     name: Optional[str] = None   # sweep name (folder under outputs/sweeps); not part of the hash
     threads: Optional[int] = None  # torch threads per job; None: 1 under the parallel launcher, else torch's
+    precision: str = "exact"     # exact | tf32: float32 matmuls on NVIDIA GPUs (runner.set_precision)
 
 
 
@@ -190,6 +192,8 @@ def validate(cfg: Config) -> None:
                                  if key == "seed" and t.replicas > 1 else ""))
     if not DEVICE.fullmatch(cfg.device):
         raise choices_error("device", cfg.device, ("auto", "cpu", "cuda", "cuda:N"))
+    if cfg.precision not in PRECISIONS:
+        raise choices_error("precision", cfg.precision, PRECISIONS)
     if cfg.name is not None and not NAME.fullmatch(cfg.name):
         raise ConfigError(f"name={cfg.name!r} is not valid; a sweep name is one folder name under outputs/sweeps "
                           "(letters, digits, _ . = , + -; no '/', not starting with '.')")

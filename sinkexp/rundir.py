@@ -37,7 +37,7 @@ from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.runfiles import (ATTENTION, CHECKPOINT, CONFIG, DONE, FAILED, LATER_KEYS, LOSSES, META, METRICS,
                               SCHEMA_VERSION, SUMMARY, UNHASHED_KEYS, NoSpace, _atomic, kept_checkpoint, read_json,
                               status, write_arrays, write_bytes, write_csv, write_json, write_text)
-from sinkexp.provenance import device_name, git_state, utc_now, versions
+from sinkexp.provenance import device_name, git_state, numerics, utc_now, versions
 from sinkexp.tasks import TASKS
 from sinkexp.tasks.base import data_digest
 
@@ -199,7 +199,7 @@ class RunDir:
         (self.path / FAILED).unlink(missing_ok=True)
         self.meta = {"schema_version": SCHEMA_VERSION, "config_hash": self.digest, "seed": self.cfg.seed,
                      "device": {"requested": self.cfg.device, "resolved": str(device), "name": device_name(device),
-                                "torch_threads": torch.get_num_threads()},
+                                "torch_threads": torch.get_num_threads(), "precision": numerics()},
                      "versions": versions(), "git": git_state(), "argv": sys.argv,
                      "start_time": utc_now(), "end_time": None, "wall_time_s": None, "steps_per_s": None,
                      "resumed_from_step": self.resume_step if self.state else None,

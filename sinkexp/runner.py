@@ -46,6 +46,15 @@ def resolve_device(requested: str) -> torch.device:
     return device
 
 
+def set_precision(precision: str) -> None:
+    """Float32 matmuls for this process: `exact` keeps full fp32 everywhere (TF32 off, as the Kempner
+    source forces; torch's own default leaves cuDNN's TF32 on), `tf32` lets NVIDIA GPUs from Ampere
+    on round matmul inputs to TF32 (10-bit mantissa). The CPU computes fp32 either way."""
+    tf32 = precision == "tf32"
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    torch.backends.cudnn.allow_tf32 = tf32
+
+
 def replica_configs(cfg: Config) -> list[Config]:
     """The lone runs train.replicas=K stands for: seeds seed .. seed+K-1, all else equal."""
     return [dataclasses.replace(cfg, seed=cfg.seed + k) for k in range(cfg.train.replicas)]
@@ -101,10 +110,12 @@ def make_trainer(cfgs: list[Config], device: torch.device):
     """
     cfg = cfgs[0]
     task = TASKS[cfg.task.name](cfg.task)
-    # vmap has no batching rule for the CPU's fused attention kernel: it runs it once per replica,
-    # and the backward of that loop costs O(K^2) (K=32: 1.3 s a step, half of it filling zeros).
-    # The explicit path is batched. CUDA's fused kernels have batching rules.
-    fused = len(cfgs) == 1 or device.type == "cuda"
+    # Replicas take the explicit attention path, which vmap batches. The CPU's fused kernel has no
+    # batching rule: vmap runs it once per replica, and the backward of that loop costs O(K^2) (K=32:
+    # 1.3 s a step, half of it filling zeros). CUDA's fused kernels have batching rules for the
+    # forward only in current torch; their backward falls back to the same per-replica loop
+    # (pytorch/pytorch#117016, open; the rules are proposed in pytorch/pytorch#176265).
+    fused = len(cfgs) == 1
     models, generators = [], []
     for replica in cfgs:
         torch.manual_seed(replica.seed)   # model initialisation; data come from explicit generators
@@ -119,6 +130,7 @@ def train_and_evaluate(runs: list[RunDir]) -> list[dict]:
     """Train the runs' models together from where their checkpoints stopped; returns the summaries."""
     cfg = runs[0].cfg
     device = resolve_device(cfg.device)
+    set_precision(cfg.precision)
     task, trainer = make_trainer([run_dir.cfg for run_dir in runs], device)
     # Per run: its model as a module now, and its trainer state (a lone trainer is its own view).
     views = trainer.views() if isinstance(trainer, ReplicaTrainer) else [trainer]

@@ -96,6 +96,7 @@ def test_paper_scale_composes_for_every_task(make_config, task):
     (["model.n_layers=é"], ["cannot parse the overrides"]),
     (["model.n_layers=[1"], ["cannot parse the overrides"]),
     (["device=cuda:abc"], ["device=", "cuda:N"]),
+    (["precision=bf16"], ["precision='bf16'", "exact", "tf32"]),
     (["hydra.run.dir="], ["hydra.run.dir is empty"]),
     (["hydra.run.dir=/proc/sinkexp"], ["hydra.run.dir=/proc/sinkexp", "cannot be created"]),
     (["name=../../x"], ["name=", "one folder name"]),

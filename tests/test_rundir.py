@@ -1,6 +1,7 @@
 """The run directory (rundir.py): a finished run is never touched, a killed run resumes to the
 same tables as an uninterrupted one, a different config is refused."""
 import pytest
+import torch
 
 from sinkexp import rundir as R
 from sinkexp import runfiles as F
@@ -105,6 +106,8 @@ def test_hash_ignores_bookkeeping_and_keeps_earlier_names(make_config):
     assert R.config_hash(make_config("device=cpu", "name=x", "threads=1", "train.replicas=4",
                                      "train.compile=true", "train.data_chunk=1")) == base
     assert R.config_hash(make_config("train.data_chunk=8")) != base      # another data stream
+    assert R.config_hash(make_config("precision=exact")) == base
+    assert R.config_hash(make_config("precision=tf32")) != base          # another computation on a GPU
     assert R.config_hash(make_config("seed=1")) != base
     assert R.config_hash(make_config("task.p_trigger=0.3")) != base
     # attn.sigmoid_bias was attn.bias: hashed under the first name, so sigmoid runs keep their names
@@ -216,3 +219,15 @@ def test_json_is_strict(tmp_path):
     loaded = json.loads(text, parse_constant=lambda name: pytest.fail(f"non-strict JSON constant {name}"))
     assert loaded["loss"] == {"all": None, "x": 1.0} and loaded["steps"] == [None]
     assert loaded["non_finite"] == {"loss.all": "nan", "steps[0]": "inf"}
+
+
+@pytest.mark.parametrize("precision, matmul, tf32", [("exact", "highest", False), ("tf32", "high", True)])
+def test_meta_records_the_float32_matmul_settings_the_run_trained_with(make_config, tmp_path, precision, matmul, tf32):
+    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    try:
+        run(make_config("train.steps=2", "eval.every=2", "eval.batch_size=8", f"precision={precision}"), tmp_path)
+    finally:
+        torch.set_float32_matmul_precision(before[0])
+        torch.backends.cudnn.allow_tf32 = before[1]
+    assert F.read_json(tmp_path / F.META)["device"]["precision"] == {
+        "float32_matmul_precision": matmul, "cuda_matmul_allow_tf32": tf32, "cudnn_allow_tf32": tf32}
