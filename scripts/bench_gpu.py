@@ -13,6 +13,11 @@ steps/s, model-steps/s (K x steps/s), the wall time of a step of K models over t
 model (target: at most 2 at K = 64), and kernel launches per step (profiled over one data chunk;
 on the CPU, the operators that would be kernels).
 
+Part 3, packed hyper-parameter grids: reproduce's weight-decay grid (sun2026, backcopy with three
+layers, 3 decays x 3 seeds) and gamma grid (fesser2026, damping dynamics, 4 gammas x 3 seeds), each as
+one pack (`pack=`, a ReplicaTrainer) against its runs trained one at a time: model-steps/s, best of
+two alternating rounds of --seconds each.
+
 Part 2, the source's damping run: `sinkexp train task=damping scale=paper` (30k steps x batch 1024,
 evaluation every 1000 steps) with train.data_chunk=--damping-chunk, in-process into a temporary
 directory, with its wall time (target: at most a minute on an H200; the source reports about 4
@@ -31,7 +36,8 @@ import torch
 
 from sinkexp.launch import compose_config
 from sinkexp.evaluate.tables import format_summary
-from sinkexp.runner import make_trainer, replica_configs, resolve_device, run
+from sinkexp.config import replica_configs
+from sinkexp.runner import make_trainer, resolve_device, run
 
 
 def synchronize(device: torch.device) -> None:
@@ -102,6 +108,35 @@ def bench_replicas(ks: list[int], chunks: list[int], device: torch.device, secon
     return rows
 
 
+# Part 3: reproduce's hyper-parameter grids at their CPU sizes, each as one pack (pack=, plus its seeds
+# as train.replicas) against the lone run of its first setting (every run of a grid costs the same).
+GRIDS = {
+    "weight_decay": (("task=backcopy", "model.n_layers=3", "pack={train.weight_decay:[0.0,0.0001,0.1]}"), 3),
+    "gamma": (("task=damping_dynamics", "pack={task.gamma:[0.0,0.01,0.1,1.0]}"), 3),
+}
+
+
+def bench_packs(device: torch.device, seconds: float, rounds: int = 2) -> list[dict]:
+    """Model-steps/s of each grid packed into one trainer against its runs one at a time (the lone
+    Trainer, fused attention), alternating the two `rounds` times; the best round of each side."""
+    rows = []
+    for name, (overrides, seeds) in GRIDS.items():
+        cfg = compose_config(*overrides, f"train.replicas={seeds}", f"device={device}")
+        members = replica_configs(cfg)
+        _, packed = make_trainer(members, device)
+        _, lone = make_trainer(members[:1], device)
+        lone_rate = packed_rate = 0.0
+        for _ in range(rounds):
+            lone_rate = max(lone_rate, steps_per_second(lone, device, seconds))
+            packed_rate = max(packed_rate, len(members) * steps_per_second(packed, device, seconds))
+        rows.append({"grid": name, "overrides": list(overrides), "runs": len(members),
+                     "lone_model_steps_per_s": lone_rate, "packed_model_steps_per_s": packed_rate,
+                     "packed_over_lone": packed_rate / lone_rate})
+        print(f"{name} grid ({len(members)} runs: {' '.join(overrides)} train.replicas={seeds}): one at a time "
+              f"{lone_rate:8.1f} model-steps/s, packed {packed_rate:8.1f} ({packed_rate / lone_rate:.2f}x)", flush=True)
+    return rows
+
+
 def bench_damping(device: torch.device, steps: int, chunk: int, compile: bool) -> dict:
     cfg = compose_config("task=damping", "scale=paper", f"device={device}", f"train.steps={steps}",
                       f"train.compile={compile}", f"train.data_chunk={chunk}")
@@ -135,6 +170,7 @@ def main() -> None:
     results = {"device": str(device), "device_name": name, "torch": torch.__version__, "compile": args.compile,
                "replicas": bench_replicas([int(k) for k in args.ks.split(",")],
                                           [int(c) for c in args.chunks.split(",")], device, args.seconds, args.compile),
+               "packs": bench_packs(device, args.seconds),
                "damping": bench_damping(device, args.damping_steps, args.damping_chunk, args.compile)}
     if args.json:
         with open(args.json, "w") as handle:

@@ -73,7 +73,7 @@ def step_flops(cfg, task) -> float:
 
 def profile_config(cfg, reps: int) -> dict:
     """Seconds per training step and per evaluation, and FLOPs per step, of one config at one thread."""
-    task, trainer = make_trainer([cfg], torch.device("cpu"))
+    (task,), trainer = make_trainer([cfg], torch.device("cpu"))
     eval_batch = task.sample(cfg.eval.batch_size, torch.Generator().manual_seed(cfg.eval.seed), "cpu")
     for _ in range(3):                       # warm-up: allocator, first-call paths
         trainer.train_step()

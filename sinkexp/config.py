@@ -9,7 +9,9 @@ registry (`sinkexp.tasks.TASKS`), so adding a task never touches this file.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
+import itertools
 import math
 import re
 from dataclasses import dataclass, field
@@ -25,6 +27,9 @@ from sinkexp.tasks import TASKS
 CONFIG_MODULE = "sinkexp.conf"   # configs/, installed as a package (pyproject.toml's package-dir)
 OPTIMIZERS = ("adamw", "sgd")
 PRECISIONS = ("exact", "tf32")
+# What may differ between the runs of one pack (besides each task's `packable` data settings): the
+# replicas' own seeds, learning rates and weight decays (sinkexp/replicas.py).
+PACKABLE = ("seed", "train.lr", "train.weight_decay")
 
 
 @dataclass
@@ -106,6 +111,7 @@ class Config:
     name: Optional[str] = None   # sweep name (folder under outputs/sweeps); not part of the hash
     threads: Optional[int] = None  # torch threads per job; None: 1 under the parallel launcher, else torch's
     precision: str = "exact"     # exact | tf32: float32 matmuls on NVIDIA GPUs (runner.set_precision)
+    pack: Any = None             # {key: [values]}: runs trained together in one process (replica_configs); not hashed
 
 
 
@@ -146,6 +152,49 @@ def omegaconf_message(err: Exception) -> str:
 MAX_SEED = 2**63 - 1                 # torch generators take seeds in [0, 2^63) here
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=,+-]*")   # one folder name: no "/", no leading "."
+
+
+def packable_keys(task_name: str) -> tuple[str, ...]:
+    return (*PACKABLE, *(f"task.{key}" for key in TASKS[task_name].packable))
+
+
+def replica_configs(cfg: Config) -> list[Config]:
+    """The lone runs one job trains together (sinkexp/replicas.py): every combination of `pack`'s
+    values (the first key varies slowest), each with the seeds seed .. seed+K-1 of train.replicas=K
+    (with `seed` in the pack: each packed seed .. seed+K-1). Each is the Config its lone run has
+    (`pack` null), so it gets that run's hash and directory. ConfigError for a key that cannot be
+    packed or a value its schema refuses."""
+    pack = cfg.pack or {}
+    if not isinstance(pack, dict):
+        raise ConfigError(f"pack={pack} is not valid; give {{key: [values]}}, e.g. pack={{train.weight_decay:[0,0.1]}}")
+    allowed = packable_keys(cfg.task.name)
+    for key, values in pack.items():
+        if key not in allowed:
+            raise ConfigError(f"pack: {key} cannot be packed (task {cfg.task.name}); choose among: {', '.join(allowed)}")
+        if not isinstance(values, (list, tuple)) or not values or len(set(map(repr, values))) != len(values):
+            raise ConfigError(f"pack.{key}={values} is not valid; give a list of distinct values, e.g. [0,0.1]")
+    members = []
+    for combination in itertools.product(*pack.values()):
+        member = copy.deepcopy(cfg)
+        member.pack = None
+        for key, value in zip(pack, combination):
+            _set(member, key, value)
+        members += [dataclasses.replace(member, seed=member.seed + k) for k in range(cfg.train.replicas)]
+    return members
+
+
+def _set(cfg: Config, key: str, value) -> None:
+    """cfg.<key> = value, converted as Hydra's schema would convert an override (0 -> 0.0 for a float)."""
+    *parents, leaf = key.split(".")
+    holder = cfg
+    for parent in parents:
+        holder = getattr(holder, parent)
+    node = OmegaConf.structured(holder if parents else Config(task=None, seed=cfg.seed))
+    try:
+        node[leaf] = value
+    except Exception as err:
+        raise ConfigError(f"pack.{key}: {omegaconf_message(err)}") from None
+    setattr(holder, leaf, node[leaf])
 
 
 def validate(cfg: Config) -> None:
@@ -205,6 +254,9 @@ def validate(cfg: Config) -> None:
         if kind == "identity" and (dims.vocab_size is not None or dim != m.d_model):
             raise ConfigError(f"{key}=identity needs vector data of width model.d_model={m.d_model}; "
                               f"task {task_cls.Config.name!r} has width {dim}; use {key}=linear")
+    if cfg.pack is not None:
+        for member in replica_configs(cfg):   # each packed run is checked as its lone run would be
+            validate(member)
 
 
 def validate_task_needs(cfg: Config) -> None:
@@ -217,8 +269,9 @@ def validate_task_needs(cfg: Config) -> None:
         if not (math.isfinite(value) and value >= 0):
             raise ConfigError(f"train.{key}={value} is not valid; it must be a finite number >= 0 (0: off)")
     used = [key for key in PENALTIES if getattr(t, key) > 0]
-    if used and t.replicas > 1:
-        raise ConfigError(f"train.{used[0]} is not supported with train.replicas={t.replicas}; use train.replicas=1")
+    if used and (t.replicas > 1 or cfg.pack):
+        raise ConfigError(f"train.{used[0]} is not supported with train.replicas={t.replicas} or a pack "
+                          f"(pack={cfg.pack}); use train.replicas=1 and no pack")
     with_bos = ", ".join(name for name, c in TASKS.items() if c.has_bos)
     for key, value, wanted in (("model.hide_bos", "true", cfg.model.hide_bos),
                                ("train.bos_penalty", t.bos_penalty, t.bos_penalty > 0)):
@@ -275,8 +328,9 @@ def memory_estimate(cfg: Config) -> int:
         return L * batch * (3 * H * T * T + 12 * T * d + (12 * T * d if mlp else 0))
 
     data = t.data_chunk * t.batch_size * T * (dims.input_dim or 1)
-    floats = (4 * params + data + dims.structure) * t.replicas + max(t.replicas * activations(t.batch_size),
-                                                                     activations(cfg.eval.batch_size))
+    K = len(replica_configs(cfg))
+    floats = (4 * params + data + dims.structure) * K + max(K * activations(t.batch_size),
+                                                            activations(cfg.eval.batch_size))
     return 4 * floats
 
 

@@ -46,7 +46,38 @@ def plan(overrides: list[str], multirun: bool) -> Plan:
     from sinkexp.preflight import preflight
 
     overrides = [as_hydra_override(o) for o in overrides]
+    overrides += pack_first_values(overrides)
     return Plan(tuple(overrides), multirun, tuple(preflight(overrides, multirun)))
+
+
+def pack_first_values(overrides: list[str]) -> list[str]:
+    """`pack={key: [a, b]}` makes key=a the job's own value (an override appended for each packed
+    key), so that the job's config is its pack's first run and Hydra's folder for the job (its log,
+    .hydra/) is that run's directory. ConfigError for a key both swept and packed."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from sinkexp.errors import ConfigError
+
+    def parse(override: str):
+        try:
+            return parser.parse_override(override)
+        except Exception:                 # preflight reports an override it cannot parse, in one line
+            return None
+
+    parser = OverridesParser.create()
+    packs = [parse(o) for o in overrides if o.split("=", 1)[0].lstrip("+~") == "pack"]
+    packs = [o.value() for o in packs if o is not None and isinstance(o.value(), dict)]
+    if not packs:                         # anything else in `pack` is refused by config.replica_configs
+        return []
+    swept = {o.key_or_group for o in map(parse, overrides) if o is not None and o.is_sweep_override()}
+    firsts = []
+    for value in packs[-1:]:              # the last `pack=` wins, as for any key
+        for key, values in value.items():
+            if key in swept:
+                raise ConfigError(f"{key} is both swept and packed (pack={value}); give its values in one place")
+            if isinstance(values, list) and values:
+                firsts.append(f"{key}={values[0]}")
+    return firsts
 
 
 def as_hydra_override(arg: str) -> str:
@@ -128,11 +159,11 @@ def _job(dict_cfg: DictConfig) -> None:
 
     from sinkexp import preemption
     from sinkexp.allocator import keep_freed_memory
-    from sinkexp.config import from_dictconfig
+    from sinkexp.config import from_dictconfig, replica_configs
     from sinkexp.evaluate.tables import format_summary
     from sinkexp.rundir import RunBusy, RunDirError, replica_run_dirs
     from sinkexp.runfiles import NoSpace, status
-    from sinkexp.runner import replica_configs, run_seeds
+    from sinkexp.runner import run_seeds
     from sinkexp.threads import choose_threads
     from sinkexp.train import Diverged
 
@@ -148,12 +179,12 @@ def _job(dict_cfg: DictConfig) -> None:
     threads, why = choose_threads(cfg.threads, parallel)
     torch.set_num_threads(threads)   # before this job's first tensor operation
     cfg.device = spread_over_gpus(cfg.device, hydra_cfg)
-    cfgs = replica_configs(cfg)
+    cfgs = replica_configs(cfg)     # the first is the job's own config (plan: pack_first_values)
     dirs = [Path(hydra_cfg.runtime.output_dir)]
-    if len(cfgs) > 1:   # the other seeds' directories, as each would be named alone
+    if len(cfgs) > 1:   # the other runs' directories, as each would be named alone
         full = OmegaConf.create({**OmegaConf.to_container(dict_cfg, resolve=False),
                                  "hydra": OmegaConf.to_container(hydra_cfg, resolve=False)})
-        dirs += replica_run_dirs(full, sweep, [c.seed for c in cfgs[1:]])
+        dirs += replica_run_dirs(full, sweep, cfgs[1:])
     # Hydra's own record of the job (hydra.output_subdir is null so that Hydra never rewrites a
     # directory this run may not touch); written when the run starts.
     hydra_files = {"config.yaml": OmegaConf.to_yaml(dict_cfg),

@@ -5,6 +5,7 @@ key and what is valid there.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 from pathlib import Path
@@ -13,10 +14,11 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp.config import CONFIG_MODULE, from_dictconfig, memory_estimate, omegaconf_message, register_schema
+from sinkexp.config import (CONFIG_MODULE, from_dictconfig, memory_estimate, omegaconf_message, register_schema,
+                            replica_configs)
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.rundir import RunDir, RunDirError, register_resolvers, replica_run_dirs
-from sinkexp.runner import replica_configs, resolve_device
+from sinkexp.runner import resolve_device
 
 RUN_DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir")   # where a run's directory comes from
 
@@ -109,14 +111,14 @@ def preflight(overrides: list[str], multirun: bool) -> list[tuple[Path, str]]:
             cfg = from_dictconfig(full)        # config.validate: one line naming the key
             _check_memory(cfg, resolve_device(cfg.device))
             jobs.append((full, cfg))
-    if any(cfg.train.replicas > 1 for _, cfg in jobs):
+    if any(cfg.train.replicas > 1 or cfg.pack for _, cfg in jobs):
         _check_replica_dirs(jobs, multirun)
     # Directories after every job has validated: a bad value is reported first, whichever job has it.
     planned = []
     for full, cfg in jobs:
         _check_patterns(full, multirun)
         seeds = replica_configs(cfg)
-        for seed_cfg, run_dir in zip(seeds, replica_run_dirs(full, multirun, [c.seed for c in seeds])):
+        for seed_cfg, run_dir in zip(seeds, replica_run_dirs(full, multirun, seeds)):
             planned.append((run_dir, _check_run_dir(run_dir, seed_cfg)))
     return planned
 
@@ -161,17 +163,20 @@ def _check_memory(cfg, device) -> None:
 
 
 def _check_replica_dirs(jobs: list, multirun: bool) -> None:
-    """Refuse replicas that would share a run directory (within one job or across a sweep's jobs)."""
-    owner: dict[Path, tuple[int, int]] = {}       # run directory -> (job number, seed)
+    """Refuse runs of a job (replicas, a pack) that would share a run directory, within one job or
+    across a sweep's jobs."""
+    owner: dict[Path, tuple[int, str]] = {}       # run directory -> (job number, which run)
     for number, (full, cfg) in enumerate(jobs):
         K = cfg.train.replicas
-        seeds = [replica.seed for replica in replica_configs(cfg)]
-        for seed, run_dir in zip(seeds, replica_run_dirs(full, multirun, seeds)):
+        members = replica_configs(cfg)
+        for member, run_dir in zip(members, replica_run_dirs(full, multirun, members)):
+            which = " ".join([f"seed={member.seed}", *(f"{key}={functools.reduce(getattr, key.split('.'), member)}"
+                                                         for key in cfg.pack or {} if key != "seed")])
             if run_dir in owner and owner[run_dir][0] == number:
-                raise ConfigError(f"train.replicas={K}: seeds {owner[run_dir][1]} and {seed} would share the run "
+                raise ConfigError(f"train.replicas={K}: {owner[run_dir][1]} and {which} would share the run "
                                   f"directory {run_dir}; the directory pattern (hydra.run.dir or "
-                                  "hydra.sweep.subdir) must contain ${seed}")
+                                  "hydra.sweep.subdir) must contain ${seed} and the config hash")
             if run_dir in owner:
-                raise ConfigError(f"train.replicas={K}: seed {seed} would be trained by two jobs of this sweep; "
+                raise ConfigError(f"train.replicas={K}: {which} would be trained by two jobs of this sweep; "
                                   f"choose seeds train.replicas apart (e.g. seed=0,{K},{2 * K})")
-            owner[run_dir] = (number, seed)
+            owner[run_dir] = (number, which)

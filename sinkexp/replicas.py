@@ -1,13 +1,15 @@
-"""`ReplicaTrainer`: K independent replicas of one architecture, each with its own initial weights
-and data stream (its own seed), trained in one process.
+"""`ReplicaTrainer`: K independent replicas of one architecture trained in one process, each with its
+own initial weights and data stream (its seed) and, in a pack (`pack=`), its own learning rate,
+weight decay and task scalars (`Task.packable`: task.gamma, task.structure_seed, ...).
 
 The parameters are stacked along a leading model axis and one vmapped forward and backward serves
 all K (torch.func.stack_module_state + functional_call + vmap). Everything that couples parameters
-is done per replica: the loss, gradient clipping (each replica's own norm) and the optimiser (AdamW
-and SGD are elementwise), so replica k follows its lone run's trajectory up to floating-point
-summation order. The point is the GPU, where tiny models are bound by kernel launches rather than
-arithmetic (scripts/bench_gpu.py measures what K models cost against one). Each replica's state
-has the lone trainer's format (train.py), so a checkpoint written by either resumes in either.
+is done per replica: the loss, gradient clipping (each replica's own norm) and the optimiser
+(`PerReplicaOptimizer`: AdamW and SGD are elementwise, with a learning rate and weight decay per
+replica), so replica k follows its lone run's trajectory up to floating-point rounding order. The
+point is the GPU, where tiny models are bound by kernel launches rather than arithmetic
+(scripts/bench_gpu.py measures what K models cost against one). Each replica's state has the lone
+trainer's format (train.py), so a checkpoint written by either resumes in either.
 """
 from __future__ import annotations
 
@@ -28,29 +30,111 @@ from sinkexp.train import FIELDS, TrainLoop, batch_loss, make_optimizer, maybe_c
 SHARED_OPTIMIZER_STATE = ("step",)
 
 
-class ReplicaTrainer(TrainLoop):
-    """K models of one architecture (their own weights and generators) along a model axis.
+class PerReplicaOptimizer:
+    """torch.optim.AdamW or SGD (as `train.optim` chooses) over parameters stacked along a model
+    axis, with replica k's learning rate and weight decay from cfgs[k]. It keeps torch's state entries
+    (AdamW: step, exp_avg, exp_avg_sq; SGD: momentum_buffer) and their update rules, with a
+    (K, 1, ...) tensor where torch has a Python number; `replica_state_dict(k)` is the state_dict
+    of replica k's lone optimiser (make_optimizer), and `load_replica_state_dicts` its inverse."""
 
-    `models` and `generators` are what K lone runs would build; they are read once, then the
-    trainer owns stacked copies. Shapes: every parameter (K, ...), inputs (K, B, ...), losses (K,).
-    `views()` gives each replica as a lone trainer's face: `.model` and `.state_dict()`.
+    def __init__(self, params, cfgs: list[TrainConfig]):
+        self.params, self.cfg = list(params), cfgs[0]
+        self.base_lr = [c.lr for c in cfgs]
+        self.weight_decay = [c.weight_decay for c in cfgs]
+        self.factor = 1.0                           # the schedule's factor (TrainLoop.set_lr_factor)
+        self.state: dict[int, dict] = {i: {} for i in range(len(self.params))}
+        # Each replica's lone param_groups entry (its hyper-parameters, torch's keys), for its state_dict.
+        self.groups = [make_optimizer([torch.zeros(())], c).state_dict()["param_groups"][0] for c in cfgs]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def _per_replica(self, values: list[float], like: torch.Tensor) -> torch.Tensor:
+        """Python numbers, one per replica (computed in double as torch's own are), as a (K, 1, ...) tensor."""
+        return torch.tensor(values, dtype=like.dtype, device=like.device).view(-1, *[1] * (like.dim() - 1))
+
+    @torch.no_grad()
+    def step(self) -> None:
+        cfg = self.cfg
+        lr = [base * self.factor for base in self.base_lr]
+        for p, state in zip(self.params, self.state.values()):
+            if p.grad is None:
+                continue
+            g = p.grad
+            if cfg.optim == "sgd":     # torch.optim.SGD: coupled weight decay, momentum without dampening
+                d_p = g.addcmul(p, self._per_replica(self.weight_decay, p))
+                if cfg.momentum != 0:
+                    if "momentum_buffer" not in state:
+                        state["momentum_buffer"] = d_p.clone()
+                    else:
+                        state["momentum_buffer"].mul_(cfg.momentum).add_(d_p)
+                    d_p = state["momentum_buffer"]
+                p.addcmul_(d_p, self._per_replica([-x for x in lr], p))
+                continue
+            beta1, beta2 = cfg.betas        # torch.optim.AdamW: decoupled weight decay, eps 1e-8
+            if not state:
+                state.update(step=torch.tensor(0.0), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+            state["step"] += 1
+            step = state["step"].item()
+            p.mul_(self._per_replica([1 - a * wd for a, wd in zip(lr, self.weight_decay)], p))
+            state["exp_avg"].lerp_(g, 1 - beta1)
+            state["exp_avg_sq"].mul_(beta2).addcmul_(g, g, value=1 - beta2)
+            denom = (state["exp_avg_sq"].sqrt() / (1 - beta2 ** step) ** 0.5).add_(1e-8)
+            step_size = self._per_replica([-a / (1 - beta1 ** step) for a in lr], p)
+            p.addcdiv_(state["exp_avg"] * step_size, denom)
+
+    def replica_state_dict(self, k: int) -> dict:
+        """What replica k's lone optimiser's state_dict() would hold."""
+        state = {i: {key: value.clone() if key in SHARED_OPTIMIZER_STATE else value[k].clone()
+                     for key, value in entry.items()}
+                 for i, entry in self.state.items() if entry}
+        group = {**copy.deepcopy(self.groups[k]), "lr": self.base_lr[k] * self.factor,
+                 "params": list(range(len(self.params)))}
+        return {"state": state, "param_groups": [group]}
+
+    def load_replica_state_dicts(self, states: list[dict]) -> None:
+        """Continue from one lone optimiser state_dict per replica (the inverse of replica_state_dict)."""
+        for i, p in enumerate(self.params):
+            entries = [s["state"].get(i, s["state"].get(str(i))) for s in states]
+            if entries[0] is None:
+                continue
+            self.state[i] = {key: value.clone().to(p.device) if key in SHARED_OPTIMIZER_STATE
+                             else torch.stack([e[key] for e in entries]).to(p.device)
+                             for key, value in entries[0].items()}
+
+
+class ReplicaTrainer(TrainLoop):
+    """K models of one architecture (their own weights, generators, tasks and optimiser settings)
+    along a model axis.
+
+    `models`, `tasks`, `cfgs` and `generators` are what K lone runs would build; they are read once,
+    then the trainer owns stacked copies. The tasks may differ only in their `packable` settings
+    (the data, never the loss), so one vmapped loss serves all. Shapes: every parameter (K, ...),
+    inputs (K, B, ...), losses (K,). `views()` gives each replica as a lone trainer's face: `.model`
+    and `.state_dict()`.
     """
 
     batch_dim = 1
 
-    def __init__(self, models: list[nn.Module], task, cfg: TrainConfig, generators: list, device: torch.device):
-        super().__init__(task, cfg, device, loss_shape=(len(models),))
-        self.generators = list(generators)
+    def __init__(self, models: list[nn.Module], tasks: list, cfgs: list[TrainConfig], generators: list,
+                 device: torch.device):
+        super().__init__(tasks[0], cfgs[0], device, loss_shape=(len(models),))
+        self.tasks, self.generators = list(tasks), list(generators)
         self.params, self.buffers = stack_module_state(models)        # name -> (K, ...) leaf tensors
         self.model = copy.deepcopy(models[0])   # holds one replica's weights at a time, see replica()
         skeleton = copy.deepcopy(models[0]).to("meta")                # the architecture without storage
+        task = tasks[0]
 
         def replica_loss(params, buffers, *batch_fields):
             batch = Batch(*batch_fields)
             return batch_loss(task, functional_call(skeleton, (params, buffers), (batch.inputs,)), batch)
 
-        self.losses = maybe_compile(vmap(replica_loss), cfg, device)
-        self.optimizer = make_optimizer(self.params.values(), cfg)
+        self.losses = maybe_compile(vmap(replica_loss), cfgs[0], device)
+        self.optimizer = PerReplicaOptimizer(self.params.values(), cfgs)
+
+    def set_lr_factor(self, factor: float) -> None:
+        self.optimizer.factor = factor
 
     def _stacked(self) -> dict[str, torch.Tensor]:
         return {**self.params, **self.buffers}
@@ -71,7 +155,7 @@ class ReplicaTrainer(TrainLoop):
 
     def replica_state_dict(self, k: int) -> dict:
         model = {name: tensor.clone() for name, tensor in self.replica(k).state_dict().items()}
-        return {"model": model, "optimizer": replica_optimizer_state(self.optimizer.state_dict(), k),
+        return {"model": model, "optimizer": self.optimizer.replica_state_dict(k),
                 **self.progress(self.generators[k], self.window_sum[k])}
 
     def load_state_dicts(self, states: list[dict]) -> None:
@@ -84,7 +168,7 @@ class ReplicaTrainer(TrainLoop):
                 self.model.load_state_dict(state["model"])             # checks names and shapes
                 for name, tensor in self._tensors():
                     stacked[name][k].copy_(tensor)
-        self.optimizer.load_state_dict(stack_optimizer_states([state["optimizer"] for state in states]))
+        self.optimizer.load_replica_state_dicts([state["optimizer"] for state in states])
         for generator, state in zip(self.generators, states):
             generator.set_state(state["generator"])
         self.step, self.window_len = states[0]["step"], states[0]["window_len"]
@@ -94,7 +178,7 @@ class ReplicaTrainer(TrainLoop):
         return self.params.values()
 
     def draw(self, n: int) -> Batch:
-        batches = [self.task.sample(n, generator, self.device) for generator in self.generators]
+        batches = [task.sample(n, generator, self.device) for task, generator in zip(self.tasks, self.generators)]
         return Batch(*(torch.stack([getattr(batch, field.name) for batch in batches]) for field in FIELDS))
 
     def train_step(self) -> torch.Tensor:
@@ -130,24 +214,3 @@ def clip_grad_norm_per_replica_(params, max_norm: float) -> None:
     scale = (max_norm / (norms + 1e-6)).clamp(max=1.0)
     for g in grads:
         g.mul_(scale.view(K, *[1] * (g.dim() - 1)))
-
-
-def _per_replica(key: str, value) -> bool:
-    return torch.is_tensor(value) and key not in SHARED_OPTIMIZER_STATE
-
-
-def replica_optimizer_state(stacked: dict, k: int) -> dict:
-    """Replica k's share of a stacked optimiser's state_dict: what a lone model's optimiser holds."""
-    state = {index: {key: value[k].clone() if _per_replica(key, value) else copy.deepcopy(value)
-                     for key, value in entry.items()}
-             for index, entry in stacked["state"].items()}
-    return {"state": state, "param_groups": copy.deepcopy(stacked["param_groups"])}
-
-
-def stack_optimizer_states(states: list[dict]) -> dict:
-    """The inverse of replica_optimizer_state: K lone optimiser state_dicts -> one stacked one."""
-    first = states[0]
-    state = {index: {key: torch.stack([s["state"][index][key] for s in states]) if _per_replica(key, value)
-                     else value for key, value in entry.items()}
-             for index, entry in first["state"].items()}
-    return {"state": state, "param_groups": first["param_groups"]}

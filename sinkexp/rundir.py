@@ -2,7 +2,7 @@
 
 - its path: the Hydra patterns in configs/config.yaml call the resolvers registered here (the run's
   config hash, the process's UTC time, the sweep name), and `replica_run_dirs` predicts the directory
-  each seed of a replica group would get alone;
+  each run of a replica group or pack would get alone;
 - its identity: `config_hash`, over every setting that changes the result;
 - what may happen to it (`RunDir.open`): a finished run of the same config is left untouched, a
   checkpoint of the same config is resumed, anything of another config is refused; the lock keeps
@@ -16,6 +16,7 @@ incomplete (and resumable when it has a checkpoint).
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import io
 import json
@@ -92,15 +93,20 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver(name, resolver)
 
 
-def replica_run_dirs(full: DictConfig, multirun: bool, seeds: list[int]) -> list[Path]:
-    """The run directory each seed would get alone: Hydra's directory pattern resolved with that seed.
+def replica_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[Path]:
+    """The run directory each of a job's runs (config.replica_configs) would get alone: Hydra's
+    directory pattern resolved with that run's seed and packed values.
 
     `full` is a composed config with its hydra node (patterns unresolved).
     """
-    node = OmegaConf.create(OmegaConf.to_container(full, resolve=False))   # a copy whose seed can change
+    node = OmegaConf.create(OmegaConf.to_container(full, resolve=False))   # a copy whose values can change
+    packed = list(node.get("pack") or {})
+    node.pack = None
     dirs = []
-    for seed in seeds:
-        node.seed = seed
+    for cfg in cfgs:
+        node.seed = cfg.seed
+        for key in packed:
+            OmegaConf.update(node, key, functools.reduce(getattr, key.split("."), cfg), merge=False)
         pattern = f"{node.hydra.sweep.dir}/{node.hydra.sweep.subdir}" if multirun else node.hydra.run.dir
         dirs.append(Path(pattern).absolute())
     return dirs

@@ -37,7 +37,7 @@ def kept_checkpoint(step: int) -> str:
 
 # Keys that do not change a run's result, so they stay out of its hash (and out of the report's
 # grouping): a replica trained beside others, or compiled, is the same run as alone.
-UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile", "train.keep_checkpoints")
+UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile", "train.keep_checkpoints", "pack")
 # Keys added after run directories existed: at these values (the earlier behaviour) they stay out
 # of the hash, so earlier runs keep their directory names, and a run that lacks one is read as
 # having this value.

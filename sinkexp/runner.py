@@ -1,12 +1,11 @@
 """Runs, start to finish: build the task and the model, train with periodic evaluation, and hand
 every table to the run directory (rundir.py decides what a directory allows and writes the files).
 
-`run` trains one config; `run_seeds` trains configs that differ only in the seed together
-(train.replicas), each writing the directory it would write alone.
+`run` trains one config; `run_seeds` trains the configs of one job together (train.replicas, pack:
+config.replica_configs), each writing the directory it would write alone.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import time
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from sinkexp.config import Config
+from sinkexp.config import Config, packable_keys, to_dict
 from sinkexp.errors import ConfigError
 from sinkexp.evaluate.evaluator import evaluate, mean_attention
 from sinkexp.evaluate.tables import final_values, summary
@@ -55,11 +54,6 @@ def set_precision(precision: str) -> None:
     torch.backends.cudnn.allow_tf32 = tf32
 
 
-def replica_configs(cfg: Config) -> list[Config]:
-    """The lone runs train.replicas=K stands for: seeds seed .. seed+K-1, all else equal."""
-    return [dataclasses.replace(cfg, seed=cfg.seed + k) for k in range(cfg.train.replicas)]
-
-
 def run(cfg: Config, run_dir: Path) -> dict:
     """Train and evaluate `cfg` into `run_dir`; returns the summary. Marks FAILED on any error."""
     return run_seeds([cfg], [run_dir])[0]
@@ -67,7 +61,8 @@ def run(cfg: Config, run_dir: Path) -> dict:
 
 def run_seeds(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict | None = None,
               notes: dict | None = None) -> list[dict]:
-    """Train configs that differ only in the seed, one directory each; returns the summaries.
+    """Train configs that differ only in what a pack may vary (config.replica_configs: seeds,
+    learning rates, weight decays, a task's data settings), one directory each; returns the summaries.
 
     Finished runs are skipped; the others train together, grouped by the step their checkpoint
     holds (0 without one), so that each resumes where it stopped. A failure marks every run of the
@@ -104,12 +99,14 @@ def run_seeds(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict | None
 
 
 def make_trainer(cfgs: list[Config], device: torch.device):
-    """The task and a trainer for configs that differ only in the seed (a ReplicaTrainer for several).
-
-    Each model is initialised and each data generator seeded exactly as a lone run of its seed.
-    """
+    """The tasks (one per config) and a trainer for configs one job trains together (a ReplicaTrainer
+    for several). Each model is initialised, each data generator seeded and each task built exactly
+    as a lone run of its config; ValueError if the configs differ in more than a pack may vary."""
     cfg = cfgs[0]
-    task = TASKS[cfg.task.name](cfg.task)
+    unpackable = {key for other in cfgs[1:] for key in differing_keys(cfg, other)} - set(packable_keys(cfg.task.name))
+    if unpackable:
+        raise ValueError(f"configs trained together differ in {sorted(unpackable)}, which a pack cannot vary")
+    tasks = [TASKS[c.task.name](c.task) for c in cfgs]
     # Replicas take the explicit attention path, which vmap batches. The CPU's fused kernel has no
     # batching rule: vmap runs it once per replica, and the backward of that loop costs O(K^2) (K=32:
     # 1.3 s a step, half of it filling zeros). CUDA's fused kernels have batching rules for the
@@ -117,13 +114,25 @@ def make_trainer(cfgs: list[Config], device: torch.device):
     # (pytorch/pytorch#117016, open; the rules are proposed in pytorch/pytorch#176265).
     fused = len(cfgs) == 1
     models, generators = [], []
-    for replica in cfgs:
+    for replica, task in zip(cfgs, tasks):
         torch.manual_seed(replica.seed)   # model initialisation; data come from explicit generators
         models.append(Transformer(cfg.model, cfg.attn, task, fused=fused).to(device))
         generators.append(torch.Generator(device=device).manual_seed(replica.seed))
     if len(cfgs) == 1:
-        return task, Trainer(models[0], task, cfg.train, generators[0], device)
-    return task, ReplicaTrainer(models, task, cfg.train, generators, device)
+        return tasks, Trainer(models[0], tasks[0], cfg.train, generators[0], device)
+    return tasks, ReplicaTrainer(models, tasks, [c.train for c in cfgs], generators, device)
+
+
+def differing_keys(a: Config, b: Config) -> list[str]:
+    """The dotted keys whose values differ between two configs."""
+    def flat(node: dict, prefix: str = "") -> dict:
+        out = {}
+        for key, value in node.items():
+            out.update(flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {prefix + key: value})
+        return out
+
+    flat_a, flat_b = flat(to_dict(a)), flat(to_dict(b))
+    return sorted(key for key in flat_a.keys() | flat_b.keys() if repr(flat_a.get(key)) != repr(flat_b.get(key)))
 
 
 def train_and_evaluate(runs: list[RunDir]) -> list[dict]:
@@ -131,10 +140,11 @@ def train_and_evaluate(runs: list[RunDir]) -> list[dict]:
     cfg = runs[0].cfg
     device = resolve_device(cfg.device)
     set_precision(cfg.precision)
-    task, trainer = make_trainer([run_dir.cfg for run_dir in runs], device)
+    tasks, trainer = make_trainer([run_dir.cfg for run_dir in runs], device)
     # Per run: its model as a module now, and its trainer state (a lone trainer is its own view).
     views = trainer.views() if isinstance(trainer, ReplicaTrainer) else [trainer]
-    eval_batch = held_out_batch(task, cfg.eval.batch_size, cfg.eval.seed, device)
+    # Each run's own held-out batch: a pack's runs may draw different data (task.gamma, ...).
+    eval_batches = [held_out_batch(task, cfg.eval.batch_size, cfg.eval.seed, device) for task in tasks]
     if runs[0].state:
         states = [run_dir.state["trainer"] for run_dir in runs]
         if isinstance(trainer, ReplicaTrainer):
@@ -147,12 +157,13 @@ def train_and_evaluate(runs: list[RunDir]) -> list[dict]:
         run_dir.start(device, k, len(runs))
 
     def on_eval(step: int) -> None:
-        for view, run_dir in zip(views, runs):
+        for view, run_dir, task, eval_batch in zip(views, runs, tasks, eval_batches):
             rows, losses = evaluate(view.model, task, eval_batch, step)
             bad = [f"{split}={loss}" for _, split, loss in losses if split.startswith("eval/") and not math.isfinite(loss)]
             if bad:   # finite weights can still be large enough to overflow the prediction
-                raise Diverged(f"diverged by step {step} (held-out loss {bad[0]}); try a lower train.lr "
-                               f"(now {cfg.train.lr:g})")
+                which = f"{run_dir.path.name} " if len(runs) > 1 else ""    # which run of a pack
+                raise Diverged(f"{which}diverged by step {step} (held-out loss {bad[0]}); try a lower "
+                               f"train.lr (now {run_dir.cfg.train.lr:g})")
             run_dir.evaluated(rows, losses, step)
 
     def on_log(step: int, losses: list[float]) -> None:
@@ -168,7 +179,7 @@ def train_and_evaluate(runs: list[RunDir]) -> list[dict]:
                               eval_at_checkpoints=cfg.eval.at_checkpoints, stop=requested)
     wall_time_s = time.perf_counter() - started
     summaries = []
-    for view, run_dir in zip(views, runs):
+    for view, run_dir, task, eval_batch in zip(views, runs, tasks, eval_batches):
         metrics, losses = run_dir.tables()   # on disk already: the last step always evaluates
         result = summary(final_values(metrics, losses), metrics["step"].max(), task.query_types, task.reference)
         run_dir.finish(result, mean_attention(view.model, eval_batch), wall_time_s, steps_per_s)

@@ -1,7 +1,7 @@
 """Trainers: fresh batches from seeded generators, one optimiser step each.
 
-`Trainer` trains one model; `ReplicaTrainer` (replicas.py) trains K seeds of one architecture in
-one vmapped step. Both share one loop (`TrainLoop.fit`) and know nothing about sinks. `fit` calls
+`Trainer` trains one model; `ReplicaTrainer` (replicas.py) trains K models of one architecture (seeds
+and packed settings) in one vmapped step. Both share one loop (`TrainLoop.fit`) and know nothing about sinks. `fit` calls
 `on_eval(step)` at step 0, every `eval_every` steps and at the last step (and at every checkpoint
 with `eval_at_checkpoints`); `on_log(step, losses)` every `log_every` steps, with each model's mean
 train loss since the last log (a list: one entry per model); `on_checkpoint(step)` at the
@@ -90,6 +90,11 @@ class TrainLoop:
             self.batches.extend(split_batch(self.draw(cfg.batch_size * steps), cfg.batch_size, dim=self.batch_dim))
         return self.batches.popleft()
 
+    def set_lr_factor(self, factor: float) -> None:
+        """The learning rate is train.lr x factor (sinkexp/schedule.py) from the next step on."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.cfg.lr * factor
+
     def check_finite(self) -> None:
         """Raise Diverged at the first non-finite training loss, or once a parameter is not finite."""
         first_bad = self.first_bad_step.max().item()
@@ -116,8 +121,7 @@ class TrainLoop:
         scheduled = cfg.warmup > 0 or cfg.schedule != "constant"
         while self.step < cfg.steps:
             if scheduled:        # from the step alone: a resumed run takes the rates an uninterrupted one does
-                for group in self.optimizer.param_groups:
-                    group["lr"] = cfg.lr * lr_factor(self.step, cfg.steps, cfg.warmup, cfg.schedule)
+                self.set_lr_factor(lr_factor(self.step, cfg.steps, cfg.warmup, cfg.schedule))
             # No host synchronisation here: the loss is summed on the device and read at log time.
             loss = self.train_step()
             self.window_sum += loss

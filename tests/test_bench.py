@@ -38,7 +38,7 @@ def test_flops_per_step_closed_form():
     assert bench.flops_per_step(task, cfg) == 3 * forward
 
 
-def test_gpu_benchmark_runs_both_parts_on_the_cpu():
+def test_gpu_benchmark_runs_all_three_parts_on_the_cpu():
     bench_gpu = load_script("bench_gpu")
     rows = bench_gpu.bench_replicas([2], [1, 4], torch.device("cpu"), seconds=0.0, compile=False)
     assert [(row["K"], row["data_chunk"], row["trainer"]) for row in rows] == [
@@ -48,6 +48,10 @@ def test_gpu_benchmark_runs_both_parts_on_the_cpu():
     # A second replica adds one sampler call per step; drawing 4 steps at a time divides that by 4.
     launches = [row["launches_per_step"] for row in rows]
     assert launches[3] - launches[2] < launches[1] - launches[0]
+    packs = bench_gpu.bench_packs(torch.device("cpu"), seconds=0.0, rounds=1)
+    assert [(row["grid"], row["runs"]) for row in packs] == [("weight_decay", 9), ("gamma", 12)]
+    assert all(row["packed_over_lone"] == row["packed_model_steps_per_s"] / row["lone_model_steps_per_s"] > 0
+               for row in packs)
     damping = bench_gpu.bench_damping(torch.device("cpu"), steps=2, chunk=1, compile=False)
     assert damping["batch_size"] == 1024 and damping["steps"] == 2
     assert set(damping["sink_attn_layer0"]) >= {"nop", "active"}

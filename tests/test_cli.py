@@ -206,6 +206,23 @@ def test_replicas_write_the_directories_lone_runs_would(tmp_path, make_config):
     assert all((p / "DONE").exists() for p in printed)
 
 
+def test_a_pack_trains_in_one_job_into_the_lone_runs_directories(make_config, tmp_path):
+    """A weight-decay grid as one process: each run lands where `sinkexp train -m train.weight_decay=...`
+    would put it; the job's own folder (its log) is the pack's first run's, and no other is made."""
+    from sinkexp.rundir import config_hash
+
+    packed = sinkexp("train", "-m", "name=p", "pack={train.weight_decay:[0.01,0.1]}", "seed=0,1", *QUICK, cwd=tmp_path)
+    assert packed.returncode == 0, packed.stderr
+    runs = tmp_path / "outputs/sweeps/p/trigger/softmax/L1"
+    assert sorted(p.name for p in runs.iterdir()) == sorted(
+        f"s{seed}-{config_hash(make_config(*QUICK, f'train.weight_decay={wd}', f'seed={seed}'))}"
+        for wd in (0.01, 0.1) for seed in (0, 1))
+    assert all((p / "DONE").exists() for p in runs.iterdir())
+    assert packed.stdout.count("run directory: ") == 4
+    both = sinkexp("train", "-m", "pack={train.weight_decay:[0.01,0.1]}", "train.weight_decay=0,1", *QUICK, cwd=tmp_path)
+    assert both.returncode == 2 and "train.weight_decay is both swept and packed" in both.stderr
+
+
 @pytest.mark.parametrize("args,says", [
     (["-m", "seed=0,1", "train.replicas=2"], "seed=0,2,4"),
     (["hydra.run.dir=fixed", "train.replicas=2"], "${seed}"),

@@ -37,7 +37,7 @@ def test_every_variant_with_every_task_runs_a_step(make_config, attn, task):
     for n_layers in (1, 2):
         cfg = make_config(f"task={task}", f"attn={attn}", f"model.n_layers={n_layers}", "model.n_registers=1",
                           "train.batch_size=2", "device=cpu")
-        task_, trainer = make_trainer([cfg], torch.device("cpu"))
+        (task_,), trainer = make_trainer([cfg], torch.device("cpu"))
         assert torch.isfinite(trainer.train_step())
         rows, losses = evaluate(trainer.model, task_, task_.sample(4, torch.Generator().manual_seed(1), "cpu"), 1)
         metrics = {row[4] for row in rows}

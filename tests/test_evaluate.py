@@ -127,7 +127,7 @@ def test_evaluate_looks_at_the_task_tokens_of_a_model_with_registers_and_a_slot(
     from sinkexp.runner import make_trainer
 
     cfg = make_config("model.n_registers=2", "attn=sink_kv", "model.n_heads=2")
-    task, trainer = make_trainer([cfg], torch.device("cpu"))
+    (task,), trainer = make_trainer([cfg], torch.device("cpu"))
     batch = task.sample(8, torch.Generator().manual_seed(0), "cpu")
     rows, losses = evaluate(trainer.model, task, batch, 0)
     by_key = {(r[1], r[2], r[3], r[4]): r[5] for r in rows}
@@ -191,7 +191,7 @@ def test_the_evaluator_writes_exactly_the_registered_metrics(make_config):
     written = set()
     for overrides in (("model.n_registers=1", "attn=sink_kv", "model.n_heads=2"), ("attn=gated",),
                       ("task=broadcast", "model.global_pathway=learned")):
-        task, trainer = make_trainer([make_config(*overrides, "device=cpu")], torch.device("cpu"))
+        (task,), trainer = make_trainer([make_config(*overrides, "device=cpu")], torch.device("cpu"))
         rows, losses = evaluate(trainer.model, task, task.sample(8, torch.Generator().manual_seed(0), "cpu"), 0)
         written |= {metric for *_, metric, _ in rows}
         finals = final_values(pd.DataFrame(rows, columns=METRIC_COLUMNS), pd.DataFrame(losses, columns=LOSS_COLUMNS))

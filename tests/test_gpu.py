@@ -38,7 +38,8 @@ def test_fused_and_explicit_attention_agree_on_cuda():
 def test_replicas_on_cuda_equal_lone_runs(make_config, tmp_path):
     import pandas as pd
 
-    from sinkexp.runner import replica_configs, run_seeds
+    from sinkexp.config import replica_configs
+    from sinkexp.runner import run_seeds
 
     quick = ("train.steps=20", "eval.every=10", "train.checkpoint_every=10", "train.batch_size=16",
              "eval.batch_size=32", "model.n_heads=2", "device=cuda")
@@ -53,7 +54,8 @@ def test_replicas_on_cuda_equal_lone_runs(make_config, tmp_path):
 
 
 def test_compiled_replicas_with_cuda_graphs_match_eager(make_config):
-    from sinkexp.runner import make_trainer, replica_configs
+    from sinkexp.config import replica_configs
+    from sinkexp.runner import make_trainer
 
     trainers = [make_trainer(replica_configs(make_config("model.n_heads=2", "train.replicas=4", "device=cuda",
                                                          f"train.compile={compile}")), torch.device("cuda"))[1]
@@ -67,7 +69,8 @@ def test_compiled_replicas_with_cuda_graphs_match_eager(make_config):
 @pytest.mark.parametrize("replicas", [1, 4])
 def test_training_steps_never_wait_for_the_gpu(make_config, task, replicas):
     """No host synchronisation inside a step: data, loss, clipping and optimiser stay on the device."""
-    from sinkexp.runner import make_trainer, replica_configs
+    from sinkexp.config import replica_configs
+    from sinkexp.runner import make_trainer
 
     cfg = make_config(f"task={task}", "train.batch_size=16", f"train.replicas={replicas}", "device=cuda")
     _, trainer = make_trainer(replica_configs(cfg), torch.device("cuda"))

@@ -43,7 +43,7 @@ def test_a_step_minimises_the_loss_plus_lambda_times_the_penalty(make_config, ov
     penalty), computed here by hand from the captured forward pass; the step returns the task loss."""
     cfg = make_config(*overrides, "train.optim=sgd", "train.momentum=0", "train.grad_clip=0",
                       "train.batch_size=8", "device=cpu")
-    task, trainer = make_trainer([cfg], torch.device("cpu"))
+    (task,), trainer = make_trainer([cfg], torch.device("cpu"))
     model = trainer.model
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     batch = task.sample(8, torch.Generator().manual_seed(cfg.seed), "cpu")          # the trainer's first batch

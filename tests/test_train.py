@@ -7,11 +7,12 @@ import pytest
 import torch
 
 from sinkexp import runfiles as F
+from sinkexp.config import replica_configs
+from sinkexp.errors import ConfigError
+from sinkexp.replicas import PerReplicaOptimizer, ReplicaTrainer, clip_grad_norm_per_replica_
 from sinkexp.rundir import config_hash
-from sinkexp.runner import make_trainer, replica_configs, run, run_seeds
-from sinkexp.replicas import (ReplicaTrainer, clip_grad_norm_per_replica_, replica_optimizer_state,
-                              stack_optimizer_states)
-from sinkexp.train import Trainer
+from sinkexp.runner import make_trainer, run, run_seeds
+from sinkexp.train import Trainer, make_optimizer
 
 from conftest import QUICK
 
@@ -59,6 +60,47 @@ def test_k_replicas_equal_k_lone_runs(make_config, tmp_path, setting):
         assert meta["seed"] == 4 + k and meta["replica"] == {"index": k, "of": 3}
         assert meta["config_hash"] == json.loads((alone / F.META).read_text())["config_hash"]
         assert (together / F.DONE).exists()
+
+
+# Packs (pack={key: [values]}): grids over what a replica can carry, each with a setting that makes
+# the values matter within 30 steps (the lone runs' tables differ by far more than the tolerance).
+PACKS = {
+    "weight_decay": (("task=backcopy", "model.n_heads=2"), "train.weight_decay", (0.0, 3.0)),
+    "gamma": (("task=damping",), "task.gamma", (0.0, 1.0)),
+    "lr_sgd_clipped": (("model.n_heads=2", "train.optim=sgd", "train.grad_clip=0.05"), "train.lr", (0.3, 1.0)),
+    "structure": (("task=broadcast", "train.data_chunk=4"), "task.structure_seed", (0, 1)),
+}
+
+
+@pytest.mark.parametrize("pack", PACKS)
+def test_a_packed_grid_equals_its_lone_runs(make_config, tmp_path, pack):
+    extra, key, values = PACKS[pack]
+    cfg = make_config(*QUICK, *extra, f"pack={{{key}:[{','.join(map(str, values))}]}}", "seed=3", "train.replicas=2")
+    lone = [make_config(*QUICK, *extra, f"{key}={value}", f"seed={seed}") for value in values for seed in (3, 4)]
+    packed = replica_configs(cfg)
+    assert [config_hash(c) for c in packed] == [config_hash(c) for c in lone]     # the lone runs' names
+    run_seeds(packed, [tmp_path / f"together{k}" for k in range(4)])
+    for k, lone_cfg in enumerate(lone):
+        run(lone_cfg, tmp_path / f"alone{k}")
+        assert_same_tables(tmp_path / f"together{k}", tmp_path / f"alone{k}")
+    # The packed value matters: the two values' lone runs (seed 3) are far apart.
+    with pytest.raises(AssertionError):
+        assert_same_tables(tmp_path / "alone0", tmp_path / "alone2")
+
+
+def test_a_pack_refuses_what_it_cannot_vary(make_config):
+    with pytest.raises(ConfigError, match="pack: model.n_layers cannot be packed .*train.weight_decay"):
+        make_config("pack={model.n_layers:[1,2]}")
+    with pytest.raises(ConfigError, match="pack: task.gamma cannot be packed .*task trigger"):
+        make_config("pack={task.gamma:[0,1]}")
+    with pytest.raises(ConfigError, match="pack.train.lr"):
+        make_config("pack={train.lr:[0.1,abc]}")
+    with pytest.raises(ConfigError, match="train.lr=-1"):           # each packed run is validated as alone
+        make_config("pack={train.lr:[0.1,-1]}")
+    with pytest.raises(ConfigError, match="train.bos_penalty.*pack"):
+        make_config("pack={train.lr:[0.1,0.2]}", "train.bos_penalty=1")
+    with pytest.raises(ValueError, match="model.n_layers"):
+        make_trainer([make_config(), make_config("model.n_layers=2")], torch.device("cpu"))
 
 
 def test_killed_replicas_resume_together_or_alone(make_config, tmp_path, kill_at_step):
@@ -110,21 +152,45 @@ def test_per_replica_clipping_is_torch_clipping_of_each_replica():
     torch.testing.assert_close(params[0].grad[0], grads[0][0])
 
 
-def test_optimizer_state_splits_and_stacks_back(make_config):
-    for optim in ("adamw", "sgd"):
-        cfg = make_config(*QUICK, f"train.optim={optim}", "model.norm_type=dyt",    # DyT: a scalar parameter
-                          "train.replicas=2")
-        _, trainer = make_trainer(replica_configs(cfg), torch.device("cpu"))
-        trainer.train_step()
-        stacked = trainer.optimizer.state_dict()
-        parts = [replica_optimizer_state(stacked, k) for k in range(2)]
-        # Each part is what a lone model's optimiser holds: it loads into one.
-        _, lone = make_trainer([cfg], torch.device("cpu"))
-        lone.optimizer.load_state_dict(parts[1])
-        rebuilt = stack_optimizer_states(parts)
-        for index, entry in stacked["state"].items():
+@pytest.mark.parametrize("optim", ["adamw", "sgd"])
+def test_per_replica_optimizer_is_torch_optimizer_on_each_replica(make_config, optim):
+    """Three replicas with their own learning rate and weight decay step as three torch optimisers do."""
+    lrs, decays = (1e-3, 1e-2, 3e-2), (0.0, 0.1, 0.5)
+    cfgs = [make_config(f"train.optim={optim}", f"train.lr={lr}", f"train.weight_decay={wd}").train
+            for lr, wd in zip(lrs, decays)]
+    generator = torch.Generator().manual_seed(0)
+    stacked = [torch.randn(3, 4, 5, generator=generator), torch.randn(3, generator=generator)]   # a matrix, a scalar
+    lone = [[p[k].clone() for p in stacked] for k in range(3)]
+    packed = PerReplicaOptimizer(stacked, cfgs)
+    torch_optimizers = [make_optimizer(params, cfg) for params, cfg in zip(lone, cfgs)]
+    for step in range(4):
+        grads = [torch.randn(p.shape, generator=generator) for p in stacked]
+        for p, g in zip(stacked, grads):
+            p.grad = g
+        packed.factor = 0.5 if step == 3 else 1.0    # a schedule's factor: lr_k x factor
+        packed.step()
+        for k, (params, torch_optimizer) in enumerate(zip(lone, torch_optimizers)):
+            for p, g in zip(params, grads):
+                p.grad = g[k]
+            for group in torch_optimizer.param_groups:
+                group["lr"] = lrs[k] * (0.5 if step == 3 else 1.0)
+            torch_optimizer.step()
+    for k in range(3):
+        for p, q in zip(stacked, lone[k]):
+            torch.testing.assert_close(p[k], q, rtol=1e-6, atol=1e-7)
+        # Replica k's state is its lone optimiser's state_dict: it loads into one, and back.
+        state = packed.replica_state_dict(k)
+        reference = torch_optimizers[k].state_dict()
+        assert state["param_groups"][0] == reference["param_groups"][0]
+        torch_optimizers[k].load_state_dict(state)
+        for index, entry in reference["state"].items():
             for key, value in entry.items():
-                torch.testing.assert_close(rebuilt["state"][index][key], value, rtol=0, atol=0)
+                torch.testing.assert_close(state["state"][index][key], value, rtol=1e-6, atol=1e-7)
+    rebuilt = PerReplicaOptimizer(stacked, cfgs)
+    rebuilt.load_replica_state_dicts([packed.replica_state_dict(k) for k in range(3)])
+    for index, entry in packed.state.items():
+        for key, value in entry.items():
+            torch.testing.assert_close(rebuilt.state[index][key], value, rtol=0, atol=0)
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="torch.compile on the CPU needs a C compiler")
@@ -162,7 +228,7 @@ def test_chunked_data_resumes_to_the_same_tables(make_config, tmp_path, kill_at_
 
 def test_chunked_batches_are_the_sampler_draw_cut_in_steps(make_config):
     cfg = make_config(*QUICK, "train.data_chunk=4")          # 30 steps, checkpoints every 10
-    task, trainer = make_trainer([cfg], torch.device("cpu"))
+    (task,), trainer = make_trainer([cfg], torch.device("cpu"))
     drawn = task.sample(16 * 4, torch.Generator().manual_seed(cfg.seed), "cpu")
     sizes = []
     for step in range(12):

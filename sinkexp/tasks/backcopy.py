@@ -122,6 +122,7 @@ class BackcopyTask:
     causal = True
     input_dim = None
     has_bos = True  # registers go after position 0 when True
+    packable = ("structure_seed",)   # settings that change the data only: a pack may vary them (replicas.py)
     reference = "oracle (exact optimum from the table)"
     data_files = ("bigram_table",)   # config keys naming files whose content is part of the config hash
 

@@ -42,6 +42,7 @@ class BroadcastTask:
     causal = False
     vocab_size = None
     has_bos = False  # registers go after position 0 when True
+    packable = ("alpha", "structure_seed")   # settings that change the data only: a pack may vary them (replicas.py)
     reference = "identity predictor (the heads add nothing)"
 
     def __init__(self, cfg: BroadcastConfig):

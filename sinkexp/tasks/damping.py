@@ -60,6 +60,7 @@ class DampingTask:
     causal = False
     vocab_size = None
     has_bos = True  # registers go after position 0 when True
+    packable = ("p", "gamma", "structure_seed")   # settings that change the data only: a pack may vary them (replicas.py)
     reference = "identity predictor (the head adds nothing)"
 
     def __init__(self, cfg: DampingConfig):

@@ -97,6 +97,7 @@ class LMTask:
     causal = True
     input_dim = None
     has_bos = True            # position 0 is the sink position (BOS, or the first byte with task.bos=false)
+    packable = ()   # settings that change the data only: a pack may vary them (replicas.py)
     reference = "bigram model of the training split"
     data_files = ("corpus",)  # its content is part of the config hash
 

@@ -49,6 +49,7 @@ class TriggerTask:
     vocab_size = None
     has_bos = True  # registers go after position 0 when True
     reference = "zero predictor"
+    packable = ("p_trigger",)   # settings that change the data only: a pack may vary them (replicas.py)
 
     def __init__(self, cfg: TriggerConfig):
         self.cfg = cfg
