@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from types import SimpleNamespace
+
 import pytest
 
 from conftest import QUICK
@@ -61,6 +63,23 @@ def test_every_claim_has_its_experiment_three_seeds_and_two_structure_draws(pape
 def test_every_job_of_every_paper_composes_and_validates(tmp_path):
     plans = plan_experiments(list(PAPERS.values()), [], tmp_path)   # raises ConfigError on the first bad job
     assert all(plan.multirun for plan in plans.values())           # each experiment is one sweep
+
+
+def test_packed_plans_train_the_same_runs_in_fewer_jobs(tmp_path):
+    """--pack (a GPU's default) moves each grid's packable keys into pack=: every planned run
+    directory and config hash stays what the unpacked plan gives (grids of weight decays, gammas and
+    attention operations, and one with a penalty)."""
+    chosen = {"sun2026": ("weight_decay",), "fesser2026": ("dynamics_gamma",), "guo2024": ("one_layer",),
+              "ranmilo2026": ("bos_penalty",)}
+    papers = [SimpleNamespace(name=name, experiments=[PAPERS[name].experiment(e) for e in exps])
+              for name, exps in chosen.items()]
+    plain, packed = (plan_experiments(papers, [], tmp_path, pack=pack) for pack in (False, True))
+    for key, planned in plain.items():
+        assert sorted(packed[key].runs) == sorted(planned.runs), key
+    wd = next(o for o in packed["sun2026", "weight_decay"].overrides if o.startswith("pack="))
+    assert wd == "pack={train.weight_decay:[0.0,0.1],seed:[0,1,2],task.structure_seed:[0,1]}"
+    penalty = packed["ranmilo2026", "bos_penalty"].overrides     # penalties are not per replica: swept
+    assert not any(o.startswith("pack=") for o in penalty) and "seed=0,1,2" in penalty
 
 
 def plumbing_paper():

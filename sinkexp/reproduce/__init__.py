@@ -22,22 +22,24 @@ import pandas as pd
 from sinkexp.reproduce.declare import Paper
 
 OUTPUT_ROOT = Path("outputs/reproduce")
-USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [--docs DIR]   (overrides apply to every run)
+USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [--docs DIR] [--pack|--no-pack]   (overrides apply to every run)
        sinkexp reproduce --list
        sinkexp reproduce --docs DIR       (DIR/results.md and the README headline again, from DIR/claims.csv)"""
 
 
-def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROOT, command: str = "") -> pd.DataFrame:
+def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROOT, command: str = "",
+              pack: bool | None = None) -> pd.DataFrame:
     """Run (or resume) every experiment of `papers`, check their claims, write claims.csv, REPORT.md
     and figures into `root` (one paper: root/<paper>/), print the table; returns the claims table.
-    Every job is checked before the first one trains (ConfigError on the first bad one)."""
+    Every job is checked before the first one trains (ConfigError on the first bad one). `pack`:
+    train each job's seeds and hyper-parameter values together (None: on a GPU only, execute.packs_pay)."""
     # Imported here, not at the top: execute reaches torch (through launch), and `--list`, `--docs`
     # and a declaration error should answer without it.
-    from sinkexp.reproduce.execute import plan_experiments, planned_dirs, run_experiment
+    from sinkexp.reproduce.execute import packs_pay, plan_experiments, planned_dirs, run_experiment
     from sinkexp.reproduce.verdicts import check_claims
     from sinkexp.reproduce.write import figures, passing, table_text, write_report
 
-    plans = plan_experiments(papers, overrides, root)
+    plans = plan_experiments(papers, overrides, root, packs_pay(overrides) if pack is None else pack)
     planned = {key: planned_dirs(plan) for key, plan in plans.items()}   # claims read only these runs
     started, seconds, reports, results = time.perf_counter(), {}, {}, []
     for paper in papers:
@@ -70,7 +72,10 @@ def main(argv: list[str]) -> int:
     from sinkexp.errors import ConfigError
     from sinkexp.reproduce.declare import DeclarationError
 
-    docs = None
+    docs, pack = None, None
+    for flag, value in (("--pack", True), ("--no-pack", False)):   # default: pack on a GPU only
+        if flag in argv:
+            pack, argv = value, [a for a in argv if a != flag]
     if "--docs" in argv:
         at = argv.index("--docs")
         if at + 1 >= len(argv):
@@ -98,7 +103,7 @@ def main(argv: list[str]) -> int:
         return 2
     papers = list(PAPERS.values()) if name == "all" else [PAPERS[name]]
     try:
-        rows = reproduce(papers, overrides, command="sinkexp reproduce " + " ".join(argv))
+        rows = reproduce(papers, overrides, command="sinkexp reproduce " + " ".join(argv), pack=pack)
     except ConfigError as err:
         print(f"sinkexp: error: {err}", file=sys.stderr)
         return 2

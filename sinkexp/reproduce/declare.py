@@ -117,11 +117,16 @@ class Experiment:
                 return (self.overrides[name],)
         return None
 
-    def argv(self, scale: str = "cpu") -> list[str]:
-        """Its Hydra overrides: the fixed ones, the CPU sizes (scale=cpu only), the grid as sweeps."""
+    def argv(self, scale: str = "cpu", pack: tuple[str, ...] = ()) -> list[str]:
+        """Its Hydra overrides: the fixed ones, the CPU sizes (scale=cpu only), the grid as sweeps,
+        except the grid keys in `pack`, whose values go into one `pack={key: [values]}` (each job
+        then trains its combinations of them in one process: sinkexp/replicas.py)."""
         sizes = self.cpu if scale == "cpu" else {}
+        packed = {k: v for k, v in self.grid.items() if k in pack}
         return ([f"{k}={override_value(v)}" for k, v in {**self.overrides, **sizes}.items()]
-                + [f"{k}={','.join(map(override_value, v))}" for k, v in self.grid.items()])
+                + [f"{k}={','.join(map(override_value, v))}" for k, v in self.grid.items() if k not in packed]
+                + ["pack={" + ",".join(f"{k}:[{','.join(map(override_value, v))}]" for k, v in packed.items()) + "}"]
+                * bool(packed))
 
     @property
     def runs(self) -> int:

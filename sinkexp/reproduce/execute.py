@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from sinkexp.launch import Plan, launch, plan
+from sinkexp.launch import Plan, compose_config, launch, plan
 from sinkexp.reproduce.declare import Experiment, Paper
 from sinkexp.runfiles import DONE
 
@@ -36,16 +36,41 @@ def scale_of(overrides: list[str]) -> str:
     return chosen[-1] if chosen else "cpu"
 
 
-def experiment_overrides(exp: Experiment, folder: Path, overrides: list[str]) -> list[str]:
-    """One experiment's sweep overrides: the user's win over its own, key by key."""
+def packed_keys(exp: Experiment, given: set[str]) -> tuple[str, ...]:
+    """The grid keys a job of `exp` can train together (config.packable_keys), unless the user set
+    them; none where a penalty is on (penalties are not per replica)."""
+    from sinkexp.config import packable_keys
+    from sinkexp.penalties import PENALTIES
+
+    if any(f"train.{key}" in {**exp.overrides, **exp.grid} for key in PENALTIES):
+        return ()
+    task = compose_config(f"task={exp.task}").task.name     # the group (damping_dynamics) names a task (damping)
+    return tuple(key for key in exp.grid if key in packable_keys(task) and key not in given)
+
+
+def packs_pay(overrides: list[str]) -> bool:
+    """Whether reproduce packs its grids by default: on a GPU, where a step over many small models
+    costs about what one does. On the CPU it does not pay (docs/performance.md: 0.91-1.02x the
+    model-steps/s of one run at a time, measured on reproduce's own grids)."""
+    from sinkexp.runner import resolve_device
+
+    chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "device"]
+    return resolve_device(chosen[-1] if chosen else "auto").type == "cuda"
+
+
+def experiment_overrides(exp: Experiment, folder: Path, overrides: list[str], pack: bool = False) -> list[str]:
+    """One experiment's sweep overrides: the user's win over its own, key by key; with `pack`, the
+    grid keys a job can train together go into one `pack=` (the same run directories)."""
     given = {o.split("=", 1)[0] for o in overrides}
-    own = [o for o in exp.argv(scale_of(overrides)) if o.split("=", 1)[0] not in given]
+    keys = packed_keys(exp, given) if pack else ()
+    own = [o for o in exp.argv(scale_of(overrides), keys) if o.split("=", 1)[0] not in given]
     return [*launcher(overrides), f"hydra.sweep.dir={folder}", *own, *overrides]
 
 
-def plan_experiments(papers: list[Paper], overrides: list[str], root: Path) -> dict[tuple[str, str], Plan]:
+def plan_experiments(papers: list[Paper], overrides: list[str], root: Path,
+                     pack: bool = False) -> dict[tuple[str, str], Plan]:
     """Every experiment's checked plan, by (paper, experiment); ConfigError on the first bad job."""
-    return {(paper.name, exp.name): plan(experiment_overrides(exp, root / paper.name / exp.name, overrides),
+    return {(paper.name, exp.name): plan(experiment_overrides(exp, root / paper.name / exp.name, overrides, pack),
                                          multirun=True)
             for paper in papers for exp in paper.experiments}
 
