@@ -6,6 +6,7 @@ claims of three kinds, criteria) and measures.py. The command works in four room
 
     declare.py   what a paper may say; references are checked when the paper is imported
     execute.py   every job planned (checked) first, then each experiment's sweep run through launch
+    plan.py      --plan: the jobs, their FLOPs and a predicted wall time from a short calibration
     verdicts.py  each claim's value on every run it selects, and its verdict
     write.py     claims.csv, REPORT.md, figures, and with --docs the results page and README headline
 
@@ -23,6 +24,7 @@ from sinkexp.reproduce.declare import Paper
 
 OUTPUT_ROOT = Path("outputs/reproduce")
 USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [--docs DIR] [--pack|--no-pack]   (overrides apply to every run)
+       sinkexp reproduce PAPER|all [KEY=VALUE ...] --plan   (the jobs, FLOPs and predicted wall time; nothing trains)
        sinkexp reproduce --list
        sinkexp reproduce --docs DIR       (DIR/results.md and the README headline again, from DIR/claims.csv)"""
 
@@ -72,7 +74,8 @@ def main(argv: list[str]) -> int:
     from sinkexp.errors import ConfigError
     from sinkexp.reproduce.declare import DeclarationError
 
-    docs, pack = None, None
+    docs, pack, planning = None, None, "--plan" in argv
+    argv = [a for a in argv if a != "--plan"]
     for flag, value in (("--pack", True), ("--no-pack", False)):   # default: pack on a GPU only
         if flag in argv:
             pack, argv = value, [a for a in argv if a != flag]
@@ -102,6 +105,14 @@ def main(argv: list[str]) -> int:
         print(f"sinkexp: error: unknown paper {name!r}; choose one of: all, {', '.join(PAPERS)}", file=sys.stderr)
         return 2
     papers = list(PAPERS.values()) if name == "all" else [PAPERS[name]]
+    if planning:
+        from sinkexp.reproduce.plan import format_plan, plan_table
+        try:
+            print(format_plan(*plan_table(papers, overrides, pack)))
+        except ConfigError as err:
+            print(f"sinkexp: error: {err}", file=sys.stderr)
+            return 2
+        return 0
     try:
         rows = reproduce(papers, overrides, command="sinkexp reproduce " + " ".join(argv), pack=pack)
     except ConfigError as err:

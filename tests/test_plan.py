@@ -1,0 +1,68 @@
+"""`sinkexp reproduce --plan` (reproduce/plan.py): FLOPs as torch counts them, the pool's wall time
+in closed form, and a plan that trains nothing."""
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from sinkexp.reproduce import main, plan
+from sinkexp.reproduce.declare import Experiment
+from sinkexp.launch import compose_config
+from sinkexp.model import Transformer
+from sinkexp.tasks import TASKS
+from sinkexp.train import Trainer
+
+
+@pytest.mark.parametrize("overrides", [("task=trigger",), ("task=backcopy", "model.n_layers=2", "model.mlp=gelu"),
+                                       ("task=damping", "model.n_registers=1"),
+                                       ("task=lm", "task.seq_len=32", "train.batch_size=4")])
+def test_training_flops_are_what_torch_counts_for_a_step(overrides):
+    cfg = compose_config(*overrides)
+    task = TASKS[cfg.task.name](cfg.task)
+    model = Transformer(cfg.model, cfg.attn, task, fused=False)   # the counter does not see the CPU's fused kernel
+    trainer = Trainer(model, task, cfg.train, torch.Generator().manual_seed(0), torch.device("cpu"))
+    with FlopCounterMode(display=False) as counter:
+        trainer.train_step()
+    # Exact but for SwiGLU's hidden width, int(8 d / 3), which the formula takes as 8 d / 3.
+    assert plan.training_flops(cfg) == pytest.approx(counter.get_total_flops(), rel=3e-3)
+
+
+def test_the_pool_takes_the_longest_jobs_first():
+    assert plan.pool_time([2, 3, 2, 3, 2], workers=2) == 7      # 3+2+2 on one worker, 3+2 on the other
+    assert plan.pool_time([5, 1, 1], workers=4) == 5
+    assert plan.pool_time([1, 1, 1], workers=1) == 3
+
+
+def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tmp_path, capsys):
+    exp = Experiment(name="e", overrides={"task": "trigger"}, grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)},
+                     cpu={"train.steps": 100, "eval.every": 50})
+    paper = SimpleNamespace(name="p", experiments=[exp])
+    real = plan.calibrate(compose_config("train.batch_size=8", "pack={seed:[0,1]}"), torch.device("cpu"))
+    assert all(seconds > 0 for seconds in real)     # a pack of two: one step, two evaluations, timed
+    calibrated = []
+
+    def calibrate(cfg, device):     # 10 ms a step, 0.5 s an evaluation of each run of the job
+        calibrated.append(len(plan.replica_configs(cfg)))
+        return 0.01, 0.5 * calibrated[-1]
+
+    monkeypatch.setattr(plan, "calibrate", calibrate)
+    table, totals = plan.plan_table([paper], ["hydra.launcher.n_jobs=2"], pack=False)
+    row = table.iloc[0]
+    # A run: 100 steps x 0.01 s + 3 evaluations (0, 50, 100) x 0.5 s = 2.5 s; 6 runs on 2 workers.
+    assert (row["runs"], row["jobs"], row["s/job"], row["wall_s"]) == (6, 6, 2.5, 7.5)
+    assert calibrated == [1, 1]                      # softmax and relu: the seeds cost the same
+    table, totals = plan.plan_table([paper], ["hydra.launcher.n_jobs=2"], pack=True)
+    assert (table.iloc[0]["runs"], table.iloc[0]["jobs"], calibrated[2:]) == (6, 2, [3, 3])   # a pack of 3 seeds
+    # scale=paper: the CPU-size timing times the ratio of FLOPs (trigger's paper sizes, 20k steps)
+    table, totals = plan.plan_table([paper], ["hydra.launcher.n_jobs=2", "scale=paper"], pack=False)
+    big, small = (compose_config("task=trigger", *extra) for extra in (("scale=paper",), ("train.steps=100",)))
+    ratio = plan.training_flops(big) / plan.training_flops(small)
+    evaluations = big.train.steps // big.eval.every + 1
+    assert table.iloc[0]["s/job"] == pytest.approx(ratio * (big.train.steps * 0.01 + evaluations * 0.5))
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["gu2025", "--plan"]) == 0            # the calibration above stands in: no model is timed
+    printed = capsys.readouterr().out
+    assert "predicted wall time" in printed and "nothing trained" in printed and "lm_attention" in printed
+    assert not (tmp_path / "outputs").exists()
