@@ -2,11 +2,12 @@
 
     .venv/bin/python scripts/profile_reproduce.py [PAPER ...] [--measured outputs/reproduce] [--cores 2]
 
-For every experiment of the papers (all by default), each distinct config of its sweep is built
-and timed at one thread, as a parallel-launcher job runs it (seeds and structure draws aside: they
-cost the same): the training step (the project's own Trainer, data drawn inside), one evaluation
-(all captures and metrics), and the matmul FLOPs of one step, forward and backward (torch's
-FlopCounterMode on the explicit attention path; the fused CPU kernel is not counted by torch).
+For every experiment of the papers (all by default), each distinct job of its sweep is built and
+timed at one thread, as a parallel-launcher job runs it (seeds, structure draws and the other
+settings a pack may vary aside: they cost the same): the training step (the project's own Trainer,
+data drawn inside) and one evaluation (all captures and metrics), best of --reps, and the matmul
+FLOPs of one step, forward and backward. The timing, FLOPs and jobs are `sinkexp reproduce --plan`'s
+(sinkexp/reproduce/plan.py); this script adds the floor and the measured runs beside them.
 From those, per experiment:
 
     predicted job-s = sum over its runs of (steps x step time + evaluations x evaluation time)
@@ -22,27 +23,17 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import itertools
 import json
-import math
-import time
 from pathlib import Path
 
 import pandas as pd
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from sinkexp.allocator import keep_freed_memory
-from sinkexp.evaluate.evaluator import evaluate
 from sinkexp.launch import compose_config
-from sinkexp.model import Transformer
-from sinkexp.reproduce.declare import override_value
+from sinkexp.reproduce import plan
 from sinkexp.reproduce.papers import PAPERS
-from sinkexp.runner import make_trainer
 from sinkexp.threads import busy_cores
-from sinkexp.train import batch_loss
-
-SEED_KEYS = ("seed", "task.structure_seed")   # draws of one config: the same cost
 
 
 def load_script(name: str):
@@ -50,50 +41,6 @@ def load_script(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def best_seconds(fn, reps: int) -> float:
-    times = []
-    for _ in range(reps):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return min(times)
-
-
-def step_flops(cfg, task) -> float:
-    """Matmul FLOPs of one training step (forward and backward) on the explicit attention path."""
-    torch.manual_seed(cfg.seed)
-    model = Transformer(cfg.model, cfg.attn, task, fused=False)
-    batch = task.sample(cfg.train.batch_size, torch.Generator().manual_seed(0), "cpu")
-    with FlopCounterMode(display=False) as counter:
-        batch_loss(task, model(batch.inputs), batch).backward()
-    return counter.get_total_flops()
-
-
-def profile_config(cfg, reps: int) -> dict:
-    """Seconds per training step and per evaluation, and FLOPs per step, of one config at one thread."""
-    (task,), trainer = make_trainer([cfg], torch.device("cpu"))
-    eval_batch = task.sample(cfg.eval.batch_size, torch.Generator().manual_seed(cfg.eval.seed), "cpu")
-    for _ in range(3):                       # warm-up: allocator, first-call paths
-        trainer.train_step()
-
-    def steps(n=5):
-        for _ in range(n):
-            trainer.train_step()
-
-    step_s = best_seconds(steps, reps) / 5
-    eval_s = best_seconds(lambda: evaluate(trainer.model, task, eval_batch, 0), reps)
-    return {"step_s": step_s, "eval_s": eval_s, "flops": step_flops(cfg, task)}
-
-
-def distinct_jobs(exp) -> dict[tuple, int]:
-    """The experiment's jobs at the CPU sizes as {overrides without the seeds: how many runs}."""
-    seeds = math.prod(len(values) for key, values in exp.grid.items() if key in SEED_KEYS)
-    fixed = [f"{key}={override_value(value)}" for key, value in {**exp.overrides, **exp.cpu}.items()]
-    swept = [[f"{key}={override_value(value)}" for value in values] for key, values in exp.grid.items()
-             if key not in SEED_KEYS]
-    return {(*fixed, *combination): seeds for combination in itertools.product(*swept)}
 
 
 def measured_seconds(folder: Path) -> tuple[float, int]:
@@ -124,14 +71,13 @@ def main() -> None:
         for exp in paper.experiments:
             row = {"experiment": f"{paper.name}/{exp.name}", "runs": 0, "predicted_s": 0.0, "train_s": 0.0,
                    "eval_s": 0.0, "gflop": 0.0}
-            for job, runs in distinct_jobs(exp).items():
+            for job, runs in plan.jobs_of(exp, [], pack=False):
                 cfg = compose_config(*job)
-                timing = profile_config(cfg, args.reps)
-                evaluations = len(range(0, cfg.train.steps, cfg.eval.every)) + 1   # step 0 and the last
+                step_s, eval_s = plan.calibrate(cfg, torch.device("cpu"), args.reps)
                 row["runs"] += runs
-                row["train_s"] += runs * cfg.train.steps * timing["step_s"]
-                row["eval_s"] += runs * evaluations * timing["eval_s"]
-                row["gflop"] += runs * cfg.train.steps * timing["flops"] / 1e9
+                row["train_s"] += runs * cfg.train.steps * step_s
+                row["eval_s"] += runs * plan.evaluations(cfg) * eval_s
+                row["gflop"] += runs * cfg.train.steps * plan.training_flops(cfg) / 1e9
             row["predicted_s"] = row["train_s"] + row["eval_s"]
             row["floor_s"] = row["gflop"] / (peak * args.cores)
             if args.measured:

@@ -58,8 +58,9 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
     table, totals = plan.plan_table([paper], ["hydra.launcher.n_jobs=2", "scale=paper"], pack=False)
     big, small = (compose_config("task=trigger", *extra) for extra in (("scale=paper",), ("train.steps=100",)))
     ratio = plan.training_flops(big) / plan.training_flops(small)
-    evaluations = big.train.steps // big.eval.every + 1
-    assert table.iloc[0]["s/job"] == pytest.approx(ratio * (big.train.steps * 0.01 + evaluations * 0.5))
+    assert plan.evaluations(big) == len(range(0, big.train.steps, big.eval.every)) + 1
+    assert plan.evaluations(compose_config("train.steps=1000", "eval.every=300")) == 5   # 0, 300, 600, 900, 1000
+    assert table.iloc[0]["s/job"] == pytest.approx(ratio * (big.train.steps * 0.01 + plan.evaluations(big) * 0.5))
 
     monkeypatch.chdir(tmp_path)
     assert main(["gu2025", "--plan"]) == 0            # the calibration above stands in: no model is timed

@@ -68,8 +68,14 @@ def jobs_of(exp: Experiment, overrides: list[str], pack: bool) -> list[tuple[lis
     return jobs
 
 
-def calibrate(cfg: Config, device: torch.device) -> tuple[float, float]:
-    """(seconds per training step of the job, seconds per evaluation of all its runs) on `device`."""
+def evaluations(cfg: Config) -> int:
+    """Evaluations a run makes: step 0, every eval.every steps, and the last step."""
+    return len(range(0, cfg.train.steps, cfg.eval.every)) + 1
+
+
+def calibrate(cfg: Config, device: torch.device, reps: int = 1) -> tuple[float, float]:
+    """(seconds per training step of the job, seconds per evaluation of all its runs) on `device`,
+    each the best of `reps` timings (after a warm-up step)."""
     from sinkexp.evaluate.evaluator import evaluate
     from sinkexp.replicas import ReplicaTrainer
     from sinkexp.runner import make_trainer
@@ -80,13 +86,16 @@ def calibrate(cfg: Config, device: torch.device) -> tuple[float, float]:
     trainer.train_step()                                  # warm-up: allocations, first kernels
 
     def timed(fn) -> float:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        started = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        return time.perf_counter() - started
+        best = math.inf
+        for _ in range(reps):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            started = time.perf_counter()
+            fn()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            best = min(best, time.perf_counter() - started)
+        return best
 
     step = timed(lambda: [trainer.train_step() for _ in range(CALIBRATION_STEPS)]) / CALIBRATION_STEPS
     models = [view.model for view in trainer.views()] if isinstance(trainer, ReplicaTrainer) else [trainer.model]
@@ -142,8 +151,7 @@ def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = No
                         timings[key] = calibrate(small, device)
                     step, evaluation = timings[key]
                     ratio = training_flops(cfg) / training_flops(small)     # 1 at scale=cpu
-                    evaluations = cfg.train.steps // cfg.eval.every + 1
-                    durations += [ratio * (cfg.train.steps * step + evaluations * evaluation)] * alike
+                    durations += [ratio * (cfg.train.steps * step + evaluations(cfg) * evaluation)] * alike
                     runs += len(replica_configs(cfg)) * alike
                     steps = cfg.train.steps
                     flops = training_flops(cfg) * cfg.train.steps
