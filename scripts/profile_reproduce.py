@@ -31,6 +31,7 @@ import torch
 
 from sinkexp.allocator import keep_freed_memory
 from sinkexp.launch import compose_config
+from sinkexp.config import training_flops
 from sinkexp.reproduce import plan
 from sinkexp.reproduce.papers import PAPERS
 from sinkexp.threads import busy_cores
@@ -77,7 +78,7 @@ def main() -> None:
                 row["runs"] += runs
                 row["train_s"] += runs * cfg.train.steps * step_s
                 row["eval_s"] += runs * plan.evaluations(cfg) * eval_s
-                row["gflop"] += runs * cfg.train.steps * plan.training_flops(cfg) / 1e9
+                row["gflop"] += runs * cfg.train.steps * training_flops(cfg) / 1e9
             row["predicted_s"] = row["train_s"] + row["eval_s"]
             row["floor_s"] = row["gflop"] / (peak * args.cores)
             if args.measured:

@@ -30,15 +30,29 @@ log = logging.getLogger("sinkexp")
 
 
 @dataclass(frozen=True)
+class Job:
+    """One checked job: the overrides that run it alone, the runs it writes (a pack's: several), and
+    their training FLOPs (config.training_flops x steps: how much work it is)."""
+    overrides: tuple[str, ...]
+    runs: tuple[tuple[Path, str], ...]   # (run directory, config hash)
+    flops: float
+
+
+@dataclass(frozen=True)
 class Plan:
-    """Checked jobs, ready for Hydra: its overrides, and every run directory they will write."""
+    """Checked jobs, ready for Hydra: its overrides, and every job with the run directories it writes."""
     overrides: tuple[str, ...]
     multirun: bool
-    runs: tuple[tuple[Path, str], ...]   # (run directory, config hash) of every run, replicas included
+    jobs: tuple[Job, ...]
 
     @property
     def argv(self) -> list[str]:
         return ["-m"] * self.multirun + list(self.overrides)
+
+    @property
+    def runs(self) -> tuple[tuple[Path, str], ...]:
+        """(run directory, config hash) of every run, replicas and packs included."""
+        return tuple(run for job in self.jobs for run in job.runs)
 
 
 def plan(overrides: list[str], multirun: bool) -> Plan:
@@ -47,7 +61,8 @@ def plan(overrides: list[str], multirun: bool) -> Plan:
 
     overrides = [as_hydra_override(o) for o in overrides]
     overrides += pack_first_values(overrides)
-    return Plan(tuple(overrides), multirun, tuple(preflight(overrides, multirun)))
+    jobs = preflight(overrides, multirun)
+    return Plan(tuple(overrides), multirun, tuple(Job(tuple(job), tuple(runs), flops) for job, runs, flops in jobs))
 
 
 def pack_first_values(overrides: list[str]) -> list[str]:

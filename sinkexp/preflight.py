@@ -15,7 +15,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from sinkexp.config import (CONFIG_MODULE, from_dictconfig, memory_estimate, omegaconf_message, register_schema,
-                            replica_configs)
+                            replica_configs, training_flops)
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.rundir import RunDir, RunDirError, register_resolvers, replica_run_dirs
 from sinkexp.runner import resolve_device
@@ -75,10 +75,11 @@ def _explain(overrides: list[str], err: Exception) -> ConfigError:
     return ConfigError(omegaconf_message(cause))
 
 
-def preflight(overrides: list[str], multirun: bool) -> list[tuple[Path, str]]:
+def preflight(overrides: list[str], multirun: bool) -> list[tuple[list[str], list[tuple[Path, str]], float]]:
     """Compose and validate every job the overrides describe, with its run directories and the
-    memory it needs; raise ConfigError on the first bad one. Returns every (run directory, config
-    hash) the jobs will write, for the exit status."""
+    memory it needs; raise ConfigError on the first bad one. Returns each job as (its own overrides,
+    the sweep's directory keys included, so that `sinkexp train -m` with them alone runs that job;
+    the run directories it will write, each with its config hash; its runs' training FLOPs)."""
     from hydra import compose, initialize_config_module
     from hydra.errors import OverrideParseException
 
@@ -110,16 +111,17 @@ def preflight(overrides: list[str], multirun: bool) -> list[tuple[Path, str]]:
                 raise _explain(job, err) from None
             cfg = from_dictconfig(full)        # config.validate: one line naming the key
             _check_memory(cfg, resolve_device(cfg.device))
-            jobs.append((full, cfg))
-    if any(cfg.train.replicas > 1 or cfg.pack for _, cfg in jobs):
-        _check_replica_dirs(jobs, multirun)
+            jobs.append((full, cfg, job + directories))
+    if any(cfg.train.replicas > 1 or cfg.pack for _, cfg, _ in jobs):
+        _check_replica_dirs([(full, cfg) for full, cfg, _ in jobs], multirun)
     # Directories after every job has validated: a bad value is reported first, whichever job has it.
     planned = []
-    for full, cfg in jobs:
+    for full, cfg, job in jobs:
         _check_patterns(full, multirun)
-        seeds = replica_configs(cfg)
-        for seed_cfg, run_dir in zip(seeds, replica_run_dirs(full, multirun, seeds)):
-            planned.append((run_dir, _check_run_dir(run_dir, seed_cfg)))
+        members = replica_configs(cfg)
+        planned.append((job, [(run_dir, _check_run_dir(run_dir, member))
+                              for member, run_dir in zip(members, replica_run_dirs(full, multirun, members))],
+                        sum(training_flops(member) * member.train.steps for member in members)))
     return planned
 
 

@@ -10,6 +10,7 @@ from sinkexp.reproduce import main, plan
 from sinkexp.reproduce.declare import Experiment
 from sinkexp.launch import compose_config
 from sinkexp.model import Transformer
+from sinkexp.config import training_flops
 from sinkexp.tasks import TASKS
 from sinkexp.train import Trainer
 
@@ -25,7 +26,7 @@ def test_training_flops_are_what_torch_counts_for_a_step(overrides):
     with FlopCounterMode(display=False) as counter:
         trainer.train_step()
     # Exact but for SwiGLU's hidden width, int(8 d / 3), which the formula takes as 8 d / 3.
-    assert plan.training_flops(cfg) == pytest.approx(counter.get_total_flops(), rel=3e-3)
+    assert training_flops(cfg) == pytest.approx(counter.get_total_flops(), rel=3e-3)
 
 
 def test_the_pool_takes_the_longest_jobs_first():
@@ -57,7 +58,7 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
     # scale=paper: the CPU-size timing times the ratio of FLOPs (trigger's paper sizes, 20k steps)
     table, totals = plan.plan_table([paper], ["hydra.launcher.n_jobs=2", "scale=paper"], pack=False)
     big, small = (compose_config("task=trigger", *extra) for extra in (("scale=paper",), ("train.steps=100",)))
-    ratio = plan.training_flops(big) / plan.training_flops(small)
+    ratio = training_flops(big) / training_flops(small)
     assert plan.evaluations(big) == len(range(0, big.train.steps, big.eval.every)) + 1
     assert plan.evaluations(compose_config("train.steps=1000", "eval.every=300")) == 5   # 0, 300, 600, 900, 1000
     assert table.iloc[0]["s/job"] == pytest.approx(ratio * (big.train.steps * 0.01 + plan.evaluations(big) * 0.5))

@@ -103,13 +103,15 @@ def plumbed(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("reproduce")
     console = io.StringIO()
-    with contextlib.redirect_stdout(console):
-        rows = reproduce([plumbing_paper()], ["hydra/launcher=basic"], root=root, command="test")
+    with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):   # through the pool
+        rows = reproduce([plumbing_paper()], ["hydra.launcher.n_jobs=2"], root=root, command="test")
     return root, rows.set_index("claim"), console.getvalue()
 
 
 def test_a_tiny_paper_runs_end_to_end_and_an_impossible_criterion_fails(plumbed):
     root, rows, console = plumbed
+    # One pool for every job, one progress line (printed at the end when not on a terminal).
+    assert "reproduce: 4 of 4 runs done" in console and "run directory" not in console
     assert rows.loc["possible", "verdict"] == "PASS" and rows.loc["impossible", "verdict"] == "FAIL"
     assert rows.loc["paired", "verdict"] == "PASS"
     assert (rows["n"] == 2).all()

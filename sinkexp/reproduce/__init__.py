@@ -37,16 +37,21 @@ def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROO
     train each job's seeds and hyper-parameter values together (None: on a GPU only, execute.packs_pay)."""
     # Imported here, not at the top: execute reaches torch (through launch), and `--list`, `--docs`
     # and a declaration error should answer without it.
-    from sinkexp.reproduce.execute import packs_pay, plan_experiments, planned_dirs, run_experiment
+    from sinkexp.reproduce.execute import (chose_launcher, packs_pay, plan_experiments, planned_dirs, run_experiment,
+                                           run_pool)
     from sinkexp.reproduce.verdicts import check_claims
     from sinkexp.reproduce.write import figures, passing, table_text, write_report
 
     plans = plan_experiments(papers, overrides, root, packs_pay(overrides) if pack is None else pack)
     planned = {key: planned_dirs(plan) for key, plan in plans.items()}   # claims read only these runs
     started, seconds, reports, results = time.perf_counter(), {}, {}, []
+    if chose_launcher(overrides):       # the user's launcher (slurm, ...): one sweep per experiment
+        for paper in papers:
+            for exp in paper.experiments:
+                seconds[paper.name, exp.name] = run_experiment(paper, exp, plans[paper.name, exp.name], root)
+    else:                               # every job through one pool, one progress line
+        seconds = run_pool(plans, root, overrides)
     for paper in papers:
-        for exp in paper.experiments:
-            seconds[paper.name, exp.name] = run_experiment(paper, exp, plans[paper.name, exp.name], root)
         for name, path in figures(paper, root).items():
             reports[paper.name, name] = path
         results += [result.row(paper) for result in check_claims(paper, root, planned)]

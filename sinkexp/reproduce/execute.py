@@ -1,33 +1,27 @@
 """Running a paper's experiments: each one sweep into outputs/reproduce/<paper>/<experiment>/.
 
 `plan_experiments` checks every job of every experiment (launch.plan: composed and preflighted
-once) before anything trains, so a bad override stops the whole command at once; `run_experiment`
-then hands an experiment's plan to launch. A rerun skips finished runs and resumes interrupted
-ones, and any Hydra launcher works (parallel by default when installed).
+once) before anything trains, so a bad override stops the whole command at once. `run_pool` then
+runs every job of every experiment through one pool of processes (one per core), longest first,
+so no core idles at an experiment's end, and keeps one progress line for the whole command. With a
+launcher the user chose (hydra/launcher=slurm, ...), `run_experiment` hands each experiment's plan
+to launch instead. A rerun skips finished runs and resumes interrupted ones.
 """
 from __future__ import annotations
 
-import importlib.util
+import contextlib
+import io
+import multiprocessing
 import os
 import shutil
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-from sinkexp.launch import Plan, compose_config, launch, plan
+from sinkexp.launch import Job, Plan, compose_config, finished, launch, plan
 from sinkexp.reproduce.declare import Experiment, Paper
 from sinkexp.runfiles import DONE
-
-
-def launcher(overrides: list[str]) -> list[str]:
-    """hydra/launcher=parallel unless the user chose one (or the joblib plugin is not installed)."""
-    if any(o.startswith("hydra/launcher=") for o in overrides):
-        return []
-    if importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None:
-        print("sinkexp reproduce: hydra-joblib-launcher is not installed: the runs go one at a time "
-              "(pip install -e '.[parallel]')", file=sys.stderr)
-        return []
-    return ["hydra/launcher=parallel"]
 
 
 def scale_of(overrides: list[str]) -> str:
@@ -58,13 +52,21 @@ def packs_pay(overrides: list[str]) -> bool:
     return resolve_device(chosen[-1] if chosen else "auto").type == "cuda"
 
 
+def workers_for(overrides: list[str]) -> int:
+    """Jobs at once in reproduce's pool: hydra.launcher.n_jobs=N if given, else one per usable core."""
+    chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra.launcher.n_jobs"]
+    if chosen and int(chosen[-1]) > 0:
+        return int(chosen[-1])
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def experiment_overrides(exp: Experiment, folder: Path, overrides: list[str], pack: bool = False) -> list[str]:
     """One experiment's sweep overrides: the user's win over its own, key by key; with `pack`, the
     grid keys a job can train together go into one `pack=` (the same run directories)."""
     given = {o.split("=", 1)[0] for o in overrides}
     keys = packed_keys(exp, given) if pack else ()
     own = [o for o in exp.argv(scale_of(overrides), keys) if o.split("=", 1)[0] not in given]
-    return [*launcher(overrides), f"hydra.sweep.dir={folder}", *own, *overrides]
+    return [f"hydra.sweep.dir={folder}", *own, *overrides]
 
 
 def plan_experiments(papers: list[Paper], overrides: list[str], root: Path,
@@ -107,3 +109,101 @@ def run_experiment(paper: Paper, exp: Experiment, planned: Plan, root: Path) -> 
     copy_finished_twins(planned_dirs(planned), root)
     launch(planned)
     return time.perf_counter() - started
+
+
+def chose_launcher(overrides: list[str]) -> bool:
+    return any(o.startswith(("hydra/launcher=", "hydra.launcher.")) and not o.startswith("hydra.launcher.n_jobs")
+               for o in overrides)
+
+
+def _quiet_worker() -> None:
+    """A pool worker's start: no progress bars (tqdm reads TQDM_DISABLE when imported)."""
+    os.environ["TQDM_DISABLE"] = "1"
+
+
+def _run_job(argv: list[str]) -> tuple[float, str]:
+    """One job in a pool worker, as `sinkexp train -m ARGV` runs it (a sweep of one job, so its run
+    directories are the sweep's); returns (seconds, what it wrote to stderr: one line per problem).
+    Its own output (tables, Hydra's lines) is in each run's train.log."""
+    from sinkexp.launch import hydra_main
+
+    err = io.StringIO()
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        try:
+            hydra_main(["-m", *argv])
+        except SystemExit:              # Ctrl-C or SIGTERM: the job wrote FAILED and said so
+            pass
+    return time.perf_counter() - started, err.getvalue()
+
+
+class Progress:
+    """One line for the whole command: runs done of all, failures, elapsed time and the time left,
+    the elapsed time extrapolated by the training FLOPs still to do. Rewritten in place on a
+    terminal; elsewhere (a log file) printed at most once a minute and at the end."""
+
+    def __init__(self, total_runs: int, done_runs: int, flops: float):
+        self.total, self.done, self.failed, self.flops, self.flops_done = total_runs, done_runs, 0, flops, 0.0
+        self.started = self.printed = time.perf_counter()
+        self.tty = sys.stderr.isatty()
+
+    def line(self) -> str:
+        elapsed = time.perf_counter() - self.started
+        left = (f", about {elapsed * (self.flops - self.flops_done) / self.flops_done / 60:.0f} min left"
+                if 0 < self.flops_done < self.flops else "")
+        failed = f", {self.failed} not finished" if self.failed else ""
+        return f"reproduce: {self.done} of {self.total} runs done{failed}, {elapsed / 60:.0f} min elapsed{left}"
+
+    def show(self, final: bool = False) -> None:
+        now = time.perf_counter()
+        if self.tty:
+            print("\r\033[K" + self.line(), end="\n" if final else "", file=sys.stderr, flush=True)
+        elif final or now - self.printed >= 60:
+            print(self.line(), file=sys.stderr, flush=True)
+            self.printed = now
+
+    def say(self, text: str) -> None:
+        """A line above the progress line (a job's error)."""
+        print(("\r\033[K" if self.tty else "") + text, file=sys.stderr, flush=True)
+        self.show()
+
+
+def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]) -> dict[tuple[str, str], float]:
+    """Every job of every experiment's plan through one pool of `workers_for(overrides)` processes,
+    longest (most FLOPs) first, with one progress line. Returns the job-seconds each experiment took.
+    Jobs whose runs are all finished are not started."""
+    for planned in jobs.values():
+        copy_finished_twins(planned_dirs(planned), root)
+    todo: list[tuple[tuple[str, str], Job]] = []
+    done_runs = 0
+    for key, planned in jobs.items():
+        for job in planned.jobs:
+            if all(finished(run_dir, digest) for run_dir, digest in job.runs):
+                done_runs += len(job.runs)
+            else:
+                todo.append((key, job))
+    todo.sort(key=lambda item: -item[1].flops)
+    progress = Progress(done_runs + sum(len(job.runs) for _, job in todo), done_runs, sum(job.flops for _, job in todo))
+    threads = [] if any(o.split("=", 1)[0] == "threads" for o in overrides) else ["threads=1"]   # one core per job
+    seconds = {key: 0.0 for key in jobs}
+    progress.show()
+    context = multiprocessing.get_context("spawn")   # a fresh interpreter: no forked OpenMP or CUDA state
+    with ProcessPoolExecutor(workers_for(overrides), mp_context=context, initializer=_quiet_worker) as pool:
+        futures = {pool.submit(_run_job, [*job.overrides, *threads]): (key, job) for key, job in todo}
+        try:
+            for future in as_completed(futures):
+                key, job = futures[future]
+                took, errors = future.result()
+                seconds[key] += took
+                progress.flops_done += job.flops
+                progress.done += len(job.runs)
+                progress.failed += sum(not finished(run_dir, digest) for run_dir, digest in job.runs)
+                for line in errors.splitlines():
+                    if line.startswith("sinkexp"):
+                        progress.say(line)
+                progress.show()
+        except KeyboardInterrupt:       # the workers got Ctrl-C too: each marks its run FAILED
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+    progress.show(final=True)
+    return seconds

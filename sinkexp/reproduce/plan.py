@@ -8,7 +8,7 @@ built at the CPU sizes and timed for a warm-up step, CALIBRATION_STEPS steps and
 with the thread count its jobs will use. A run then takes steps x step time + evaluations x
 evaluation time; the experiment's runs share its pool of workers (longest first), and experiments
 run one after another, as `reproduce` runs them. At scale=paper the CPU-size times are scaled by the
-ratio of training FLOPs (`training_flops`), so a size that is bound by kernel launches rather than
+ratio of training FLOPs (`config.training_flops`), so a size that is bound by kernel launches rather than
 arithmetic (small models on a GPU) is predicted too slow. Not counted: process start-up, checkpoint
 writes, other processes' load.
 """
@@ -17,38 +17,17 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-import os
 import time
 
 import pandas as pd
 import torch
 
-from sinkexp.config import Config, packable_keys, replica_configs
+from sinkexp.config import Config, packable_keys, replica_configs, training_flops
 from sinkexp.launch import compose_config, pack_first_values
 from sinkexp.reproduce.declare import Experiment, Paper, override_value
-from sinkexp.reproduce.execute import packed_keys, packs_pay, scale_of
-from sinkexp.tasks import TASKS
+from sinkexp.reproduce.execute import packed_keys, packs_pay, scale_of, workers_for
 
 CALIBRATION_STEPS = 3
-MLP_FLOPS = {"none": 0, "gelu": 16, "relu": 16, "swiglu": 16}   # x d^2 per position (4d hidden; SwiGLU 3 x 8/3 d)
-
-
-def training_flops(cfg: Config) -> float:
-    """Matmul FLOPs of one training step of one model, per position: per layer the q, k, v and
-    output projections (8 d^2), scores and weighted values (4 T d: every key, the causal mask saves
-    nothing) and the MLP, and the readout, each 3 x (forward, and the gradients of both operands);
-    the input projection of vector tasks 2 x (no gradient for the data). A token embedding is a
-    lookup. Norms, softmax and the optimiser are left out. tests/test_reproduce.py checks this
-    against torch.utils.flop_counter on the explicit attention path."""
-    m, t = cfg.model, cfg.train
-    dims = TASKS[cfg.task.name].dims(cfg.task)
-    T, d = dims.seq_len + m.n_registers, m.d_model
-    blocks = m.n_layers * (8 * d * d + 4 * T * d + MLP_FLOPS[m.mlp] * d * d)
-    readout = 2 * d * dims.output_dim if m.readout == "linear" else 0
-    embed = 2 * d * dims.input_dim if m.embed == "linear" and dims.input_dim else 0
-    return float(t.batch_size * T * (3 * (blocks + readout) + 2 * embed))
-
-
 def jobs_of(exp: Experiment, overrides: list[str], pack: bool) -> list[tuple[list[str], int]]:
     """The jobs `reproduce` launches for `exp`, as (overrides of one job, how many jobs cost the
     same): jobs that differ only in settings a pack may vary (seeds, weight decays, gammas, ...)
@@ -111,17 +90,6 @@ def pool_time(durations: list[float], workers: int) -> float:
     for duration in sorted(durations, reverse=True):
         heapq.heapreplace(free, free[0] + duration)
     return max(free)
-
-
-def workers_for(overrides: list[str]) -> int:
-    """Jobs at once: one per core under the parallel launcher (reproduce's default), else one."""
-    from sinkexp.reproduce.execute import launcher
-
-    chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra.launcher.n_jobs"]
-    if chosen and int(chosen[-1]) > 0:
-        return int(chosen[-1])
-    parallel = launcher(overrides) == ["hydra/launcher=parallel"] or "hydra/launcher=parallel" in overrides
-    return (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) if parallel else 1
 
 
 def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = None) -> tuple[pd.DataFrame, dict]:
