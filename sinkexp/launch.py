@@ -127,16 +127,24 @@ def hydra_main(argv: list[str], prog: str = "sinkexp train") -> None:
 
 def compose_config(*overrides: str):
     """A validated Config from KEY=VALUE overrides, composed as `sinkexp train` composes it, without
-    running anything (for tests and scripts)."""
+    running anything (for tests, scripts and `reproduce --plan`); ConfigError, one line, on a bad one."""
     from hydra import compose, initialize_config_module
 
     from sinkexp.config import from_dictconfig, register_schema
+    from sinkexp.errors import ConfigError
+    from sinkexp.preflight import _explain
     from sinkexp.rundir import register_resolvers
 
     register_schema()
     register_resolvers()
     with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
-        return from_dictconfig(compose("config", overrides=list(overrides)))
+        try:
+            composed = compose("config", overrides=list(overrides))
+        except ConfigError:
+            raise
+        except Exception as err:        # Hydra's composition errors: one line naming the key
+            raise _explain(list(overrides), err) from None
+        return from_dictconfig(composed)
 
 
 def finished(run_dir: Path, digest: str) -> bool:

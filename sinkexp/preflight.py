@@ -54,7 +54,11 @@ def _explain(overrides: list[str], err: Exception) -> ConfigError:
 
     loader = GlobalHydra.instance().config_loader()
     groups = loader.list_groups("")
-    parsed = OverridesParser.create().parse_overrides(overrides)
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception as parse_error:
+        return ConfigError(f"cannot parse the overrides ({str(parse_error).splitlines()[0]}); quote values with "
+                           "spaces or special characters, e.g. key='a b'")
     chosen = []                                         # group choices, checked first
     for override in parsed:
         if override.key_or_group in groups:

@@ -68,3 +68,7 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
     printed = capsys.readouterr().out
     assert "predicted wall time" in printed and "nothing trained" in printed and "lm_attention" in printed
     assert not (tmp_path / "outputs").exists()
+    for bad, says in (("model.n_layrs=2", "model.n_layrs: unknown key"), ("model.n_layers=[1", "cannot parse")):
+        assert main(["gu2025", "--plan", bad]) == 2
+        error = capsys.readouterr().err
+        assert says in error and len(error.strip().splitlines()) == 1
