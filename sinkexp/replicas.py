@@ -50,38 +50,42 @@ class PerReplicaOptimizer:
         for p in self.params:
             p.grad = None
 
-    def _per_replica(self, values: list[float], like: torch.Tensor) -> torch.Tensor:
-        """Python numbers, one per replica (computed in double as torch's own are), as a (K, 1, ...) tensor."""
-        return torch.tensor(values, dtype=like.dtype, device=like.device).view(-1, *[1] * (like.dim() - 1))
-
     @torch.no_grad()
     def step(self) -> None:
         cfg = self.cfg
         lr = [base * self.factor for base in self.base_lr]
+        vectors: dict = {}              # one (K,) tensor per quantity and step: one copy to the device
+
+        def per_replica(name: str, values, p: torch.Tensor) -> torch.Tensor:
+            """Python numbers, one per replica (in double, as torch computes its own), as (K, 1, ...)."""
+            if name not in vectors:
+                vectors[name] = torch.tensor(values, dtype=p.dtype, device=p.device)
+            return vectors[name].view(-1, *[1] * (p.dim() - 1))
+
         for p, state in zip(self.params, self.state.values()):
             if p.grad is None:
                 continue
             g = p.grad
             if cfg.optim == "sgd":     # torch.optim.SGD: coupled weight decay, momentum without dampening
-                d_p = g.addcmul(p, self._per_replica(self.weight_decay, p))
+                d_p = g.addcmul(p, per_replica("decay", self.weight_decay, p))
                 if cfg.momentum != 0:
                     if "momentum_buffer" not in state:
                         state["momentum_buffer"] = d_p.clone()
                     else:
                         state["momentum_buffer"].mul_(cfg.momentum).add_(d_p)
                     d_p = state["momentum_buffer"]
-                p.addcmul_(d_p, self._per_replica([-x for x in lr], p))
+                p.addcmul_(d_p, per_replica("-lr", [-a for a in lr], p))
                 continue
             beta1, beta2 = cfg.betas        # torch.optim.AdamW: decoupled weight decay, eps 1e-8
             if not state:
                 state.update(step=torch.tensor(0.0), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
             state["step"] += 1
-            step = state["step"].item()
-            p.mul_(self._per_replica([1 - a * wd for a, wd in zip(lr, self.weight_decay)], p))
+            step = state["step"].item()     # on the CPU, as torch keeps it: no wait for the device
+            p.mul_(per_replica("decay", [1 - a * wd for a, wd in zip(lr, self.weight_decay)], p))
             state["exp_avg"].lerp_(g, 1 - beta1)
             state["exp_avg_sq"].mul_(beta2).addcmul_(g, g, value=1 - beta2)
             denom = (state["exp_avg_sq"].sqrt() / (1 - beta2 ** step) ** 0.5).add_(1e-8)
-            step_size = self._per_replica([-a / (1 - beta1 ** step) for a in lr], p)
+            step_size = per_replica(f"step size {step}", [-a / (1 - beta1 ** step) for a in lr], p)
             p.addcdiv_(state["exp_avg"] * step_size, denom)
 
     def replica_state_dict(self, k: int) -> dict:
