@@ -14,6 +14,11 @@ length is its own experiment (batch and length change together); a trend claim r
 five runs by length. On a real table, per length L: `sinkexp train -m task=backcopy task.seq_len=L
 train.batch_size=8192/L train.steps=1000 eval.every=50 task.bigram_table=PATH seed=0,1,2` (the
 paper's other experiment, on the trigger task, has no table key).
+
+Their own setting, a language model, is `task=lm` (next byte of the King James Version, BOS first,
+the LLaMA-style `model=llama` preset, 4 x 4, d_model 64, 2000 steps; docs/tasks.md), three seeds:
+Table 2's claims on it. "Forms its sink on BOS" is read as a sink rate over all heads >= 0.1 (alpha_s
+> 0.3; sinkexp's threshold, as sun2026's and gu2025's LM claims), and the sink leaving requires it.
 """
 from sinkexp.reproduce.declare import Experiment, Measure, Paper, Trend, Value, at_least, at_most
 from sinkexp.reproduce.measures import FinishedRun, bos_removed, curve, final, first_step
@@ -36,6 +41,7 @@ PAPER = Paper(
     experiments=(
         Experiment(name="trigger", overrides={"task": "trigger", "attn": "softmax"}, grid={"seed": (0, 1, 2)},
                    cpu={"train.steps": 1000, "eval.every": 250}),
+        Experiment(name="lm", overrides={"task": "lm"}, grid={"seed": (0, 1, 2)}),
         *(Experiment(name=name, overrides={"task": "backcopy", "task.seq_len": length,
                                            "train.batch_size": TOKENS_PER_STEP // length},
                      grid=DRAWS, cpu={"train.steps": 1000, "eval.every": 50})
@@ -60,5 +66,16 @@ PAPER = Paper(
               measure=Measure("first step with sink_attn[layer 0, non_trigger] >= 0.5", sink_formed_at, ("sink_attn",)),
               criterion=at_most(-0.8), key="task.seq_len",
               note="A draw whose sink never forms at some length ranks that length last."),
+        Value(name="lm_sinks_on_bos", kind="paper", statement="An LM pre-trained with BOS first sinks on it "
+              "(sink rate over all heads at alpha_s > 0.3 >= 0.1).", source="Table 2", paper_value="sink on BOS",
+              experiment="lm", measure=final("sink_rate@0.3", -1), criterion=at_least(0.1),
+              note="The threshold (one head in ten) is sinkexp's."),
+        Value(name="lm_sink_leaves_with_bos", kind="paper", requires="lm_sinks_on_bos",
+              statement="Without BOS at inference the LM's first position no longer draws the attention.",
+              source="Table 2", paper_value="sink gone", experiment="lm", measure=bos_removed("first_attn"),
+              criterion=at_most(0.5)),
+        Value(name="lm_loss_rises_without_bos", kind="paper", statement="Without BOS at inference the LM performs "
+              "much worse.", source="Table 2", paper_value="large drop", experiment="lm",
+              measure=bos_removed("loss"), criterion=at_least(2.0)),
     ),
 )
