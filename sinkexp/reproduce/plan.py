@@ -28,6 +28,8 @@ from sinkexp.reproduce.declare import Experiment, Paper, override_value
 from sinkexp.reproduce.execute import packed_keys, packs_pay, scale_of, workers_for
 
 CALIBRATION_STEPS = 3
+
+
 def jobs_of(exp: Experiment, overrides: list[str], pack: bool) -> list[tuple[list[str], int]]:
     """The jobs `reproduce` launches for `exp`, as (overrides of one job, how many jobs cost the
     same): jobs that differ only in settings a pack may vary (seeds, weight decays, gammas, ...)
