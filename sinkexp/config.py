@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import itertools
 import math
 import re
@@ -183,13 +184,16 @@ def replica_configs(cfg: Config) -> list[Config]:
     return members
 
 
+def value_of(cfg: Config, key: str):
+    """cfg.<key> for a dotted key (train.weight_decay)."""
+    return functools.reduce(getattr, key.split("."), cfg)
+
+
 def _set(cfg: Config, key: str, value) -> None:
     """cfg.<key> = value, converted as Hydra's schema would convert an override (0 -> 0.0 for a float)."""
-    *parents, leaf = key.split(".")
-    holder = cfg
-    for parent in parents:
-        holder = getattr(holder, parent)
-    node = OmegaConf.structured(holder if parents else Config(task=None, seed=cfg.seed))
+    parent, _, leaf = key.rpartition(".")
+    holder = value_of(cfg, parent) if parent else cfg
+    node = OmegaConf.structured(holder if parent else Config(task=None, seed=cfg.seed))
     try:
         node[leaf] = value
     except Exception as err:

@@ -5,7 +5,6 @@ key and what is valid there.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import os
 from pathlib import Path
@@ -15,7 +14,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from sinkexp.config import (CONFIG_MODULE, from_dictconfig, memory_estimate, omegaconf_message, register_schema,
-                            replica_configs, training_flops)
+                            replica_configs, training_flops, value_of)
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.rundir import RunDir, RunDirError, register_resolvers, replica_run_dirs
 from sinkexp.runner import resolve_device
@@ -176,7 +175,7 @@ def _check_replica_dirs(jobs: list, multirun: bool) -> None:
         K = cfg.train.replicas
         members = replica_configs(cfg)
         for member, run_dir in zip(members, replica_run_dirs(full, multirun, members)):
-            which = " ".join([f"seed={member.seed}", *(f"{key}={functools.reduce(getattr, key.split('.'), member)}"
+            which = " ".join([f"seed={member.seed}", *(f"{key}={value_of(member, key)}"
                                                          for key in cfg.pack or {} if key != "seed")])
             if run_dir in owner and owner[run_dir][0] == number:
                 raise ConfigError(f"train.replicas={K}: {owner[run_dir][1]} and {which} would share the run "

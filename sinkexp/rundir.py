@@ -16,7 +16,6 @@ incomplete (and resumable when it has a checkpoint).
 from __future__ import annotations
 
 import fcntl
-import functools
 import hashlib
 import io
 import json
@@ -33,7 +32,7 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp.config import Config, from_dictconfig, to_dict
+from sinkexp.config import Config, from_dictconfig, to_dict, value_of
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.runfiles import (ATTENTION, CHECKPOINT, CONFIG, DONE, FAILED, LATER_KEYS, LOSSES, META, METRICS,
                               SCHEMA_VERSION, SUMMARY, UNHASHED_KEYS, NoSpace, _atomic, kept_checkpoint, read_json,
@@ -106,7 +105,7 @@ def replica_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> li
     for cfg in cfgs:
         node.seed = cfg.seed
         for key in packed:
-            OmegaConf.update(node, key, functools.reduce(getattr, key.split("."), cfg), merge=False)
+            OmegaConf.update(node, key, value_of(cfg, key), merge=False)
         pattern = f"{node.hydra.sweep.dir}/{node.hydra.sweep.subdir}" if multirun else node.hydra.run.dir
         dirs.append(Path(pattern).absolute())
     return dirs

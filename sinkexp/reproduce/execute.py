@@ -10,6 +10,7 @@ to launch instead. A rerun skips finished runs and resumes interrupted ones.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import multiprocessing
 import os
@@ -38,8 +39,13 @@ def packed_keys(exp: Experiment, given: set[str]) -> tuple[str, ...]:
 
     if any(f"train.{key}" in {**exp.overrides, **exp.grid} for key in PENALTIES):
         return ()
-    task = compose_config(f"task={exp.task}").task.name     # the group (damping_dynamics) names a task (damping)
-    return tuple(key for key in exp.grid if key in packable_keys(task) and key not in given)
+    return tuple(key for key in exp.grid if key in packable_keys(task_name(exp.task)) and key not in given)
+
+
+@functools.lru_cache(maxsize=None)
+def task_name(group: str) -> str:
+    """The task a task config group chooses (damping_dynamics -> damping)."""
+    return compose_config(f"task={group}").task.name
 
 
 def packs_pay(overrides: list[str]) -> bool:

@@ -25,7 +25,7 @@ import torch
 from sinkexp.config import Config, packable_keys, replica_configs, training_flops
 from sinkexp.launch import compose_config, pack_first_values
 from sinkexp.reproduce.declare import Experiment, Paper, override_value
-from sinkexp.reproduce.execute import packed_keys, packs_pay, scale_of, workers_for
+from sinkexp.reproduce.execute import packed_keys, packs_pay, scale_of, task_name, workers_for
 
 CALIBRATION_STEPS = 3
 
@@ -36,7 +36,7 @@ def jobs_of(exp: Experiment, overrides: list[str], pack: bool) -> list[tuple[lis
     train the same model on as much data, so one stands for all of them."""
     given = {o.split("=", 1)[0] for o in overrides}
     keys = packed_keys(exp, given) if pack else ()
-    same_cost = set(packable_keys(compose_config(f"task={exp.task}").task.name))
+    same_cost = set(packable_keys(task_name(exp.task)))
     own = [o for o in exp.argv(scale_of(overrides), keys) if o.split("=", 1)[0] not in (*exp.grid, *given)]
     swept = {k: v for k, v in exp.grid.items() if k not in keys and k not in given and k not in same_cost}
     alike = {k: v for k, v in exp.grid.items() if k not in keys and k not in given and k in same_cost}
