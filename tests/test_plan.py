@@ -48,10 +48,14 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
         return 0.01, 0.5 * calibrated[-1]
 
     monkeypatch.setattr(plan, "calibrate", calibrate)
-    table, totals = plan.plan_table([paper], ["hydra.launcher.n_jobs=2"], pack=False)
+    twice = SimpleNamespace(name="q", experiments=[Experiment(name="again", overrides=exp.overrides, grid=exp.grid,
+                                                              cpu=exp.cpu)])
+    table, totals = plan.plan_table([paper, twice], ["hydra.launcher.n_jobs=2"], pack=False)
     row = table.iloc[0]
     # A run: 100 steps x 0.01 s + 3 evaluations (0, 50, 100) x 0.5 s = 2.5 s; 6 runs on 2 workers.
-    assert (row["runs"], row["jobs"], row["s/job"], row["wall_s"]) == (6, 6, 2.5, 7.5)
+    assert (row["runs"], row["copied"], row["jobs"], row["s/job"], row["job_s"]) == (6, 0, 6, 2.5, 15)
+    assert tuple(table.iloc[1][["runs", "copied", "jobs", "job_s"]]) == (6, 6, 0, 0)   # the same runs: trained once
+    assert (totals["runs"], totals["jobs"], totals["wall_s"]) == (12, 6, 7.5)
     assert calibrated == [1, 1]                      # softmax and relu: the seeds cost the same
     table, totals = plan.plan_table([paper], ["hydra.launcher.n_jobs=2"], pack=True)
     assert (table.iloc[0]["runs"], table.iloc[0]["jobs"], calibrated[2:]) == (6, 2, [3, 3])   # a pack of 3 seeds

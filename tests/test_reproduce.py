@@ -211,6 +211,24 @@ def test_runs_another_experiment_finished_are_copied_not_trained(plumbed, tmp_pa
     assert capsys.readouterr().out.count("copied, not trained again") == 2
 
 
+def test_runs_two_experiments_plan_train_once_in_the_pool(tmp_path, capsys):
+    """Within one command, a run that two experiments plan is trained by one and copied to the other."""
+    tiny = Experiment(name="tiny", overrides={"task": "trigger", **QUICK_SIZES}, grid={"attn": ("softmax",), "seed": (0, 1)})
+    again = Experiment(name="again", overrides=tiny.overrides, grid=tiny.grid)
+    bos = final("sink_attn", 0, "non_trigger")
+    paper = Paper(name="twins", title="the same runs twice", experiments=(tiny, again),
+                  claims=(claim(experiment="again", measure=bos, criterion=between(0, 1)),))
+    rows = reproduce([paper], ["hydra.launcher.n_jobs=2"], root=tmp_path)
+    assert rows["verdict"].tolist() == ["PASS"]
+    copies = sorted((tmp_path / "twins" / "again").rglob("DONE"))
+    assert len(copies) == 2
+    for copy in copies:
+        original = next((tmp_path / "twins" / "tiny").rglob(f"{copy.parent.name}/DONE")).parent
+        assert (copy.parent / "meta.json").read_bytes() == (original / "meta.json").read_bytes()   # one start time
+    captured = capsys.readouterr()
+    assert "reproduce: 4 of 4 runs done" in captured.err and captured.out.count("copied, not trained again") == 2
+
+
 def test_scale_paper_drops_the_cpu_sizes_and_user_overrides_win():
     exp = Experiment(name="e", overrides={"task": "damping"}, grid={"seed": (0, 1, 2)}, cpu={"train.steps": 500})
     cpu = experiment_overrides(exp, Path("out"), ["hydra/launcher=basic"])

@@ -177,19 +177,25 @@ class Progress:
 def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]) -> dict[tuple[str, str], float]:
     """Every job of every experiment's plan through one pool of `workers_for(overrides)` processes,
     longest (most FLOPs) first, with one progress line. Returns the job-seconds each experiment took.
-    Jobs whose runs are all finished are not started."""
+    Jobs whose runs are all finished are not started; a job whose runs another experiment's job
+    trains too (the same names: the same config and seed) waits for it and copies them."""
     for planned in jobs.values():
         copy_finished_twins(planned_dirs(planned), root)
     todo: list[tuple[tuple[str, str], Job]] = []
-    done_runs = 0
+    done_runs, queued, twins = 0, set(), []
     for key, planned in jobs.items():
         for job in planned.jobs:
+            names = {run_dir.name for run_dir, _ in job.runs}
             if all(finished(run_dir, digest) for run_dir, digest in job.runs):
                 done_runs += len(job.runs)
+            elif names <= queued:       # another experiment's job trains the same runs: copied after it
+                twins.append(job)
             else:
                 todo.append((key, job))
+                queued |= names
     todo.sort(key=lambda item: -item[1].flops)
-    progress = Progress(done_runs + sum(len(job.runs) for _, job in todo), done_runs, sum(job.flops for _, job in todo))
+    progress = Progress(done_runs + sum(len(job.runs) for _, job in todo) + sum(len(job.runs) for job in twins),
+                        done_runs, sum(job.flops for _, job in todo))
     threads = [] if any(o.split("=", 1)[0] == "threads" for o in overrides) else ["threads=1"]   # one core per job
     seconds = {key: 0.0 for key in jobs}
     progress.show()
@@ -211,5 +217,9 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
         except KeyboardInterrupt:       # the workers got Ctrl-C too: each marks its run FAILED
             pool.shutdown(wait=True, cancel_futures=True)
             raise
+    for planned in jobs.values():
+        copy_finished_twins(planned_dirs(planned), root)
+    progress.done += sum(len(job.runs) for job in twins)
+    progress.failed += sum(not finished(run_dir, digest) for job in twins for run_dir, digest in job.runs)
     progress.show(final=True)
     return seconds

@@ -6,11 +6,12 @@ training FLOPs per run, and predicted times. The prediction is a calibration on 
 every distinct job of an experiment (its swept, unpacked settings: attention, norm, depth, ...) is
 built at the CPU sizes and timed for a warm-up step, CALIBRATION_STEPS steps and one evaluation,
 with the thread count its jobs will use. A run then takes steps x step time + evaluations x
-evaluation time; the experiment's runs share its pool of workers (longest first), and experiments
-run one after another, as `reproduce` runs them. At scale=paper the CPU-size times are scaled by the
-ratio of training FLOPs (`config.training_flops`), so a size that is bound by kernel launches rather than
-arithmetic (small models on a GPU) is predicted too slow. Not counted: process start-up, checkpoint
-writes, other processes' load.
+evaluation time. All experiments' jobs share one pool of workers, longest first, as `reproduce`
+runs them; a job whose runs another experiment trains too (the same config and seed: barbero2025's
+`lm` is gu2025's softmax LM) is counted once, since `reproduce` copies the finished twin. At
+scale=paper the CPU-size times are scaled by the ratio of training FLOPs (`config.training_flops`),
+so a size that is bound by kernel launches rather than arithmetic (small models on a GPU) is
+predicted too slow. Not counted: process start-up, checkpoint writes, other processes' load.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from sinkexp.config import Config, packable_keys, replica_configs, training_flop
 from sinkexp.launch import compose_config, pack_first_values
 from sinkexp.reproduce.declare import Experiment, Paper, override_value
 from sinkexp.reproduce.execute import packed_keys, packs_pay, scale_of, task_name, workers_for
+from sinkexp.rundir import config_hash
 
 CALIBRATION_STEPS = 3
 
@@ -107,13 +109,20 @@ def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = No
     threads = torch.get_num_threads()
     if device.type == "cpu" and workers > 1:
         torch.set_num_threads(1)                          # as each parallel job runs
-    started, timings, rows = time.perf_counter(), {}, []
+    started, timings, rows, durations, trained = time.perf_counter(), {}, [], [], set()
     try:
         for paper in papers:
             for exp in paper.experiments:
-                durations, flops, steps, runs = [], 0.0, 0, 0
+                seconds, flops, steps, runs, copied = [], 0.0, 0, 0, 0
                 for (job, alike), (calibration_job, _) in zip(jobs_of(exp, overrides, pack), jobs_of(exp, at_cpu, pack)):
                     cfg = compose_config(*job)
+                    n_runs = len(replica_configs(cfg)) * alike
+                    runs, steps, flops = runs + n_runs, cfg.train.steps, training_flops(cfg) * cfg.train.steps
+                    twin = (cfg.seed, config_hash(cfg), alike)
+                    if twin in trained:             # another experiment's job trains these runs
+                        copied += n_runs
+                        continue
+                    trained.add(twin)
                     small = cfg if calibration_job == job else compose_config(*calibration_job)
                     key = repr((small.task, small.model, small.attn, small.train.batch_size, small.train.data_chunk,
                                 small.eval.batch_size, len(replica_configs(small))))
@@ -121,17 +130,15 @@ def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = No
                         timings[key] = calibrate(small, device)
                     step, evaluation = timings[key]
                     ratio = training_flops(cfg) / training_flops(small)     # 1 at scale=cpu
-                    durations += [ratio * (cfg.train.steps * step + evaluations(cfg) * evaluation)] * alike
-                    runs += len(replica_configs(cfg)) * alike
-                    steps = cfg.train.steps
-                    flops = training_flops(cfg) * cfg.train.steps
-                rows.append({"paper": paper.name, "experiment": exp.name, "runs": runs, "jobs": len(durations),
-                             "steps": steps, "GFLOP/run": flops / 1e9, "s/job": sum(durations) / len(durations),
-                             "wall_s": pool_time(durations, workers)})
+                    seconds += [ratio * (cfg.train.steps * step + evaluations(cfg) * evaluation)] * alike
+                durations += seconds
+                rows.append({"paper": paper.name, "experiment": exp.name, "runs": runs, "copied": copied,
+                             "jobs": len(seconds), "steps": steps, "GFLOP/run": flops / 1e9,
+                             "s/job": sum(seconds) / max(1, len(seconds)), "job_s": sum(seconds)})
     finally:
         torch.set_num_threads(threads)
     table = pd.DataFrame(rows)
-    totals = {"runs": int(table["runs"].sum()), "jobs": int(table["jobs"].sum()), "wall_s": float(table["wall_s"].sum()),
+    totals = {"runs": int(table["runs"].sum()), "jobs": int(table["jobs"].sum()), "wall_s": pool_time(durations, workers),
               "device": str(device), "workers": workers, "scale": scale, "pack": pack,
               "calibration_s": time.perf_counter() - started, "calibrated": len(timings)}
     return table, totals
@@ -140,10 +147,11 @@ def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = No
 def format_plan(table: pd.DataFrame, totals: dict) -> str:
     shown = table.assign(**{"GFLOP/run": table["GFLOP/run"].map("{:.3g}".format),
                             "s/job": table["s/job"].map("{:.0f}".format),
-                            "wall_s": table["wall_s"].map("{:.0f}".format)})
+                            "job_s": table["job_s"].map("{:.0f}".format)})
     hours = totals["wall_s"] / 3600
     return (shown.to_string(index=False) + "\n"
-            f"{totals['runs']} runs in {totals['jobs']} jobs (pack: {'on' if totals['pack'] else 'off'}), "
+            f"{totals['runs']} runs in {totals['jobs']} jobs (pack: {'on' if totals['pack'] else 'off'}; copied runs "
+            "train once, in another experiment), "
             f"scale={totals['scale']}: predicted wall time {totals['wall_s'] / 60:.0f} min ({hours:.1f} h) on "
             f"{totals['device']} with {totals['workers']} job(s) at once; calibrated {totals['calibrated']} "
             f"distinct jobs in {totals['calibration_s']:.0f} s; nothing trained "
