@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ from pathlib import Path
 import torch
 
 from sinkexp.launch import compose_config
+from sinkexp.provenance import device_name
 from sinkexp.evaluate.tables import format_summary
 from sinkexp.config import replica_configs
 from sinkexp.runner import make_trainer, resolve_device, run
@@ -164,7 +164,7 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     device = resolve_device(args.device)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
+    name = device_name(device)
     print(f"device {device} ({name}), torch {torch.__version__}, CUDA {torch.version.cuda}, "
           f"compile {args.compile}, fp32 matmuls (TF32 {torch.backends.cuda.matmul.allow_tf32})", flush=True)
     results = {"device": str(device), "device_name": name, "torch": torch.__version__, "compile": args.compile,

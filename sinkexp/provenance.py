@@ -2,6 +2,7 @@
 the package versions and the device's name (docs/rundir.md lists meta.json's fields)."""
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from datetime import datetime, timezone
@@ -40,9 +41,16 @@ def versions() -> dict:
 
 
 def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU's model (from /proc/cpuinfo on Linux) and its usable cores."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            model = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        model = platform.processor() or platform.machine()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model}, {cores} cores"
 
 
 def numerics() -> dict:

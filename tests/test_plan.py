@@ -1,5 +1,6 @@
 """`sinkexp reproduce --plan` (reproduce/plan.py): FLOPs as torch counts them, the pool's wall time
 in closed form, and a plan that trains nothing."""
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -35,7 +36,14 @@ def test_the_pool_takes_the_longest_jobs_first():
     assert plan.pool_time([1, 1, 1], workers=1) == 3
 
 
-def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tmp_path, capsys):
+@pytest.fixture(autouse=True)
+def calibrations(monkeypatch, tmp_path):
+    """Timings kept in the test's folder, never in the user's cache."""
+    monkeypatch.setattr(plan, "CALIBRATIONS", tmp_path / "cache" / "calibration.json")
+    return plan.CALIBRATIONS
+
+
+def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tmp_path, capsys, calibrations):
     exp = Experiment(name="e", overrides={"task": "trigger"}, grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)},
                      cpu={"train.steps": 100, "eval.every": 50})
     paper = SimpleNamespace(name="p", experiments=[exp])
@@ -57,8 +65,17 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
     assert tuple(table.iloc[1][["runs", "copied", "jobs", "job_s"]]) == (6, 6, 0, 0)   # the same runs: trained once
     assert (totals["runs"], totals["jobs"], totals["wall_s"]) == (12, 6, 7.5)
     assert calibrated == [1, 1]                      # softmax and relu: the seeds cost the same
+    plan.plan_table([paper], ["hydra.launcher.n_jobs=2"], pack=False)
+    assert calibrated == [1, 1]                      # the timings kept: nothing timed again
+    plan.plan_table([paper], ["hydra.launcher.n_jobs=2"], pack=False, recalibrate=True)
+    assert calibrated == [1, 1] * 2
+    monkeypatch.setattr(plan, "source_digest", lambda: "edited")
+    plan.plan_table([paper], ["hydra.launcher.n_jobs=2"], pack=False)
+    assert calibrated == [1, 1] * 3                  # other code: its own timings, and only those kept
+    assert len(json.loads(calibrations.read_text())) == 2
+    calibrated.clear()
     table, totals = plan.plan_table([paper], ["hydra.launcher.n_jobs=2"], pack=True)
-    assert (table.iloc[0]["runs"], table.iloc[0]["jobs"], calibrated[2:]) == (6, 2, [3, 3])   # a pack of 3 seeds
+    assert (table.iloc[0]["runs"], table.iloc[0]["jobs"], calibrated) == (6, 2, [3, 3])   # a pack of 3 seeds
     # scale=paper: the CPU-size timing times the ratio of FLOPs (trigger's paper sizes, 20k steps)
     table, totals = plan.plan_table([paper], ["hydra.launcher.n_jobs=2", "scale=paper"], pack=False)
     big, small = (compose_config("task=trigger", *extra) for extra in (("scale=paper",), ("train.steps=100",)))
@@ -72,6 +89,7 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
     printed = capsys.readouterr().out
     assert "predicted wall time" in printed and "nothing trained" in printed and "lm_attention" in printed
     assert not (tmp_path / "outputs").exists()
+    assert main(["gu2025", "--recalibrate"]) == 2 and "--recalibrate goes with --plan" in capsys.readouterr().err
     for bad, says in (("model.n_layrs=2", "model.n_layrs: unknown key"), ("model.n_layers=[1", "cannot parse")):
         assert main(["gu2025", "--plan", bad]) == 2
         error = capsys.readouterr().err

@@ -227,6 +227,11 @@ def test_runs_two_experiments_plan_train_once_in_the_pool(tmp_path, capsys):
         assert (copy.parent / "meta.json").read_bytes() == (original / "meta.json").read_bytes()   # one start time
     captured = capsys.readouterr()
     assert "reproduce: 4 of 4 runs done" in captured.err and captured.out.count("copied, not trained again") == 2
+    # Interrupted in both experiments (DONE gone): each resumes its own, none is left waiting for a copy.
+    for folder in ("tiny", "again"):
+        next((tmp_path / "twins" / folder).rglob("DONE")).unlink()
+    reproduce([paper], ["hydra.launcher.n_jobs=2"], root=tmp_path)
+    assert len(list((tmp_path / "twins").rglob("DONE"))) == 4
 
 
 def test_scale_paper_drops_the_cpu_sizes_and_user_overrides_win():

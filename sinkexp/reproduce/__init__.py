@@ -24,7 +24,7 @@ from sinkexp.reproduce.declare import Paper
 
 OUTPUT_ROOT = Path("outputs/reproduce")
 USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [--docs DIR] [--pack|--no-pack]   (overrides apply to every run)
-       sinkexp reproduce PAPER|all [KEY=VALUE ...] --plan   (the jobs, FLOPs and predicted wall time; nothing trains)
+       sinkexp reproduce PAPER|all [KEY=VALUE ...] --plan [--recalibrate]   (the jobs, FLOPs and predicted wall time; nothing trains)
        sinkexp reproduce --list
        sinkexp reproduce --docs DIR       (DIR/results.md and the README headline again, from DIR/claims.csv)"""
 
@@ -79,8 +79,8 @@ def main(argv: list[str]) -> int:
     from sinkexp.errors import ConfigError
     from sinkexp.reproduce.declare import DeclarationError
 
-    docs, pack, planning = None, None, "--plan" in argv
-    argv = [a for a in argv if a != "--plan"]
+    docs, pack, planning, recalibrate = None, None, "--plan" in argv, "--recalibrate" in argv
+    argv = [a for a in argv if a not in ("--plan", "--recalibrate")]
     for flag, value in (("--pack", True), ("--no-pack", False)):   # default: pack on a GPU only
         if flag in argv:
             pack, argv = value, [a for a in argv if a != flag]
@@ -110,10 +110,13 @@ def main(argv: list[str]) -> int:
         print(f"sinkexp: error: unknown paper {name!r}; choose one of: all, {', '.join(PAPERS)}", file=sys.stderr)
         return 2
     papers = list(PAPERS.values()) if name == "all" else [PAPERS[name]]
+    if recalibrate and not planning:
+        print("sinkexp: error: --recalibrate goes with --plan (it times the plan's jobs again)", file=sys.stderr)
+        return 2
     if planning:
         from sinkexp.reproduce.plan import format_plan, plan_table
         try:
-            print(format_plan(*plan_table(papers, overrides, pack)))
+            print(format_plan(*plan_table(papers, overrides, pack, recalibrate)))
         except ConfigError as err:
             print(f"sinkexp: error: {err}", file=sys.stderr)
             return 2

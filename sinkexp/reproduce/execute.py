@@ -178,7 +178,8 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
     """Every job of every experiment's plan through one pool of `workers_for(overrides)` processes,
     longest (most FLOPs) first, with one progress line. Returns the job-seconds each experiment took.
     Jobs whose runs are all finished are not started; a job whose runs another experiment's job
-    trains too (the same names: the same config and seed) waits for it and copies them."""
+    trains too (the same names: the same config and seed) copies them after it, unless it has
+    started them itself (an interrupted command), which it then resumes."""
     for planned in jobs.values():
         copy_finished_twins(planned_dirs(planned), root)
     todo: list[tuple[tuple[str, str], Job]] = []
@@ -188,8 +189,8 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
             names = {run_dir.name for run_dir, _ in job.runs}
             if all(finished(run_dir, digest) for run_dir, digest in job.runs):
                 done_runs += len(job.runs)
-            elif names <= queued:       # another experiment's job trains the same runs: copied after it
-                twins.append(job)
+            elif names <= queued and not any(run_dir.exists() for run_dir, _ in job.runs):
+                twins.append(job)       # another experiment's job trains the same runs: copied after it
             else:
                 todo.append((key, job))
                 queued |= names

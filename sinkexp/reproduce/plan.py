@@ -12,13 +12,20 @@ runs them; a job whose runs another experiment trains too (the same config and s
 scale=paper the CPU-size times are scaled by the ratio of training FLOPs (`config.training_flops`),
 so a size that is bound by kernel launches rather than arithmetic (small models on a GPU) is
 predicted too slow. Not counted: process start-up, checkpoint writes, other processes' load.
+
+Timings are kept in CALIBRATIONS (the user's cache folder) by job, for one device, torch version,
+thread count and sinkexp source: a second --plan times nothing, an edit to sinkexp's code times
+again, and `--recalibrate` measures afresh.
 """
 from __future__ import annotations
 
+import hashlib
 import heapq
 import itertools
 import math
+import os
 import time
+from pathlib import Path
 
 import pandas as pd
 import torch
@@ -30,6 +37,7 @@ from sinkexp.reproduce.execute import packed_keys, packs_pay, scale_of, task_nam
 from sinkexp.rundir import config_hash
 
 CALIBRATION_STEPS = 3
+CALIBRATIONS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sinkexp" / "calibration.json"
 
 
 def jobs_of(exp: Experiment, overrides: list[str], pack: bool) -> list[tuple[list[str], int]]:
@@ -87,6 +95,50 @@ def calibrate(cfg: Config, device: torch.device, reps: int = 1) -> tuple[float, 
     return step, evaluation
 
 
+def source_digest() -> str:
+    """sinkexp's own code, hashed: a calibration stands only for the code it timed."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+class Calibrations:
+    """(step, evaluation) seconds by job, measured once and kept in `path` under the device, torch
+    version, thread count and source digest they were measured with."""
+
+    def __init__(self, device: torch.device, path: Path | None = None, fresh: bool = False):
+        from sinkexp.provenance import device_name
+        from sinkexp.runfiles import read_json
+
+        self.device, self.path, self.measured = device, path or CALIBRATIONS, 0
+        self.source = f"sinkexp {source_digest()}"
+        self.where = f"{device_name(device)} | torch {torch.__version__} | {torch.get_num_threads()} threads | {self.source}"
+        try:
+            self.kept = {} if fresh else read_json(self.path)
+        except (OSError, ValueError):           # none yet, or unreadable: measure
+            self.kept = {}
+
+    def timings(self, cfg: Config) -> tuple[float, float]:
+        key = f"{self.where} | " + repr((cfg.task, cfg.model, cfg.attn, cfg.train.batch_size, cfg.train.data_chunk,
+                                         cfg.eval.batch_size, len(replica_configs(cfg))))
+        if key not in self.kept:
+            self.kept[key] = calibrate(cfg, self.device)
+            self.measured += 1
+        step, evaluation = self.kept[key]
+        return step, evaluation
+
+    def save(self) -> None:
+        from sinkexp.runfiles import write_json
+
+        if self.measured:
+            try:                                # timings of other code are dropped
+                write_json(self.path, {key: value for key, value in self.kept.items() if self.source in key})
+            except OSError:                     # a read-only home: the next --plan measures again
+                pass
+
+
 def pool_time(durations: list[float], workers: int) -> float:
     """Wall time of jobs of these durations on `workers` workers, longest first (each job to the
     worker that frees first)."""
@@ -96,8 +148,10 @@ def pool_time(durations: list[float], workers: int) -> float:
     return max(free)
 
 
-def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = None) -> tuple[pd.DataFrame, dict]:
-    """One row per experiment (runs, jobs, steps, FLOPs, predicted times) and the totals."""
+def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = None,
+               recalibrate: bool = False) -> tuple[pd.DataFrame, dict]:
+    """One row per experiment (runs, jobs, steps, FLOPs, predicted times) and the totals;
+    `recalibrate`: time every job again rather than reuse CALIBRATIONS."""
     from sinkexp.runner import resolve_device
 
     pack = packs_pay(overrides) if pack is None else pack
@@ -109,7 +163,8 @@ def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = No
     threads = torch.get_num_threads()
     if device.type == "cpu" and workers > 1:
         torch.set_num_threads(1)                          # as each parallel job runs
-    started, timings, rows, durations, trained = time.perf_counter(), {}, [], [], set()
+    started, rows, durations, trained = time.perf_counter(), [], [], set()
+    timings = Calibrations(device, fresh=recalibrate)
     try:
         for paper in papers:
             for exp in paper.experiments:
@@ -124,11 +179,7 @@ def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = No
                         continue
                     trained.add(twin)
                     small = cfg if calibration_job == job else compose_config(*calibration_job)
-                    key = repr((small.task, small.model, small.attn, small.train.batch_size, small.train.data_chunk,
-                                small.eval.batch_size, len(replica_configs(small))))
-                    if key not in timings:
-                        timings[key] = calibrate(small, device)
-                    step, evaluation = timings[key]
+                    step, evaluation = timings.timings(small)
                     ratio = training_flops(cfg) / training_flops(small)     # 1 at scale=cpu
                     seconds += [ratio * (cfg.train.steps * step + evaluations(cfg) * evaluation)] * alike
                 durations += seconds
@@ -137,10 +188,11 @@ def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = No
                              "s/job": sum(seconds) / max(1, len(seconds)), "job_s": sum(seconds)})
     finally:
         torch.set_num_threads(threads)
+        timings.save()
     table = pd.DataFrame(rows)
     totals = {"runs": int(table["runs"].sum()), "jobs": int(table["jobs"].sum()), "wall_s": pool_time(durations, workers),
               "device": str(device), "workers": workers, "scale": scale, "pack": pack,
-              "calibration_s": time.perf_counter() - started, "calibrated": len(timings)}
+              "seconds": time.perf_counter() - started, "measured": timings.measured, "cache": timings.path}
     return table, totals
 
 
@@ -153,6 +205,6 @@ def format_plan(table: pd.DataFrame, totals: dict) -> str:
             f"{totals['runs']} runs in {totals['jobs']} jobs (pack: {'on' if totals['pack'] else 'off'}; copied runs "
             "train once, in another experiment), "
             f"scale={totals['scale']}: predicted wall time {totals['wall_s'] / 60:.0f} min ({hours:.1f} h) on "
-            f"{totals['device']} with {totals['workers']} job(s) at once; calibrated {totals['calibrated']} "
-            f"distinct jobs in {totals['calibration_s']:.0f} s; nothing trained "
-            "(how it is predicted: sinkexp/reproduce/plan.py)")
+            f"{totals['device']} with {totals['workers']} job(s) at once; planned in {totals['seconds']:.0f} s, "
+            f"{totals['measured']} distinct jobs timed, the others' timings from {totals['cache']} "
+            "(--recalibrate times all again); nothing trained (how it is predicted: sinkexp/reproduce/plan.py)")
