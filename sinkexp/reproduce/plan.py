@@ -96,10 +96,13 @@ def calibrate(cfg: Config, device: torch.device, reps: int = 1) -> tuple[float, 
 
 
 def source_digest() -> str:
-    """sinkexp's own code, hashed: a calibration stands only for the code it timed."""
+    """sinkexp's code that trains and evaluates, hashed: a calibration stands only for the code it
+    timed. reproduce/ (the papers' declarations, this planner) is left out: it times nothing."""
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
+        if path.parent.is_relative_to(package / "reproduce"):
+            continue
         digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:12]
 
