@@ -9,6 +9,18 @@ import torch  # noqa: E402
 
 from sinkexp.launch import compose_config  # noqa: E402
 
+
+def load_script(name):
+    """scripts/<name>.py as a module (scripts are not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parent.parent / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 if "PYTEST_XDIST_WORKER" in os.environ:   # two workers on two cores: more threads each would oversubscribe
     torch.set_num_threads(1)
 

@@ -1,21 +1,12 @@
 """scripts/bench.py compares like with like: the hand-written reference is the same model."""
-import importlib.util
 from pathlib import Path
 
 import torch
 
+from conftest import load_script
 from sinkexp.config import AttnConfig, ModelConfig
 from sinkexp.model import Transformer
 from sinkexp.tasks.trigger import TriggerConfig, TriggerTask
-
-
-
-def load_script(name):
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).parent.parent / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 bench = load_script("bench")
 
