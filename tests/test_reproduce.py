@@ -350,8 +350,12 @@ def test_a_claim_whose_premise_fails_fails_with_its_values_shown(plumbed):
     paper = Paper(name="plumbing", title="-", experiments=base.experiments, claims=(*base.claims,
                   claim(name="after_possible", where=softmax, measure=bos, criterion=between(0, 1), requires="possible"),
                   claim(name="after_impossible", where=softmax, measure=bos, criterion=between(0, 1),
-                        requires="impossible")))
+                        requires="impossible"),
+                  claim(name="after_both", where=softmax, measure=bos, criterion=between(0, 1),
+                        requires=("possible", "impossible"))))
     results = {r.claim.name: r for r in check_claims(paper, plumbed[0])}
+    assert results["after_both"].problem == "its premise impossible does not hold"
+    assert "given that possible and impossible hold" in results["after_both"].claim.describe()
     assert results["after_possible"].passed and not results["after_possible"].problem
     after = results["after_impossible"]
     assert not after.passed and after.problem == "its premise impossible does not hold"

@@ -150,8 +150,12 @@ class Claim:
     measure: Measure
     criterion: Criterion
     among: Condition | None = None   # count only the selected runs that meet it (the others are listed)
-    requires: str = ""               # an earlier claim of the paper that must hold first (its premise), or ""
+    requires: str | tuple[str, ...] = ""   # earlier claim(s) of the paper that must hold first (premises), or ""
     note: str = ""                   # what the claim is, where it is not the paper's own
+
+    @property
+    def premises(self) -> tuple[str, ...]:
+        return (self.requires,) if isinstance(self.requires, str) and self.requires else tuple(self.requires)
 
     @property
     def own_experiments(self) -> tuple[str, ...]:
@@ -167,7 +171,8 @@ class Claim:
 
     def counted(self) -> str:
         return ((f", among runs with {self.among}" if self.among else "")
-                + (f", given that {self.requires} holds" if self.requires else ""))
+                + (f", given that {' and '.join(self.premises)} hold{'s' * (len(self.premises) == 1)}"
+                   if self.premises else ""))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -250,8 +255,9 @@ def check_paper(paper: Paper) -> None:
     for i, claim in enumerate(paper.claims):
         if claim.kind not in KINDS:
             fail(claim.name, f"kind={claim.kind!r}; choose one of: {', '.join(KINDS)}")
-        if claim.requires and claim.requires not in claims[:i]:
-            fail(claim.name, f"requires={claim.requires!r} is not an earlier claim; earlier: {', '.join(claims[:i])}")
+        for premise in claim.premises:
+            if premise not in claims[:i]:
+                fail(claim.name, f"requires={premise!r} is not an earlier claim; earlier: {', '.join(claims[:i])}")
         missing = [name for name in claim.experiments if name not in names]
         if missing:
             fail(claim.name, f"experiment {missing[0]!r} is not declared; experiments: {', '.join(names)}")

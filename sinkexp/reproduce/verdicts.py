@@ -152,8 +152,9 @@ def check_claims(paper: Paper, root: Path, planned: dict | None = None) -> list[
         runs = [run for name in claim.experiments for run in loaded[name][0]]
         table = pd.concat([loaded[name][1] for name in claim.experiments], ignore_index=True)
         result = evaluate(claim, runs, table)
-        if claim.requires and not results[claim.requires].passed and not result.problem:
+        failed = [premise for premise in claim.premises if not results[premise].passed]
+        if failed and not result.problem:
             # the values are still shown; the claim cannot hold without its premise
-            result.problem = f"its premise {claim.requires} does not hold"
+            result.problem = f"its premise {failed[0]} does not hold"
         results[claim.name] = result
     return list(results.values())
