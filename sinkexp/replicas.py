@@ -181,6 +181,9 @@ class ReplicaTrainer(TrainLoop):
     def parameters(self):
         return self.params.values()
 
+    def finite_models(self) -> torch.Tensor:
+        return torch.stack([torch.isfinite(p).flatten(1).all(1) for p in self.parameters()]).all(0)   # (K,)
+
     def draw(self, n: int) -> Batch:
         batches = [task.sample(n, generator, self.device) for task, generator in zip(self.tasks, self.generators)]
         return Batch(*(torch.stack([getattr(batch, field.name) for batch in batches]) for field in FIELDS))

@@ -168,8 +168,9 @@ class RunDir:
         except BaseException:
             self.close()
             raise
-        if self.state:
-            self.metric_rows, self.loss_rows = self.state["metric_rows"], self.state["loss_rows"]
+        # The rows up to the checkpoint (none without one): opened again, the run forgets what it
+        # evaluated since (runner.run_seeds restarts a pack's other runs after a divergence).
+        self.metric_rows, self.loss_rows = (self.state["metric_rows"], self.state["loss_rows"]) if self.state else ([], [])
         return None
 
     def close(self) -> None:

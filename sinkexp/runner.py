@@ -67,7 +67,9 @@ def run_seeds(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict | None
     Finished runs are skipped; the others train together, grouped by the step their checkpoint
     holds (0 without one), so that each resumes where it stopped. A failure marks every run of the
     group it hit FAILED, except Requeue (the scheduler's signal: preemption.py), which leaves them
-    checkpointed and incomplete. `hydra_files` (.hydra/<name>: text) are written into each started run;
+    checkpointed and incomplete, and divergence in a pack, which marks only the runs that diverged:
+    the others go on from their last checkpoint (as a rerun would resume them), and Diverged is
+    raised once they have finished. `hydra_files` (.hydra/<name>: text) are written into each started run;
     `notes` go into its meta.json and the first lines of its log (e.g. the thread count and why).
     Raises RunDirError (RunBusy: another process holds a directory) before training anything.
     """
@@ -82,20 +84,45 @@ def run_seeds(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict | None
                 summaries[i] = finished
             else:
                 groups[run_dir.resume_step].append(i)
-        for group in groups.values():
+        pending, diverged = list(groups.values()), []
+        while pending:
+            group = pending.pop(0)
             try:
                 results = train_and_evaluate([runs[i] for i in group])
             except Requeue:          # checkpointed for the scheduler: incomplete, not failed
                 raise
+            except Diverged as err:
+                lost = group if err.replicas is None else [group[k] for k in err.replicas]
+                for i in lost:
+                    diverged.append(explain_divergence(err, runs[i], len(group) > 1))
+                    runs[i].fail(diverged[-1])
+                rest = [i for i in group if i not in lost]
+                if not rest:
+                    raise diverged[-1] from None
+                for i in rest:       # back to its last checkpoint, as a rerun would start it
+                    runs[i].close()
+                    runs[i].open()
+                pending += [[i for i in rest if runs[i].resume_step == step]
+                            for step in sorted({runs[i].resume_step for i in rest})]
+                continue
             except BaseException as err:  # KeyboardInterrupt too: the directory says why it stopped
                 for i in group:
                     runs[i].fail(err)
                 raise
             summaries.update(zip(group, results))
+        if diverged:
+            raise diverged[0] if len(diverged) == 1 else Diverged(f"{len(diverged)} runs of the pack diverged, the "
+                                                                  f"others finished; the first: {diverged[0]}")
     finally:
         for run_dir in runs:
             run_dir.close()
     return [summaries[i] for i in range(len(cfgs))]
+
+
+def explain_divergence(err: Diverged, run_dir: RunDir, pack: bool) -> Diverged:
+    """The run's own Diverged: which run of a pack, and its own learning rate to lower."""
+    which = f"{run_dir.path.name} " if pack else ""
+    return Diverged(f"{which}{err}; try a lower train.lr (now {run_dir.cfg.train.lr:g})")
 
 
 def make_trainer(cfgs: list[Config], device: torch.device):
@@ -157,13 +184,17 @@ def train_and_evaluate(runs: list[RunDir]) -> list[dict]:
         run_dir.start(device, k, len(runs))
 
     def on_eval(step: int) -> None:
-        for view, run_dir, task, eval_batch in zip(views, runs, tasks, eval_batches):
+        evaluated, diverged = [], []
+        for k, (view, task, eval_batch) in enumerate(zip(views, tasks, eval_batches)):
             rows, losses = evaluate(view.model, task, eval_batch, step)
             bad = [f"{split}={loss}" for _, split, loss in losses if split.startswith("eval/") and not math.isfinite(loss)]
             if bad:   # finite weights can still be large enough to overflow the prediction
-                which = f"{run_dir.path.name} " if len(runs) > 1 else ""    # which run of a pack
-                raise Diverged(f"{which}diverged by step {step} (held-out loss {bad[0]}); try a lower "
-                               f"train.lr (now {run_dir.cfg.train.lr:g})")
+                diverged.append((k, bad[0]))
+            evaluated.append((rows, losses))
+        if diverged:   # nothing of this step is written: the runs that go on redo it from a checkpoint
+            raise Diverged(f"diverged by step {step} (held-out loss {diverged[0][1]})",
+                           tuple(k for k, _ in diverged) if len(runs) > 1 else None)
+        for run_dir, (rows, losses) in zip(runs, evaluated):
             run_dir.evaluated(rows, losses, step)
 
     def on_log(step: int, losses: list[float]) -> None:

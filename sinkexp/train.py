@@ -59,7 +59,12 @@ def maybe_compile(fn, cfg: TrainConfig, device: torch.device):
 
 
 class Diverged(RuntimeError):
-    """Training produced a non-finite loss or parameter; the message says where and what to try."""
+    """Training produced a non-finite loss or parameter; the message says where (the runner adds
+    what to try). `replicas`: which of a pack's models diverged (None: a lone model)."""
+
+    def __init__(self, message: str, replicas: tuple[int, ...] | None = None):
+        super().__init__(message)
+        self.replicas = replicas
 
 
 class TrainLoop:
@@ -96,14 +101,23 @@ class TrainLoop:
             group["lr"] = self.cfg.lr * factor
 
     def check_finite(self) -> None:
-        """Raise Diverged at the first non-finite training loss, or once a parameter is not finite."""
-        first_bad = self.first_bad_step.max().item()
-        if first_bad:
-            raise Diverged(f"diverged at step {first_bad} (train loss not finite); try a lower train.lr "
-                           f"(now {self.cfg.lr:g})")
-        if not all(torch.isfinite(p).all() for p in self.parameters()):
-            raise Diverged(f"diverged by step {self.step} (a parameter is not finite); try a lower train.lr "
-                           f"(now {self.cfg.lr:g})")
+        """Raise Diverged at the first non-finite training loss, or once a parameter is not finite,
+        naming the models that diverged."""
+        first_bad = self.first_bad_step.reshape(-1)
+        if first_bad.max().item():
+            raise Diverged(f"diverged at step {first_bad.max().item()} (train loss not finite)",
+                           self.which(first_bad > 0))
+        finite = self.finite_models()
+        if not finite.all():
+            raise Diverged(f"diverged by step {self.step} (a parameter is not finite)", self.which(~finite))
+
+    def finite_models(self) -> torch.Tensor:
+        """Per model (one entry for a lone one): whether all its parameters are finite."""
+        return torch.stack([torch.isfinite(p).all() for p in self.parameters()]).all().reshape(1)
+
+    def which(self, models: torch.Tensor) -> tuple[int, ...] | None:
+        """The indices of `models` (a boolean per model) that are set; None for a lone model."""
+        return tuple(models.nonzero().flatten().tolist()) if self.first_bad_step.dim() else None
 
     def progress(self, generator: torch.Generator, window_sum: torch.Tensor) -> dict:
         return {"generator": generator.get_state(), "step": self.step, "window_sum": window_sum.clone(),

@@ -88,6 +88,49 @@ def test_a_packed_grid_equals_its_lone_runs(make_config, tmp_path, pack):
         assert_same_tables(tmp_path / "alone0", tmp_path / "alone2")
 
 
+def test_a_diverging_learning_rate_fails_alone_and_the_rest_of_its_pack_finishes(make_config, tmp_path):
+    """pack={train.lr: [1e-3, 1e6]} x 2 seeds: the two runs at 1e6 diverge and are marked FAILED with
+    their own rate; the two at 1e-3 go on from their last checkpoint and end as their lone runs."""
+    from sinkexp.train import Diverged
+
+    cfg = make_config(*QUICK, "pack={train.lr:[1e-3,1e6]}", "seed=3", "train.replicas=2")
+    dirs = [tmp_path / f"together{k}" for k in range(4)]           # lr 1e-3 seeds 3, 4; lr 1e6 seeds 3, 4
+    with pytest.raises(Diverged, match=r"2 runs of the pack diverged.*together2 diverged .*now 1e\+06"):
+        run_seeds(replica_configs(cfg), dirs)
+    for k in (2, 3):
+        assert F.status(dirs[k]) == "failed"
+        assert f"together{k} diverged" in (dirs[k] / F.FAILED).read_text().splitlines()[0]
+    for k, seed in ((0, 3), (1, 4)):
+        run(make_config(*QUICK, "train.lr=1e-3", f"seed={seed}"), tmp_path / f"alone{k}")
+        assert F.status(dirs[k]) == "done" and not (dirs[k] / F.FAILED).exists()
+        assert_same_tables(dirs[k], tmp_path / f"alone{k}")
+
+
+def test_after_a_late_divergence_the_packs_other_run_resumes_from_its_checkpoint(make_config, tmp_path, monkeypatch):
+    """Replica 1's weights turn NaN at step 15: it is marked FAILED; replica 0 goes on from its step-10
+    checkpoint and ends as its lone run."""
+    from sinkexp.train import Diverged
+
+    real = ReplicaTrainer.train_step
+
+    def poisoned(self):
+        loss = real(self)
+        if self.step == 14:                                     # the 15th step
+            with torch.no_grad():
+                next(iter(self.params.values()))[1].fill_(float("nan"))
+        return loss
+
+    monkeypatch.setattr(ReplicaTrainer, "train_step", poisoned)
+    cfg = make_config(*QUICK, "seed=3", "train.replicas=2")
+    dirs = [tmp_path / "together0", tmp_path / "together1"]
+    with pytest.raises(Diverged, match=r"together1 diverged by step 15 \(a parameter is not finite\)"):
+        run_seeds(replica_configs(cfg), dirs)
+    assert F.status(dirs[1]) == "failed" and F.status(dirs[0]) == "done"
+    assert json.loads((dirs[0] / F.META).read_text())["resumed_from_step"] == 10
+    run(make_config(*QUICK, "seed=3"), tmp_path / "alone")
+    assert_same_tables(dirs[0], tmp_path / "alone")
+
+
 def test_a_pack_refuses_what_it_cannot_vary(make_config):
     with pytest.raises(ConfigError, match="pack: model.n_layers cannot be packed .*train.weight_decay"):
         make_config("pack={model.n_layers:[1,2]}")
