@@ -152,8 +152,9 @@ def drop_first(batch):
 def without_bos(run) -> dict[str, float]:
     """Barbero et al. 2025, Table 2: the held-out batch as trained (BOS first) and with BOS removed
     at inference (each sequence starts at its first content token). Per setting, the attention on
-    the first position (mean over the later queries, heads and layers) and the loss over every
-    query that counts (the same queries in both: BOS is never one)."""
+    the first position (mean over the later queries, heads and layers) and the loss over the same
+    predictions in both: every target the batch counts but the one BOS predicts (task=lm's first
+    byte; the synthetic tasks count none there), which has nothing to be predicted from without BOS."""
     from sinkexp.evaluate.evaluator import captured_forward
 
     if not run.task.has_bos:
@@ -164,9 +165,11 @@ def without_bos(run) -> dict[str, float]:
         pred, cache = captured_forward(run.model, batch.inputs, names)
         tokens = run.model.anatomy(batch.inputs.shape[1], batch.inputs.device).tokens
         first = torch.stack([cache[n][:, :, tokens[1:]][..., tokens[0]].mean() for n in names]).mean()
-        per_position = run.task.loss(pred, batch)
+        counted = batch.loss_mask.clone()
+        if name == "bos":
+            counted[:, 0] = False       # BOS's own prediction: dropped along with BOS below
         out[f"first_attn_{name}"] = first.item()
-        out[f"loss_{name}"] = per_position[batch.loss_mask].mean().item()
+        out[f"loss_{name}"] = run.task.loss(pred, batch)[counted].mean().item()
     return out
 
 

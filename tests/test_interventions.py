@@ -113,6 +113,19 @@ def test_without_bos_drops_position_0_and_keeps_the_runs_own_numbers_with_it(tra
     assert 0 <= values["first_attn_no_bos"] <= 1
 
 
+def test_without_bos_compares_an_lms_losses_over_the_same_targets(make_config, tmp_path):
+    """task=lm counts BOS's prediction of the first byte; without BOS nothing predicts it, so both
+    losses leave it out: the loss with BOS is the mean over positions 1.. of the trained batch."""
+    from sinkexp.interventions import without_bos
+
+    run(make_config("task=lm", "task.seq_len=16", "model.n_layers=1", "train.warmup=0", *QUICK), tmp_path)
+    lm = load_run(tmp_path)
+    assert lm.batch.loss_mask[:, 0].all()                              # BOS's prediction counts in training
+    pred = lm.model.eval()(lm.batch.inputs)
+    values = without_bos(lm)
+    assert values["loss_bos"] == pytest.approx(lm.task.loss(pred, lm.batch)[:, 1:].mean().item(), rel=1e-5)
+
+
 def test_the_command_prints_the_table_and_refuses_a_missing_layer(trained):
     import subprocess
     import sys
