@@ -104,9 +104,11 @@ class TrainLoop:
         """Raise Diverged at the first non-finite training loss, or once a parameter is not finite,
         naming the models that diverged."""
         first_bad = self.first_bad_step.reshape(-1)
-        if first_bad.max().item():
-            raise Diverged(f"diverged at step {first_bad.max().item()} (train loss not finite)",
-                           self.which(first_bad > 0))
+        bad = first_bad > 0
+        if bad.any():
+            low, high = first_bad[bad].min().item(), first_bad[bad].max().item()
+            when = f"at step {low}" if low == high else f"by step {high}"     # a pack's models may differ
+            raise Diverged(f"diverged {when} (train loss not finite)", self.which(bad))
         finite = self.finite_models()
         if not finite.all():
             raise Diverged(f"diverged by step {self.step} (a parameter is not finite)", self.which(~finite))
