@@ -64,6 +64,13 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
     assert (row["runs"], row["copied"], row["jobs"], row["s/job"], row["job_s"]) == (6, 0, 6, 2.5, 15)
     assert tuple(table.iloc[1][["runs", "copied", "jobs", "job_s"]]) == (6, 6, 0, 0)   # the same runs: trained once
     assert (totals["runs"], totals["jobs"], totals["wall_s"]) == (12, 6, 7.5)
+    # A grid of a packable key whose default value repeats the softmax runs: those three are copied.
+    default = compose_config("task=trigger").train.weight_decay
+    decay = SimpleNamespace(name="r", experiments=[Experiment(
+        name="decay", overrides={"task": "trigger", "attn": "softmax"}, cpu=exp.cpu,
+        grid={"train.weight_decay": (default, default + 0.1), "seed": (0, 1, 2)})])
+    table, totals = plan.plan_table([paper, decay], ["hydra.launcher.n_jobs=2"], pack=False)
+    assert tuple(table.iloc[1][["runs", "copied", "jobs"]]) == (6, 3, 3)
     assert calibrated == [1, 1]                      # softmax and relu: the seeds cost the same
     plan.plan_table([paper], ["hydra.launcher.n_jobs=2"], pack=False)
     assert calibrated == [1, 1]                      # the timings kept: nothing timed again

@@ -7,8 +7,9 @@ every distinct job of an experiment (its swept, unpacked settings: attention, no
 built at the CPU sizes and timed for a warm-up step, CALIBRATION_STEPS steps and one evaluation,
 with the thread count its jobs will use. A run then takes steps x step time + evaluations x
 evaluation time. All experiments' jobs share one pool of workers, longest first, as `reproduce`
-runs them; a job whose runs another experiment trains too (the same config and seed: barbero2025's
-`lm` is gu2025's softmax LM) is counted once, since `reproduce` copies the finished twin. At
+runs them; a run another experiment trains too (the same config and seed: barbero2025's `lm` is
+gu2025's softmax LM; a weight-decay grid's default value) is counted once, since `reproduce` copies
+the finished twin. At
 scale=paper the CPU-size times are scaled by the ratio of training FLOPs (`config.training_flops`),
 so a size that is bound by kernel launches rather than arithmetic (small models on a GPU) is
 predicted too slow. Not counted: process start-up, checkpoint writes, other processes' load.
@@ -19,6 +20,7 @@ again, and `--recalibrate` measures afresh.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import heapq
 import itertools
@@ -40,10 +42,10 @@ CALIBRATION_STEPS = 3
 CALIBRATIONS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sinkexp" / "calibration.json"
 
 
-def jobs_of(exp: Experiment, overrides: list[str], pack: bool) -> list[tuple[list[str], int]]:
-    """The jobs `reproduce` launches for `exp`, as (overrides of one job, how many jobs cost the
-    same): jobs that differ only in settings a pack may vary (seeds, weight decays, gammas, ...)
-    train the same model on as much data, so one stands for all of them."""
+def jobs_of(exp: Experiment, overrides: list[str], pack: bool) -> list[tuple[list[str], dict]]:
+    """The jobs `reproduce` launches for `exp`, as (overrides of one job, the grid of the jobs that
+    cost the same): jobs that differ only in settings a pack may vary (seeds, weight decays,
+    gammas, ...) train the same model on as much data, so one stands for all of them."""
     given = {o.split("=", 1)[0] for o in overrides}
     keys = packed_keys(exp, given) if pack else ()
     same_cost = set(packable_keys(task_name(exp.task)))
@@ -55,7 +57,7 @@ def jobs_of(exp: Experiment, overrides: list[str], pack: bool) -> list[tuple[lis
     for values in itertools.product(*swept.values()):
         job = [*own, *(f"{k}={override_value(v)}" for k, v in zip(swept, values)),
                *(f"{k}={override_value(v[0])}" for k, v in alike.items()), *user]
-        jobs.append((job + pack_first_values(job), math.prod(len(v) for v in alike.values())))
+        jobs.append((job + pack_first_values(job), alike))
     return jobs
 
 
@@ -174,17 +176,22 @@ def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = No
                 seconds, flops, steps, runs, copied = [], 0.0, 0, 0, 0
                 for (job, alike), (calibration_job, _) in zip(jobs_of(exp, overrides, pack), jobs_of(exp, at_cpu, pack)):
                     cfg = compose_config(*job)
-                    n_runs = len(replica_configs(cfg)) * alike
-                    runs, steps, flops = runs + n_runs, cfg.train.steps, training_flops(cfg) * cfg.train.steps
-                    twin = (cfg.seed, config_hash(cfg), alike)
-                    if twin in trained:             # another experiment's job trains these runs
-                        copied += n_runs
-                        continue
-                    trained.add(twin)
+                    steps, flops = cfg.train.steps, training_flops(cfg) * cfg.train.steps
                     small = cfg if calibration_job == job else compose_config(*calibration_job)
                     step, evaluation = timings.timings(small)
                     ratio = training_flops(cfg) / training_flops(small)     # 1 at scale=cpu
-                    seconds += [ratio * (cfg.train.steps * step + evaluations(cfg) * evaluation)] * alike
+                    job_seconds = ratio * (cfg.train.steps * step + evaluations(cfg) * evaluation)
+                    # Each job its runs' names: one pack, or one run for each of the alike settings.
+                    alike_jobs = ([[member] for member in replica_configs(dataclasses.replace(cfg, pack=alike))]
+                                  if alike else [replica_configs(cfg)])
+                    for members in alike_jobs:
+                        names = {(member.seed, config_hash(member)) for member in members}
+                        runs += len(members)
+                        if names <= trained:        # another experiment's job trains these runs
+                            copied += len(members)
+                            continue
+                        trained.update(names)
+                        seconds.append(job_seconds)
                 durations += seconds
                 rows.append({"paper": paper.name, "experiment": exp.name, "runs": runs, "copied": copied,
                              "jobs": len(seconds), "steps": steps, "GFLOP/run": flops / 1e9,
