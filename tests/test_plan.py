@@ -71,6 +71,13 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
         grid={"train.weight_decay": (default, default + 0.1), "seed": (0, 1, 2)})])
     table, totals = plan.plan_table([paper, decay], ["hydra.launcher.n_jobs=2"], pack=False)
     assert tuple(table.iloc[1][["runs", "copied", "jobs"]]) == (6, 3, 3)
+    # A run an earlier command finished (its directory anywhere below the root) costs nothing.
+    finished = compose_config("task=trigger", "attn=softmax", "train.steps=100", "eval.every=50", "seed=1")
+    run_dir = tmp_path / "root" / "p" / "e" / "somewhere" / f"s1-{plan.config_hash(finished)}"
+    run_dir.mkdir(parents=True)
+    (run_dir / "DONE").touch()
+    table, totals = plan.plan_table([paper], ["hydra.launcher.n_jobs=2"], pack=False, root=tmp_path / "root")
+    assert tuple(table.iloc[0][["runs", "done", "jobs", "job_s"]]) == (6, 1, 5, 12.5) and totals["done"] == 1
     assert calibrated == [1, 1]                      # softmax and relu: the seeds cost the same
     plan.plan_table([paper], ["hydra.launcher.n_jobs=2"], pack=False)
     assert calibrated == [1, 1]                      # the timings kept: nothing timed again

@@ -116,7 +116,7 @@ def main(argv: list[str]) -> int:
     if planning:
         from sinkexp.reproduce.plan import format_plan, plan_table
         try:
-            print(format_plan(*plan_table(papers, overrides, pack, recalibrate)))
+            print(format_plan(*plan_table(papers, overrides, pack, recalibrate, OUTPUT_ROOT)))
         except ConfigError as err:
             print(f"sinkexp: error: {err}", file=sys.stderr)
             return 2

@@ -13,7 +13,8 @@ gu2025's softmax LM; a weight-decay grid's default value) is counted once, since
 the finished twin. At
 scale=paper the CPU-size times are scaled by the ratio of training FLOPs (`config.training_flops`),
 so a size that is bound by kernel launches rather than arithmetic (small models on a GPU) is
-predicted too slow. Not counted: process start-up, checkpoint writes, other processes' load.
+predicted too slow. Runs finished already (below reproduce's output folder: a command resumed)
+cost nothing. Not counted: process start-up, checkpoint writes, other processes' load.
 
 Timings are kept in CALIBRATIONS (the user's cache folder) by job, for one device, torch version,
 thread count and sinkexp source: a second --plan times nothing, an edit to sinkexp's code times
@@ -155,9 +156,11 @@ def pool_time(durations: list[float], workers: int) -> float:
 
 
 def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = None,
-               recalibrate: bool = False) -> tuple[pd.DataFrame, dict]:
+               recalibrate: bool = False, root: Path | None = None) -> tuple[pd.DataFrame, dict]:
     """One row per experiment (runs, jobs, steps, FLOPs, predicted times) and the totals;
-    `recalibrate`: time every job again rather than reuse CALIBRATIONS."""
+    `recalibrate`: time every job again rather than reuse CALIBRATIONS. Runs finished anywhere
+    below `root` (reproduce's output folder) are counted as done: they are not trained again."""
+    from sinkexp.runfiles import DONE
     from sinkexp.runner import resolve_device
 
     pack = packs_pay(overrides) if pack is None else pack
@@ -170,11 +173,12 @@ def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = No
     if device.type == "cpu" and workers > 1:
         torch.set_num_threads(1)                          # as each parallel job runs
     started, rows, durations, trained = time.perf_counter(), [], [], set()
+    finished = {done.parent.name for done in root.rglob(DONE)} if root and root.is_dir() else set()
     timings = Calibrations(device, fresh=recalibrate)
     try:
         for paper in papers:
             for exp in paper.experiments:
-                seconds, flops, steps, runs, copied = [], 0.0, 0, 0, 0
+                seconds, flops, steps, runs, copied, done = [], 0.0, 0, 0, 0, 0
                 for (job, alike), (calibration_job, _) in zip(jobs_of(exp, overrides, pack), jobs_of(exp, at_cpu, pack)):
                     cfg = compose_config(*job)
                     steps, flops = cfg.train.steps, training_flops(cfg) * cfg.train.steps
@@ -186,22 +190,25 @@ def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = No
                     alike_jobs = ([[member] for member in replica_configs(dataclasses.replace(cfg, pack=alike))]
                                   if alike else [replica_configs(cfg)])
                     for members in alike_jobs:
-                        names = {(member.seed, config_hash(member)) for member in members}
+                        names = {f"s{member.seed}-{config_hash(member)}" for member in members}   # run dirs
                         runs += len(members)
-                        if names <= trained:        # another experiment's job trains these runs
+                        if names <= finished:       # trained by an earlier command
+                            done += len(members)
+                        elif names <= trained:      # another experiment's job trains these runs
                             copied += len(members)
-                            continue
-                        trained.update(names)
-                        seconds.append(job_seconds)
+                        else:
+                            trained.update(names)
+                            seconds.append(job_seconds)
                 durations += seconds
-                rows.append({"paper": paper.name, "experiment": exp.name, "runs": runs, "copied": copied,
+                rows.append({"paper": paper.name, "experiment": exp.name, "runs": runs, "done": done, "copied": copied,
                              "jobs": len(seconds), "steps": steps, "GFLOP/run": flops / 1e9,
                              "s/job": sum(seconds) / max(1, len(seconds)), "job_s": sum(seconds)})
     finally:
         torch.set_num_threads(threads)
         timings.save()
     table = pd.DataFrame(rows)
-    totals = {"runs": int(table["runs"].sum()), "jobs": int(table["jobs"].sum()), "wall_s": pool_time(durations, workers),
+    totals = {"runs": int(table["runs"].sum()), "done": int(table["done"].sum()), "jobs": int(table["jobs"].sum()),
+              "wall_s": pool_time(durations, workers),
               "device": str(device), "workers": workers, "scale": scale, "pack": pack,
               "seconds": time.perf_counter() - started, "measured": timings.measured, "cache": timings.path}
     return table, totals
@@ -213,8 +220,8 @@ def format_plan(table: pd.DataFrame, totals: dict) -> str:
                             "job_s": table["job_s"].map("{:.0f}".format)})
     hours = totals["wall_s"] / 3600
     return (shown.to_string(index=False) + "\n"
-            f"{totals['runs']} runs in {totals['jobs']} jobs (pack: {'on' if totals['pack'] else 'off'}; copied runs "
-            "train once, in another experiment), "
+            f"{totals['runs']} runs, {totals['done']} of them finished already, the others in {totals['jobs']} jobs "
+            f"(pack: {'on' if totals['pack'] else 'off'}; copied runs train once, in another experiment), "
             f"scale={totals['scale']}: predicted wall time {totals['wall_s'] / 60:.0f} min ({hours:.1f} h) on "
             f"{totals['device']} with {totals['workers']} job(s) at once; planned in {totals['seconds']:.0f} s, "
             f"{totals['measured']} distinct jobs timed, the others' timings from {totals['cache']} "
