@@ -5,16 +5,16 @@ Per experiment: its runs, the jobs they form (one per run, or one per pack on a 
 training FLOPs per run, and predicted times. The prediction is a calibration on the device at hand:
 every distinct job of an experiment (its swept, unpacked settings: attention, norm, depth, ...) is
 built at the CPU sizes and timed for a warm-up step, then the faster of two timings of
-CALIBRATION_STEPS steps and of one evaluation (a first evaluation pays one-time costs: 2.3 s
-against 0.3 s for a similar job, seen once here), with the thread count its jobs will use. A run then takes steps x step time + evaluations x
-evaluation time. All experiments' jobs share one pool of workers, longest first, as `reproduce`
-runs them; a run another experiment trains too (the same config and seed: barbero2025's `lm` is
-gu2025's softmax LM; a weight-decay grid's default value) is counted once, since `reproduce` copies
-the finished twin. At
-scale=paper the CPU-size times are scaled by the ratio of training FLOPs (`config.training_flops`),
-so a size that is bound by kernel launches rather than arithmetic (small models on a GPU) is
-predicted too slow. Runs finished already (below reproduce's output folder: a command resumed)
-cost nothing. Not counted: process start-up, checkpoint writes, other processes' load.
+CALIBRATION_STEPS steps and of one evaluation (a first evaluation pays one-time costs: 2.3 s against
+0.3 s for a similar job, seen once here), with the thread count its jobs will use. A run then takes
+steps x step time + evaluations x evaluation time. All experiments' jobs share one pool of workers,
+longest first, as `reproduce` runs them; a run another experiment trains too (the same config and
+seed: barbero2025's `lm` is gu2025's softmax LM; a weight-decay grid's default value) is counted
+once, since `reproduce` copies the finished twin. At scale=paper the CPU-size times are scaled by
+the ratio of training FLOPs (`config.training_flops`), so a size that is bound by kernel launches
+rather than arithmetic (small models on a GPU) is predicted too slow. Runs finished already (below
+reproduce's output folder: a command resumed) cost nothing. Not counted: process start-up,
+checkpoint writes, other processes' load.
 
 Timings are kept in CALIBRATIONS (the user's cache folder) by job, for one device, torch version,
 thread count and sinkexp source: a second --plan times nothing, an edit to sinkexp's code times
