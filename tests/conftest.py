@@ -1,9 +1,13 @@
 """Shared fixtures: configs composed as the CLI composes them, short-run overrides, a run killed mid-way."""
 import os
+import tempfile
 
 import pytest
 
 os.environ.setdefault("TQDM_DISABLE", "1")   # before tqdm is imported: commands run in-process print no bars
+# reproduce --plan's timings (and reproduce's time left) go to a folder of the test session's own,
+# never the user's cache (sinkexp/reproduce/plan.py reads XDG_CACHE_HOME when imported).
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="sinkexp-tests-cache-")
 
 import torch  # noqa: E402
 

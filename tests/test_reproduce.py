@@ -211,6 +211,24 @@ def test_runs_another_experiment_finished_are_copied_not_trained(plumbed, tmp_pa
     assert capsys.readouterr().out.count("copied, not trained again") == 2
 
 
+def test_the_time_left_is_the_plans_prediction_at_the_pace_of_the_finished_jobs():
+    from sinkexp.reproduce.execute import Progress
+
+    progress = Progress(total_runs=10, done_runs=2, predicted=6000.0, workers=2)
+    assert progress.line().endswith("2 of 10 runs done, 0 min elapsed, about 50 min left")   # 6000 s / 2 workers
+    progress.finished(predicted=1200.0, took=1800.0)       # the jobs take 1.5x their prediction
+    assert progress.line().endswith("about 60 min left")   # (6000 - 1200) x 1.5 / 2 = 3600 s
+    assert "min left" not in Progress(total_runs=1, done_runs=0, predicted=0.0, workers=2).line()
+
+
+def test_the_plan_predicts_a_time_for_every_run_reproduce_trained(plumbed):
+    from sinkexp.reproduce.plan import plan_table
+
+    trained = {done.parent.name for done in plumbed[0].rglob("DONE")}
+    predicted = plan_table([plumbing_paper()], ["hydra.launcher.n_jobs=2"], pack=False)[1]["job_seconds"]
+    assert len(trained) == 4 and trained == set(predicted) and all(seconds > 0 for seconds in predicted.values())
+
+
 def test_runs_two_experiments_plan_train_once_in_the_pool(tmp_path, capsys):
     """Within one command, a run that two experiments plan is trained by one and copied to the other."""
     tiny = Experiment(name="tiny", overrides={"task": "trigger", **QUICK_SIZES}, grid={"attn": ("softmax",), "seed": (0, 1)})

@@ -144,19 +144,27 @@ def _run_job(argv: list[str]) -> tuple[float, str]:
 
 
 class Progress:
-    """One line for the whole command: runs done of all, failures, elapsed time and the time left,
-    the elapsed time extrapolated by the training FLOPs still to do. Rewritten in place on a
-    terminal; elsewhere (a log file) printed at most once a minute and at the end."""
+    """One line for the whole command: runs done of all, failures, elapsed time and the time left:
+    the plan's predicted job-seconds still to run (plan.py), over the workers, times how long the
+    finished jobs took against their prediction. Rewritten in place on a terminal; elsewhere (a log
+    file) printed at most once a minute and at the end."""
 
-    def __init__(self, total_runs: int, done_runs: int, flops: float):
-        self.total, self.done, self.failed, self.flops, self.flops_done = total_runs, done_runs, 0, flops, 0.0
+    def __init__(self, total_runs: int, done_runs: int, predicted: float, workers: int):
+        self.total, self.done, self.failed = total_runs, done_runs, 0
+        self.predicted, self.workers = predicted, workers   # job-seconds of the jobs to run
+        self.predicted_done = self.took = 0.0               # of the jobs finished: predicted, measured
         self.started = self.printed = time.perf_counter()
         self.tty = sys.stderr.isatty()
 
+    def finished(self, predicted: float, took: float) -> None:
+        self.predicted_done += predicted
+        self.took += took
+
     def line(self) -> str:
         elapsed = time.perf_counter() - self.started
-        left = (f", about {elapsed * (self.flops - self.flops_done) / self.flops_done / 60:.0f} min left"
-                if 0 < self.flops_done < self.flops else "")
+        pace = self.took / self.predicted_done if self.predicted_done > 0 else 1.0
+        left = (self.predicted - self.predicted_done) * pace / self.workers
+        left = f", about {left / 60:.0f} min left" if self.predicted > 0 and left > 0 else ""
         failed = f", {self.failed} not finished" if self.failed else ""
         return f"reproduce: {self.done} of {self.total} runs done{failed}, {elapsed / 60:.0f} min elapsed{left}"
 
@@ -174,9 +182,12 @@ class Progress:
         self.show()
 
 
-def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]) -> dict[tuple[str, str], float]:
+def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str],
+             predicted: dict[str, float] | None = None) -> dict[tuple[str, str], float]:
     """Every job of every experiment's plan through one pool of `workers_for(overrides)` processes,
-    longest (most FLOPs) first, with one progress line. Returns the job-seconds each experiment took.
+    longest (most FLOPs) first, with one progress line (`predicted`: run directory name -> the
+    predicted seconds of its job, plan.plan_table's; without it no time left is shown). Returns
+    the job-seconds each experiment took.
     Jobs whose runs are all finished are not started; a job whose runs another experiment's job
     trains too (the same names: the same config and seed) copies them after it, unless it has
     started them itself (an interrupted command), which it then resumes."""
@@ -195,20 +206,26 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
                 todo.append((key, job))
                 queued |= names
     todo.sort(key=lambda item: -item[1].flops)
+    predicted = predicted or {}
+
+    def prediction(job: Job) -> float:
+        return max(predicted.get(run_dir.name, 0.0) for run_dir, _ in job.runs)
+
+    workers = workers_for(overrides)
     progress = Progress(done_runs + sum(len(job.runs) for _, job in todo) + sum(len(job.runs) for job in twins),
-                        done_runs, sum(job.flops for _, job in todo))
+                        done_runs, sum(prediction(job) for _, job in todo), workers)
     threads = [] if any(o.split("=", 1)[0] == "threads" for o in overrides) else ["threads=1"]   # one core per job
     seconds = {key: 0.0 for key in jobs}
     progress.show()
     context = multiprocessing.get_context("spawn")   # a fresh interpreter: no forked OpenMP or CUDA state
-    with ProcessPoolExecutor(workers_for(overrides), mp_context=context, initializer=_quiet_worker) as pool:
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_quiet_worker) as pool:
         futures = {pool.submit(_run_job, [*job.overrides, *threads]): (key, job) for key, job in todo}
         try:
             for future in as_completed(futures):
                 key, job = futures[future]
                 took, errors = future.result()
                 seconds[key] += took
-                progress.flops_done += job.flops
+                progress.finished(prediction(job), took)
                 progress.done += len(job.runs)
                 progress.failed += sum(not finished(run_dir, digest) for run_dir, digest in job.runs)
                 for line in errors.splitlines():

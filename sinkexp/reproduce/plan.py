@@ -157,9 +157,11 @@ def pool_time(durations: list[float], workers: int) -> float:
 
 def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = None,
                recalibrate: bool = False, root: Path | None = None) -> tuple[pd.DataFrame, dict]:
-    """One row per experiment (runs, jobs, steps, FLOPs, predicted times) and the totals;
-    `recalibrate`: time every job again rather than reuse CALIBRATIONS. Runs finished anywhere
-    below `root` (reproduce's output folder) are counted as done: they are not trained again."""
+    """One row per experiment (runs, jobs, steps, FLOPs, predicted times) and the totals, with
+    `job_seconds`: each run directory's name -> the predicted seconds of the job that trains it
+    (reproduce's progress line reads them). `recalibrate`: time every job again rather than reuse
+    CALIBRATIONS. Runs finished anywhere below `root` (reproduce's output folder) are counted as
+    done: they are not trained again."""
     from sinkexp.runfiles import DONE
     from sinkexp.runner import resolve_device
 
@@ -172,7 +174,7 @@ def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = No
     threads = torch.get_num_threads()
     if device.type == "cpu" and workers > 1:
         torch.set_num_threads(1)                          # as each parallel job runs
-    started, rows, durations, trained = time.perf_counter(), [], [], set()
+    started, rows, durations, trained, by_run = time.perf_counter(), [], [], set(), {}
     finished = {done.parent.name for done in root.rglob(DONE)} if root and root.is_dir() else set()
     timings = Calibrations(device, fresh=recalibrate)
     try:
@@ -191,6 +193,7 @@ def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = No
                                   if alike else [replica_configs(cfg)])
                     for members in alike_jobs:
                         names = {f"s{member.seed}-{config_hash(member)}" for member in members}   # run dirs
+                        by_run.update(dict.fromkeys(names, job_seconds))
                         runs += len(members)
                         if names <= finished:       # trained by an earlier command
                             done += len(members)
@@ -210,7 +213,8 @@ def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = No
     totals = {"runs": int(table["runs"].sum()), "done": int(table["done"].sum()), "jobs": int(table["jobs"].sum()),
               "wall_s": pool_time(durations, workers),
               "device": str(device), "workers": workers, "scale": scale, "pack": pack,
-              "seconds": time.perf_counter() - started, "measured": timings.measured, "cache": timings.path}
+              "seconds": time.perf_counter() - started, "measured": timings.measured, "cache": timings.path,
+              "job_seconds": by_run}
     return table, totals
 
 
