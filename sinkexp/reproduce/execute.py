@@ -185,12 +185,12 @@ class Progress:
 def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str],
              predicted: dict[str, float] | None = None) -> dict[tuple[str, str], float]:
     """Every job of every experiment's plan through one pool of `workers_for(overrides)` processes,
-    longest (most FLOPs) first, with one progress line (`predicted`: run directory name -> the
-    predicted seconds of its job, plan.plan_table's; without it no time left is shown). Returns
-    the job-seconds each experiment took.
-    Jobs whose runs are all finished are not started; a job whose runs another experiment's job
-    trains too (the same names: the same config and seed) copies them after it, unless it has
-    started them itself (an interrupted command), which it then resumes."""
+    longest first (by `predicted`, else by FLOPs), with one progress line (`predicted`: run
+    directory name -> the predicted seconds of its job, plan.plan_table's; without it no time left
+    is shown). Returns the job-seconds each experiment took. Jobs whose runs are all finished are
+    not started; a job whose runs another experiment's job trains too (the same names: the same
+    config and seed) copies them after it, unless it has started them itself (an interrupted
+    command), which it then resumes."""
     for planned in jobs.values():
         copy_finished_twins(planned_dirs(planned), root)
     todo: list[tuple[tuple[str, str], Job]] = []
@@ -205,12 +205,12 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
             else:
                 todo.append((key, job))
                 queued |= names
-    todo.sort(key=lambda item: -item[1].flops)
     predicted = predicted or {}
 
     def prediction(job: Job) -> float:
         return max(predicted.get(run_dir.name, 0.0) for run_dir, _ in job.runs)
 
+    todo.sort(key=lambda item: (-prediction(item[1]), -item[1].flops))    # the longest first, as the plan assumes
     workers = workers_for(overrides)
     progress = Progress(done_runs + sum(len(job.runs) for _, job in todo) + sum(len(job.runs) for job in twins),
                         done_runs, sum(prediction(job) for _, job in todo), workers)
