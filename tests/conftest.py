@@ -1,5 +1,7 @@
 """Shared fixtures: configs composed as the CLI composes them, short-run overrides, a run killed mid-way."""
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -8,6 +10,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")   # before tqdm is imported: commands
 # reproduce --plan's timings (and reproduce's time left) go to a folder of the test session's own,
 # never the user's cache (sinkexp/reproduce/plan.py reads XDG_CACHE_HOME when imported).
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="sinkexp-tests-cache-")
+atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], ignore_errors=True)
 
 import torch  # noqa: E402
 
