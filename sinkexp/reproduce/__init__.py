@@ -51,7 +51,7 @@ def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROO
                 seconds[paper.name, exp.name] = run_experiment(paper, exp, plans[paper.name, exp.name], root)
     else:                               # every job through one pool, one progress line
         from sinkexp.reproduce.plan import plan_table
-        predicted = plan_table(papers, overrides, pack)[1]["job_seconds"]    # for the time left
+        predicted = plan_table(papers, overrides, pack, root=root)[1]["job_seconds"]   # for the time left
         seconds = run_pool(plans, root, overrides, predicted)
     for paper in papers:
         for name, path in figures(paper, root).items():

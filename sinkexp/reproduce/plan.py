@@ -158,7 +158,7 @@ def pool_time(durations: list[float], workers: int) -> float:
 def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = None,
                recalibrate: bool = False, root: Path | None = None) -> tuple[pd.DataFrame, dict]:
     """One row per experiment (runs, jobs, steps, FLOPs, predicted times) and the totals, with
-    `job_seconds`: each run directory's name -> the predicted seconds of the job that trains it
+    `job_seconds`: the name of each run directory to train -> the predicted seconds of its job
     (reproduce's progress line reads them). `recalibrate`: time every job again rather than reuse
     CALIBRATIONS. Runs finished anywhere below `root` (reproduce's output folder) are counted as
     done: they are not trained again."""
@@ -184,16 +184,12 @@ def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = No
                 for (job, alike), (calibration_job, _) in zip(jobs_of(exp, overrides, pack), jobs_of(exp, at_cpu, pack)):
                     cfg = compose_config(*job)
                     steps, flops = cfg.train.steps, training_flops(cfg) * cfg.train.steps
-                    small = cfg if calibration_job == job else compose_config(*calibration_job)
-                    step, evaluation = timings.timings(small)
-                    ratio = training_flops(cfg) / training_flops(small)     # 1 at scale=cpu
-                    job_seconds = ratio * (cfg.train.steps * step + evaluations(cfg) * evaluation)
                     # Each job its runs' names: one pack, or one run for each of the alike settings.
                     alike_jobs = ([[member] for member in replica_configs(dataclasses.replace(cfg, pack=alike))]
                                   if alike else [replica_configs(cfg)])
+                    to_train = []
                     for members in alike_jobs:
                         names = {f"s{member.seed}-{config_hash(member)}" for member in members}   # run dirs
-                        by_run.update(dict.fromkeys(names, job_seconds))
                         runs += len(members)
                         if names <= finished:       # trained by an earlier command
                             done += len(members)
@@ -201,7 +197,16 @@ def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = No
                             copied += len(members)
                         else:
                             trained.update(names)
-                            seconds.append(job_seconds)
+                            to_train.append(names)
+                    if not to_train:                # nothing to time
+                        continue
+                    small = cfg if calibration_job == job else compose_config(*calibration_job)
+                    step, evaluation = timings.timings(small)
+                    ratio = training_flops(cfg) / training_flops(small)     # 1 at scale=cpu
+                    job_seconds = ratio * (cfg.train.steps * step + evaluations(cfg) * evaluation)
+                    for names in to_train:
+                        by_run.update(dict.fromkeys(names, job_seconds))
+                        seconds.append(job_seconds)
                 durations += seconds
                 rows.append({"paper": paper.name, "experiment": exp.name, "runs": runs, "done": done, "copied": copied,
                              "jobs": len(seconds), "steps": steps, "GFLOP/run": flops / 1e9,
