@@ -4,7 +4,7 @@ CPU defaults, beside the papers' values (where does the laptop's reach end?).
     python scripts/ladder.py             # train the rungs not yet finished (outputs/ladder/), then report
     python scripts/ladder.py --plan      # the rungs, their runs and training FLOPs; nothing trains
     python scripts/ladder.py --report    # the table and figure from the runs that exist
-    python scripts/ladder.py --rungs defaults steps_6000   # only these rungs
+    python scripts/ladder.py --rungs defaults constant_lr  # only these rungs
 
 Each rung is `task=lm` (model=llama) with a few overrides, three seeds: the defaults, then Gu et
 al.'s training recipe at the same compute, then that recipe with 4x the steps or twice the width
@@ -15,6 +15,9 @@ sun2026, gu2025 and barbero2025 read (docs/metrics.md):
   queries (a sink: > 0.3, Gu's and Barbero's epsilon);
 - the largest massive_ratio over layers (Sun et al.: spikes of ~1,000-10,000 x the median; i.i.d.
   Gaussian entries of the stream's shape give ~7).
+A rung's run that `sinkexp reproduce` has finished already (the same config and seed: the same
+directory name, below outputs/reproduce/ or `--copy-from DIR`) is copied, not trained again: the
+defaults, for one, are sun2026's pre-norm LM runs.
 Writes outputs/ladder/ladder.csv (a row per run) and ladder.png (each measure per rung, with its
 training FLOPs, one point per seed, the paper's value dashed). Which rungs, and their order, are
 sinkexp's choice.
@@ -31,6 +34,7 @@ from sinkexp.launch import plan
 from sinkexp.runfiles import RunFiles, collect, write_csv
 
 ROOT = Path("outputs/ladder")
+REPRODUCED = Path("outputs/reproduce")          # sinkexp reproduce's runs, copied where a rung repeats one
 SEEDS = (0, 1, 2)
 # Gu et al.'s recipe, from their code (sail-sg/Attention-Sink): every config sets min_lr equal to
 # learning_rate, so after 100 warm-up steps the rate is constant (their text says cosine); weight
@@ -117,7 +121,7 @@ def figure(rows: pd.DataFrame, path: Path) -> None:
 def main(argv: list[str] | None = None, root: Path = ROOT, extra: tuple[str, ...] = ()) -> int:
     """`extra`: overrides for every run (tests: tiny sizes)."""
     from sinkexp.errors import ConfigError
-    from sinkexp.reproduce.execute import run_pool
+    from sinkexp.reproduce.execute import copy_finished_twins, planned_dirs, run_pool
 
     parser = argparse.ArgumentParser(prog="scripts/ladder.py", description=__doc__.splitlines()[0])
     parser.add_argument("--plan", action="store_true", help="list the rungs; train nothing")
@@ -125,6 +129,8 @@ def main(argv: list[str] | None = None, root: Path = ROOT, extra: tuple[str, ...
     parser.add_argument("--rungs", nargs="+", default=list(RUNGS), choices=list(RUNGS), metavar="RUNG",
                         help=f"rungs to train and report (default: all: {', '.join(RUNGS)})")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="model seeds (default: 0 1 2)")
+    parser.add_argument("--copy-from", type=Path, default=REPRODUCED, metavar="DIR",
+                        help=f"copy finished runs of the same config from below DIR (default: {REPRODUCED})")
     args = parser.parse_args(argv)
     try:
         plans = {("ladder", rung): plan([f"hydra.sweep.dir={root / rung}", *rung_overrides(rung, args.seeds), *extra],
@@ -138,6 +144,8 @@ def main(argv: list[str] | None = None, root: Path = ROOT, extra: tuple[str, ...
                   f"({' '.join(RUNGS[rung]) or 'the task=lm defaults'})")
         return 0
     if not args.report:
+        for planned in plans.values():
+            copy_finished_twins(planned_dirs(planned), args.copy_from)
         run_pool(plans, root, list(extra))
     rows = table(root, {rung: planned.jobs[0].flops for (_, rung), planned in plans.items()})
     if rows.empty:

@@ -33,3 +33,16 @@ def test_the_ladder_trains_its_rungs_and_reports_each_runs_measures(tmp_path, mo
     assert pd.read_csv(tmp_path / "ladder.csv").equals(rows)
     assert ladder.main(["--plan", "--seeds", "0"], root=tmp_path, extra=TINY) == 0
     assert "wide: 1 runs" in capsys.readouterr().out
+
+
+def test_a_rung_copies_the_runs_reproduce_has_finished(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(ladder, "RUNGS", {"narrow": ("model.d_model=16",)})
+    reproduced, root = tmp_path / "reproduce", tmp_path / "ladder"
+    assert ladder.main(["--seeds", "0"], root=reproduced, extra=TINY) == 0
+    capsys.readouterr()
+    assert ladder.main(["--seeds", "0", "--copy-from", str(reproduced)], root=root, extra=TINY) == 0
+    assert "copied, not trained again" in capsys.readouterr().out
+    (trained,), (copied,) = reproduced.rglob("s0-*/metrics.csv"), root.rglob("s0-*/metrics.csv")
+    assert trained.parent.name == copied.parent.name
+    assert copied.read_bytes() == trained.read_bytes()
+    assert (copied.parent / "meta.json").read_bytes() == (trained.parent / "meta.json").read_bytes()
