@@ -88,14 +88,21 @@ def planned_dirs(planned: Plan) -> set[Path]:
     return {run_dir.resolve() for run_dir, _ in planned.runs}
 
 
+def finished_runs(root: Path) -> dict[str, Path]:
+    """The finished runs anywhere below `root`, by directory name: s<seed>-<config hash> names the
+    config and seed, so a name found twice is the same run (the first in sorted order kept)."""
+    found: dict[str, Path] = {}
+    for done in sorted(root.rglob(DONE)) if root.is_dir() else ():
+        found.setdefault(done.parent.name, done.parent)
+    return found
+
+
 def copy_finished_twins(run_dirs: set[Path], root: Path) -> None:
     """Into each planned run directory that does not exist yet, copy a finished run of the same
-    config from elsewhere below `root` (the name s<seed>-<config hash> says so), so that runs one
-    experiment repeats from another (barbero2025's 64-token context is guo2024's one-layer
-    backcopy) train once. The copy is atomic: a temporary sibling, renamed."""
-    finished = {}
-    for done in sorted(root.rglob(DONE)):
-        finished.setdefault(done.parent.name, done.parent)
+    config from elsewhere below `root` (finished_runs), so that runs one experiment repeats from
+    another (barbero2025's 64-token context is guo2024's one-layer backcopy) train once. The copy
+    is atomic: a temporary sibling, renamed."""
+    finished = finished_runs(root)
     for run_dir in sorted(run_dirs):
         twin = finished.get(run_dir.name)
         if twin is None or run_dir.exists():

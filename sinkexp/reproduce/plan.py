@@ -37,7 +37,7 @@ import torch
 from sinkexp.config import Config, packable_keys, replica_configs, training_flops
 from sinkexp.launch import compose_config, pack_first_values
 from sinkexp.reproduce.declare import Experiment, Paper, override_value
-from sinkexp.reproduce.execute import packed_keys, packs_pay, scale_of, task_name, workers_for
+from sinkexp.reproduce.execute import finished_runs, packed_keys, packs_pay, scale_of, task_name, workers_for
 from sinkexp.rundir import config_hash
 
 CALIBRATION_STEPS = 3
@@ -162,7 +162,6 @@ def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = No
     (reproduce's progress line reads them). `recalibrate`: time every job again rather than reuse
     CALIBRATIONS. Runs finished anywhere below `root` (reproduce's output folder) are counted as
     done: they are not trained again."""
-    from sinkexp.runfiles import DONE
     from sinkexp.runner import resolve_device
 
     pack = packs_pay(overrides) if pack is None else pack
@@ -175,7 +174,7 @@ def plan_table(papers: list[Paper], overrides: list[str], pack: bool | None = No
     if device.type == "cpu" and workers > 1:
         torch.set_num_threads(1)                          # as each parallel job runs
     started, rows, durations, trained, by_run = time.perf_counter(), [], [], set(), {}
-    finished = {done.parent.name for done in root.rglob(DONE)} if root and root.is_dir() else set()
+    finished = set(finished_runs(root)) if root else set()
     timings = Calibrations(device, fresh=recalibrate)
     try:
         for paper in papers:
