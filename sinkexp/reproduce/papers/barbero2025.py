@@ -19,7 +19,9 @@ Their own setting, a language model, is `task=lm` (next byte of the King James V
 the LLaMA-style `model=llama` preset, 4 x 4, d_model 64, 2000 steps; docs/tasks.md), three seeds:
 Table 2's claims on it. "Forms its sink on BOS" is read as a sink rate over all heads >= 0.1 (alpha_s
 > 0.3; sinkexp's threshold, as sun2026's and gu2025's LM claims), and the sink leaving requires it.
-On the same LM, at sinkexp's sizes:
+They pre-train with Gu et al.'s setup (Sec. 4), so every LM experiment here takes Gu's learning-rate
+schedule, constant after the warm-up (gu2025.py says where it comes from). On the same LM, at
+sinkexp's sizes:
 - Fig. 5(a), context length: 64, 128, 256 and 512 bytes per sequence (BOS included) at 4096 bytes
   per step (the LM default's 32 x 128), 2000 steps each; the paper trains ~120M-parameter models on
   5B tokens at the same tokens per step. The trend requires sinks at the longest context. Each model
@@ -45,6 +47,7 @@ LM_LENGTHS = (64, 128, 256, 512)
 LM_BYTES_PER_STEP = 4096
 LM_CONTEXT = tuple(f"lm_context_{length}" for length in LM_LENGTHS)
 LM_SEEDS = {"seed": (0, 1, 2)}
+LM = {"task": "lm", "train.schedule": "constant"}    # Gu et al.'s schedule, which Barbero et al. follow
 LM_SINK_RATE = final("sink_rate@0.3", -1)
 FIRST_TOKEN = final("sink_attn", "mean", "text")     # mean attention on position 0 over every head
 
@@ -60,16 +63,16 @@ PAPER = Paper(
     experiments=(
         Experiment(name="trigger", overrides={"task": "trigger", "attn": "softmax"}, grid={"seed": (0, 1, 2)},
                    cpu={"train.steps": 1000, "eval.every": 250}),
-        Experiment(name="lm", overrides={"task": "lm"}, grid={"seed": (0, 1, 2)}),
+        Experiment(name="lm", overrides=LM, grid=LM_SEEDS),
         *(Experiment(name=name, overrides={"task": "backcopy", "task.seq_len": length,
                                            "train.batch_size": TOKENS_PER_STEP // length},
                      grid=DRAWS, cpu={"train.steps": 1000, "eval.every": 50})
           for name, length in zip(CONTEXT, LENGTHS)),
-        *(Experiment(name=name, overrides={"task": "lm", "task.seq_len": length,
+        *(Experiment(name=name, overrides={**LM, "task.seq_len": length,
                                            "train.batch_size": LM_BYTES_PER_STEP // length}, grid=LM_SEEDS)
           for name, length in zip(LM_CONTEXT, LM_LENGTHS)),
-        Experiment(name="lm_no_bos", overrides={"task": "lm", "task.bos": False}, grid=LM_SEEDS),
-        Experiment(name="lm_depth", overrides={"task": "lm"}, grid={"model.n_layers": (2, 4, 8), **LM_SEEDS}),
+        Experiment(name="lm_no_bos", overrides={**LM, "task.bos": False}, grid=LM_SEEDS),
+        Experiment(name="lm_depth", overrides=LM, grid={"model.n_layers": (2, 4, 8), **LM_SEEDS}),
     ),
     claims=(
         Value(name="sink_leaves_with_bos", kind="paper",

@@ -18,9 +18,10 @@ at this size the model may well neither spike nor sink, and then they fail on th
 Also on the LM, at sinkexp's sizes:
 - context length, an extension: the paper changes the mix of context lengths in training and finds
   that models trained only on long contexts sink much less. sinkexp asks the nearest question its
-  runs answer: at fixed windows of 64-512 bytes (barbero2025's runs at 4096 bytes per step, copied,
-  not retrained; 512 bytes is a short context by an LLM's measure), do fewer heads sink the longer
-  the window? barbero2025 claims the opposite direction on the same runs.
+  runs answer: at fixed windows of 64-512 bytes (barbero2025's runs at 4096 bytes per step, with Gu
+  et al.'s constant learning rate, copied, not retrained; 512 bytes is a short context by an LLM's
+  measure), do fewer heads sink the longer the window? barbero2025 claims the opposite direction on
+  the same runs.
 - head dimension: the larger, the clearer the sink. d_model stays 64, so 8, 4 and 2 heads give
   head dimensions 8, 16 and 32 (the number of heads changes with it); "clearer" is read as the mean
   first-token attention over all heads, which does not depend on how many heads there are. The
@@ -64,7 +65,8 @@ PAPER = Paper(
                    grid={"train.weight_decay": (0.0, 0.0001, 0.1), **DRAWS}, cpu=CPU),
         Experiment(name="lm_norms", overrides=LM, grid={"model.norm": ("pre", "sandwich"), **LM_SEEDS}),
         Experiment(name="lm_dyt", overrides={**LM, "model.norm_type": "dyt"}, grid=LM_SEEDS),
-        *(Experiment(name=name, overrides={**LM, "task.seq_len": length, "train.batch_size": LM_BYTES_PER_STEP // length},
+        *(Experiment(name=name, overrides={**LM, "train.schedule": "constant", "task.seq_len": length,
+                                           "train.batch_size": LM_BYTES_PER_STEP // length},
                      grid=LM_SEEDS) for name, length in zip(LM_CONTEXT, LM_LENGTHS)),
         Experiment(name="lm_heads", overrides=LM, grid={"model.n_heads": (2, 4, 8), **LM_SEEDS}),
         Experiment(name="lm_weight_decay", overrides=LM, grid={"train.weight_decay": (0.0, 0.1, 1.0), **LM_SEEDS}),
