@@ -10,6 +10,7 @@ a claim asks for them, once per run however many claims read them.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -85,11 +86,12 @@ DRAW_KEYS = ("seed", "task.structure_seed")   # a paired claim pairs runs that s
 
 
 def final(metric: str, layer: int | str = 0, query_type: str = "all") -> Measure:
-    """A final value (mean over heads); layer "max" / "min": the extreme over the model's layers."""
+    """A final value (mean over heads); layer "max" / "min": the extreme over the model's layers,
+    "mean": their mean (over every head of the model, as each layer has as many)."""
     if isinstance(layer, int):
         return Measure(f"{metric}[layer {layer}, {query_type}]", lambda run: run.final(metric, layer, query_type),
                        (metric,))
-    pick = {"max": max, "min": min}[layer]
+    pick = {"max": max, "min": min, "mean": statistics.fmean}[layer]
 
     def extreme(run: FinishedRun) -> float:
         layers = sorted(set(run.finals["layer"]) - {-1})

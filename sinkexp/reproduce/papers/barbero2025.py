@@ -19,8 +19,23 @@ Their own setting, a language model, is `task=lm` (next byte of the King James V
 the LLaMA-style `model=llama` preset, 4 x 4, d_model 64, 2000 steps; docs/tasks.md), three seeds:
 Table 2's claims on it. "Forms its sink on BOS" is read as a sink rate over all heads >= 0.1 (alpha_s
 > 0.3; sinkexp's threshold, as sun2026's and gu2025's LM claims), and the sink leaving requires it.
+They pre-train with Gu et al.'s setup (Sec. 4), so every LM experiment here takes Gu's learning-rate
+schedule, constant after the warm-up (gu2025.py says where it comes from). On the same LM, at
+sinkexp's sizes:
+- Fig. 5(a), context length: 64, 128, 256 and 512 bytes per sequence (BOS included) at 4096 bytes
+  per step (the LM default's 32 x 128), 2000 steps each; the paper trains ~120M-parameter models on
+  5B tokens at the same tokens per step. The trend requires sinks at the longest context. Each model
+  is measured on held-out windows of its own length (the paper measures every model with the same
+  prompts).
+- Sec. 5, trained without BOS (`task.bos=false`): the sink should form on the first byte, slightly
+  weaker than on BOS. "Slightly weaker" is read as 0.5-1x the BOS model's mean first-token
+  attention over all heads, run for run (the 0.5 is sinkexp's).
+- depth: the over-squashing bound (Sec. 3) says deeper models need more sinking heads; the paper
+  tests it on LLaMA 3.1 8B-405B (Sec. 4), where depth and width grow together. Here only depth
+  moves: 2, 4 and 8 layers at d_model 64. The trend requires sinks at 8 layers; the share of heads
+  in the first and last layer changes with depth too (the per-layer values are in each run).
 """
-from sinkexp.reproduce.declare import Experiment, Measure, Paper, Trend, Value, at_least, at_most
+from sinkexp.reproduce.declare import Experiment, Measure, Paired, Paper, Trend, Value, at_least, at_most, between
 from sinkexp.reproduce.measures import FinishedRun, bos_removed, curve, final, first_step
 
 LENGTHS = (16, 32, 64, 128, 256)
@@ -28,6 +43,13 @@ TOKENS_PER_STEP = 8192
 CONTEXT = tuple(f"context_{length}" for length in LENGTHS)
 DRAWS = {"seed": (0, 1, 2), "task.structure_seed": (0, 1)}
 BOS_ATTENTION = final("sink_attn", 0, "non_trigger")
+LM_LENGTHS = (64, 128, 256, 512)
+LM_BYTES_PER_STEP = 4096
+LM_CONTEXT = tuple(f"lm_context_{length}" for length in LM_LENGTHS)
+LM_SEEDS = {"seed": (0, 1, 2)}
+LM = {"task": "lm", "train.schedule": "constant"}    # Gu et al.'s schedule, which Barbero et al. follow
+LM_SINK_RATE = final("sink_rate@0.3", -1)
+FIRST_TOKEN = final("sink_attn", "mean", "text")     # mean attention on position 0 over every head
 
 
 def sink_formed_at(run: FinishedRun) -> float:
@@ -41,11 +63,16 @@ PAPER = Paper(
     experiments=(
         Experiment(name="trigger", overrides={"task": "trigger", "attn": "softmax"}, grid={"seed": (0, 1, 2)},
                    cpu={"train.steps": 1000, "eval.every": 250}),
-        Experiment(name="lm", overrides={"task": "lm"}, grid={"seed": (0, 1, 2)}),
+        Experiment(name="lm", overrides=LM, grid=LM_SEEDS),
         *(Experiment(name=name, overrides={"task": "backcopy", "task.seq_len": length,
                                            "train.batch_size": TOKENS_PER_STEP // length},
                      grid=DRAWS, cpu={"train.steps": 1000, "eval.every": 50})
           for name, length in zip(CONTEXT, LENGTHS)),
+        *(Experiment(name=name, overrides={**LM, "task.seq_len": length,
+                                           "train.batch_size": LM_BYTES_PER_STEP // length}, grid=LM_SEEDS)
+          for name, length in zip(LM_CONTEXT, LM_LENGTHS)),
+        Experiment(name="lm_no_bos", overrides={**LM, "task.bos": False}, grid=LM_SEEDS),
+        Experiment(name="lm_depth", overrides=LM, grid={"model.n_layers": (2, 4, 8), **LM_SEEDS}),
     ),
     claims=(
         Value(name="sink_leaves_with_bos", kind="paper",
@@ -77,5 +104,36 @@ PAPER = Paper(
         Value(name="lm_loss_rises_without_bos", kind="paper", statement="Without BOS at inference the LM performs "
               "much worse.", source="Table 2", paper_value="large drop", experiment="lm",
               measure=bos_removed("loss"), criterion=at_least(2.0)),
+        Value(name="lm_long_context_sinks", kind="paper", statement="An LM pre-trained on long contexts (512 bytes) "
+              "sinks (sink rate over all heads at alpha_s > 0.3 >= 0.1).", source="Sec. 4, Fig. 5(a)",
+              paper_value="most sinks at the longest contexts", experiment="lm_context_512", measure=LM_SINK_RATE,
+              criterion=at_least(0.1), note="The premise of the trend below; the threshold is sinkexp's."),
+        Trend(name="lm_longer_context_more_sinks", kind="paper", requires="lm_long_context_sinks",
+              statement="Pre-trained on longer contexts (same bytes per step), more of the LM's heads sink.",
+              source="Sec. 4, Fig. 5(a)", paper_value="sinks rise with length; the shortest almost none",
+              experiment=LM_CONTEXT, measure=LM_SINK_RATE, criterion=at_least(0.8), key="task.seq_len",
+              note="rho >= 0.8 over the four lengths per seed is sinkexp's reading of 'rise'."),
+        Value(name="lm_no_bos_sinks_on_first_token", kind="paper", statement="An LM pre-trained without BOS sinks on "
+              "its first token (sink rate over all heads at alpha_s > 0.3 >= 0.1).", source="Sec. 5, Table 2",
+              paper_value="a sink on the first token", experiment="lm_no_bos", measure=LM_SINK_RATE,
+              criterion=at_least(0.1), note="The threshold is sinkexp's."),
+        Paired(name="lm_no_bos_sink_slightly_weaker", kind="paper",
+               requires=("lm_sinks_on_bos", "lm_no_bos_sinks_on_first_token"),
+               statement="... slightly weaker than the BOS model's sink on BOS (0.5-1x its mean first-token "
+                         "attention).", source="Sec. 5, Table 2", paper_value="slightly weaker",
+               experiment="lm_no_bos", measure=FIRST_TOKEN, against={"task.bos": True}, against_in="lm",
+               compare="ratio", criterion=between(0.5, 1.0), note="The 0.5 bound on 'slightly' is sinkexp's."),
+        Value(name="lm_deep_model_sinks", kind="paper", statement="An 8-layer LM sinks (sink rate over all heads at "
+              "alpha_s > 0.3 >= 0.1).", source="Sec. 4, LLaMA 3.1 8B-405B",
+              paper_value="80% of heads sink in LLaMA 3.1 405B", experiment="lm_depth",
+              where={"model.n_layers": 8}, measure=LM_SINK_RATE, criterion=at_least(0.1),
+              note="The premise of the trend below; the threshold is sinkexp's."),
+        Trend(name="lm_deeper_more_sinks", kind="paper", requires="lm_deep_model_sinks",
+              statement="The deeper the LM (2, 4, 8 layers), the more of its heads sink.",
+              source="Sec. 3, over-squashing bound; Sec. 4, LLaMA 3.1 8B-405B",
+              paper_value="more sinks in larger models", experiment="lm_depth", measure=LM_SINK_RATE,
+              criterion=at_least(0.8), key="model.n_layers",
+              note="The paper's models grow in depth and width together; here only depth does. rho >= 0.8 over "
+                   "three depths per seed (the order exactly kept) is sinkexp's reading."),
     ),
 )

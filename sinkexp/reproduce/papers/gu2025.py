@@ -18,7 +18,10 @@ the claim asks whether the bias takes it instead. CPU sizes as ranmilo2026.
 
 Their own setting, a language model, is `task=lm` (next byte of the King James Version, the
 LLaMA-style `model=llama` preset, 4 x 4, d_model 64, 2000 steps; docs/tasks.md), with the four
-attention operations over three seeds: the sink rate over all 16 heads at alpha_s > 0.3. The claims
+attention operations over three seeds: the sink rate over all 16 heads at alpha_s > 0.3. The
+learning rate is the source's schedule: constant after the warm-up (their text says cosine, but
+every config of sail-sg/Attention-Sink sets min_lr equal to learning_rate), not the LM default's
+cosine; AdamW with betas (0.9, 0.95), weight decay 0.1 and clipping 1 are theirs too. The claims
 there are the paper's; "sinks emerge" is read as a rate >= 0.1 (sinkexp's threshold, as sun2026's),
 "almost none" as <= 0.01 (no head of 16), and both the sigmoid and the bias claims require the
 softmax LM to sink: with no sink to remove they say nothing.
@@ -39,7 +42,7 @@ PAPER = Paper(
                    grid={"attn": ("softmax", "sigmoid_nobias", "sigmoid_norm"), "seed": (0, 1, 2)}, cpu=CPU),
         Experiment(name="one_head_kv_bias", overrides={"task": "trigger"},
                    grid={"attn": ("softmax", "sink_kv"), "seed": (0, 1, 2)}, cpu=CPU),
-        Experiment(name="lm_attention", overrides={"task": "lm"},
+        Experiment(name="lm_attention", overrides={"task": "lm", "train.schedule": "constant"},
                    grid={"attn": ("softmax", "sigmoid_nobias", "sigmoid_norm", "sink_kv"), "seed": (0, 1, 2)}),
     ),
     claims=(

@@ -15,6 +15,24 @@ The paper's own setting, a language model, is `task=lm` (next byte of the King J
 LLaMA-style `model=llama` preset, 4 x 4, d_model 64, 2000 steps; docs/tasks.md): pre-RMSNorm
 against a sandwich norm and against DynamicTanh, three seeds each. The claims there are the paper's;
 at this size the model may well neither spike nor sink, and then they fail on their premise.
+Also on the LM, at sinkexp's sizes:
+- context length, an extension: the paper changes the mix of context lengths in training and finds
+  that models trained only on long contexts sink much less. sinkexp asks the nearest question its
+  runs answer: at fixed windows of 64-512 bytes (barbero2025's runs at 4096 bytes per step, with Gu
+  et al.'s constant learning rate, copied, not retrained; 512 bytes is a short context by an LLM's
+  measure), do fewer heads sink the longer the window? barbero2025 claims the opposite direction on
+  the same runs.
+- head dimension: the larger, the clearer the sink. d_model stays 64, so 8, 4 and 2 heads give
+  head dimensions 8, 16 and 32 (the number of heads changes with it); "clearer" is read as the mean
+  first-token attention over all heads, which does not depend on how many heads there are. The
+  trend requires sinks at head dimension 32.
+- weight decay 0, 0.1 (the LM default) and 1.0. AdamW decays every parameter (norm gains and
+  embeddings too); the decay budget wd x the summed learning rate (about 3.0 over the 2000 steps of
+  warm-up and cosine) is 0, 0.3 and 3. Without weight decay the spike should be larger (the paper:
+  about 3x) at nearly the same loss.
+- gated attention removes the sink without a loss of performance. The gate is sinkexp's choice:
+  Qiu et al. 2025's element-wise sigmoid gate on the attention output (`attn=gated
+  attn.gate=elementwise`).
 """
 from sinkexp.reproduce.declare import Experiment, Paired, Paper, Trend, Value, at_least, at_most, between
 from sinkexp.reproduce.measures import final
@@ -29,6 +47,10 @@ LM, LM_SEEDS = {"task": "lm"}, {"seed": (0, 1, 2)}
 LM_PRE = {"model.norm": "pre", "model.norm_type": "rmsnorm"}
 LM_SPIKE, LM_SINK_RATE = final("massive_ratio", "max"), final("sink_rate@0.3", -1)
 # What the normalisation-ablation claims share, on backcopy and on the LM alike.
+LM_LENGTHS, LM_BYTES_PER_STEP = (64, 128, 256, 512), 4096          # barbero2025's LM context experiments
+LM_CONTEXT = tuple(f"lm_context_{length}" for length in LM_LENGTHS)
+LM_LOSS = final("loss_eval", -1, "all")
+FIRST_TOKEN = final("sink_attn", "mean", "text")     # mean attention on position 0 over every head
 LOWERS = dict(source="normalisation ablation", paper_value="spike mostly gone", criterion=at_most(0.0))
 KEEPS = dict(source="normalisation ablation", paper_value="sink ratio kept")
 
@@ -43,6 +65,12 @@ PAPER = Paper(
                    grid={"train.weight_decay": (0.0, 0.0001, 0.1), **DRAWS}, cpu=CPU),
         Experiment(name="lm_norms", overrides=LM, grid={"model.norm": ("pre", "sandwich"), **LM_SEEDS}),
         Experiment(name="lm_dyt", overrides={**LM, "model.norm_type": "dyt"}, grid=LM_SEEDS),
+        *(Experiment(name=name, overrides={**LM, "train.schedule": "constant", "task.seq_len": length,
+                                           "train.batch_size": LM_BYTES_PER_STEP // length},
+                     grid=LM_SEEDS) for name, length in zip(LM_CONTEXT, LM_LENGTHS)),
+        Experiment(name="lm_heads", overrides=LM, grid={"model.n_heads": (2, 4, 8), **LM_SEEDS}),
+        Experiment(name="lm_weight_decay", overrides=LM, grid={"train.weight_decay": (0.0, 0.1, 1.0), **LM_SEEDS}),
+        Experiment(name="lm_gated", overrides={**LM, "attn": "gated", "attn.gate": "elementwise"}, grid=LM_SEEDS),
     ),
     claims=(
         Value(name="pre_norm_spikes", kind="extension",
@@ -105,5 +133,54 @@ PAPER = Paper(
         Value(name="lm_dyt_keeps_the_sink", kind="paper", requires="lm_pre_norm_sinks",
               statement="With DynamicTanh the LM's heads still sink (rate >= 0.1).", experiment="lm_dyt",
               where={"model.norm_type": "dyt"}, measure=LM_SINK_RATE, criterion=at_least(0.1), **KEEPS),
+        Value(name="lm_short_context_sinks", kind="extension", statement="An LM trained on short contexts (64 bytes) sinks "
+              "(sink rate over all heads at alpha_s > 0.3 >= 0.1).", source="context-length ablation",
+              paper_value="sinks arise mainly in short-context training", experiment="lm_context_64",
+              measure=LM_SINK_RATE, criterion=at_least(0.1), note="The premise of the trend below; the threshold is "
+              "sinkexp's."),
+        Trend(name="lm_longer_context_fewer_sinks", kind="extension", requires="lm_short_context_sinks",
+              statement="Trained on longer contexts (same bytes per step), fewer of the LM's heads sink.",
+              source="context-length ablation", paper_value="the sink ratio falls sharply with long contexts only",
+              experiment=LM_CONTEXT, measure=LM_SINK_RATE, criterion=at_most(-0.8), key="task.seq_len",
+              note="The paper compares training-length mixes, not fixed windows; rho <= -0.8 over four lengths "
+                   "per seed is sinkexp's. barbero2025's lm_longer_context_more_sinks claims the opposite on the "
+                   "same runs."),
+        Value(name="lm_wide_heads_sink", kind="paper", statement="An LM with 2 heads of dimension 32 sinks (sink "
+              "rate over all heads at alpha_s > 0.3 >= 0.1).", source="head-dimension ablation",
+              paper_value="a clear sink at large head dimension", experiment="lm_heads", where={"model.n_heads": 2},
+              measure=LM_SINK_RATE, criterion=at_least(0.1), note="The premise of the trend below; the threshold "
+              "is sinkexp's."),
+        Trend(name="lm_larger_head_dimension_clearer_sink", kind="paper", requires="lm_wide_heads_sink",
+              statement="The larger the head dimension (d_model / heads: 8, 16, 32), the more attention the "
+                        "heads put on the first token.",
+              source="head-dimension ablation", paper_value="sinks clearer as the head dimension grows",
+              experiment="lm_heads", measure=FIRST_TOKEN, criterion=at_most(-0.8), key="model.n_heads",
+              note="Ranked against the number of heads at d_model 64, which changes with the head dimension: "
+                   "rho <= -0.8 (sinkexp's) means larger heads, more first-token attention."),
+        Paired(name="lm_no_weight_decay_larger_spike", kind="paper", requires="lm_pre_norm_spikes",
+               statement="Without weight decay the LM's spike is larger (vs weight decay 0.1).",
+               source="weight-decay ablation", paper_value="~3x (3,800 -> 12,000)", experiment="lm_weight_decay",
+               where={"train.weight_decay": 0.0}, measure=LM_SPIKE, criterion=at_least(1.0),
+               against={"train.weight_decay": 0.1}, compare="ratio",
+               note="Tests the direction only (ratio >= 1); the paper's factor is about 3."),
+        Paired(name="lm_no_weight_decay_same_loss", kind="paper",
+               statement="... at nearly the same loss (within 10%).", source="weight-decay ablation",
+               paper_value="nearly the same", experiment="lm_weight_decay", where={"train.weight_decay": 0.0},
+               measure=LM_LOSS, criterion=between(0.9, 1.1), against={"train.weight_decay": 0.1}, compare="ratio",
+               note="The 10% tolerance is sinkexp's."),
+        Trend(name="lm_less_weight_decay_larger_spike", kind="extension", requires="lm_pre_norm_spikes",
+              statement="The less weight decay (1.0, 0.1, 0; decay budgets 3, 0.3, 0), the larger the LM's spike.",
+              source="weight-decay ablation", paper_value="spike grows as weight decay falls",
+              experiment="lm_weight_decay", measure=LM_SPIKE, criterion=at_most(-0.8), key="train.weight_decay",
+              note="Three values per seed: rho <= -0.8 means the order is exactly reversed (sinkexp's)."),
+        Value(name="lm_gating_removes_the_sink", kind="paper", requires="lm_pre_norm_sinks",
+              statement="With gated attention the LM's heads no longer sink (sink rate <= 0.01).",
+              source="gated-attention ablation", paper_value="the sink disappears", experiment="lm_gated",
+              measure=LM_SINK_RATE, criterion=at_most(0.01), note="The threshold (one head in a hundred) is sinkexp's."),
+        Paired(name="lm_gating_keeps_the_loss", kind="paper",
+               statement="... without a loss of performance (held-out loss within 10% of the pre-norm LM's).",
+               source="gated-attention ablation", paper_value="no degradation", experiment="lm_gated",
+               measure=LM_LOSS, criterion=at_most(1.1), against=LM_PRE, against_in="lm_norms", compare="ratio",
+               note="The 10% tolerance is sinkexp's."),
     ),
 )
