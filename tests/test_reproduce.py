@@ -269,6 +269,17 @@ def test_spearman_closed_forms():
     assert spearman([1, 2, 3], [0.0, 1.0, 1.0]) == pytest.approx(math.sqrt(3) / 2)   # a tie shares rank 2.5
 
 
+def test_final_over_layers_reads_the_block_layers_only():
+    # Layers 0-2 and the model row (layer -1, which must not count) of one metric, at text queries.
+    finals = pd.DataFrame({"layer": [0, 1, 2, -1, 0], "query_type": ["text"] * 4 + ["all"],
+                           "metric": "sink_attn", "value": [0.1, 0.4, 0.25, 0.9, 0.7]})
+    run = FinishedRun(Path("s0"), {"seed": 0}, finals)
+    assert final("sink_attn", "max", "text").of(run) == pytest.approx(0.4)
+    assert final("sink_attn", "min", "text").of(run) == pytest.approx(0.1)
+    assert final("sink_attn", "mean", "text").of(run) == pytest.approx(0.25)     # (0.1 + 0.4 + 0.25) / 3
+    assert final("sink_attn", 1, "text").of(run) == pytest.approx(0.4)
+
+
 def test_a_trend_claim_ranks_each_draws_runs_by_the_key():
     value = {(0, 16): 0.1, (0, 32): 0.3, (0, 64): 0.2, (1, 16): 0.1, (1, 32): 0.2, (1, 64): 0.3}
     runs = [FinishedRun(Path(f"s{seed}-L{length}"), {"seed": seed, "task.seq_len": length}, pd.DataFrame(),
