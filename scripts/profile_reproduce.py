@@ -31,7 +31,7 @@ import torch
 
 from sinkexp.allocator import keep_freed_memory
 from sinkexp.launch import compose_config
-from sinkexp.config import training_flops
+from sinkexp.cost import training_flops
 from sinkexp.reproduce import plan
 from sinkexp.reproduce.papers import PAPERS
 from sinkexp.threads import busy_cores

@@ -130,7 +130,8 @@ def compose_config(*overrides: str):
     running anything (for tests, scripts and `reproduce --plan`); ConfigError, one line, on a bad one."""
     from hydra import compose, initialize_config_module
 
-    from sinkexp.config import from_dictconfig, register_schema
+    from sinkexp.config import register_schema
+    from sinkexp.validate import from_dictconfig
     from sinkexp.errors import ConfigError
     from sinkexp.preflight import _explain
     from sinkexp.rundir import register_resolvers
@@ -182,7 +183,8 @@ def _job(dict_cfg: DictConfig) -> None:
 
     from sinkexp import preemption
     from sinkexp.allocator import keep_freed_memory
-    from sinkexp.config import from_dictconfig, replica_configs
+    from sinkexp.config import replica_configs
+    from sinkexp.validate import from_dictconfig
     from sinkexp.evaluate.tables import format_summary
     from sinkexp.rundir import RunBusy, RunDirError, replica_run_dirs
     from sinkexp.runfiles import NoSpace, status

@@ -19,7 +19,8 @@ import pandas as pd
 import torch
 
 from sinkexp import runfiles as F
-from sinkexp.config import Config, from_dictconfig
+from sinkexp.config import Config
+from sinkexp.validate import from_dictconfig
 from sinkexp.evaluate.evaluator import captured_forward
 from sinkexp.model import Transformer, tap_names
 from sinkexp.rundir import RunDir, RunDirError

@@ -13,8 +13,10 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp.config import (CONFIG_MODULE, from_dictconfig, memory_estimate, omegaconf_message, register_schema,
-                            replica_configs, training_flops, value_of)
+from sinkexp.config import CONFIG_MODULE, register_schema, replica_configs, value_of
+from sinkexp.cost import memory_estimate, training_flops
+from sinkexp.errors import omegaconf_message
+from sinkexp.validate import from_dictconfig
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.rundir import RunDir, RunDirError, register_resolvers, replica_run_dirs
 from sinkexp.runner import resolve_device

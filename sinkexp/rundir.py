@@ -32,7 +32,8 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp.config import Config, from_dictconfig, to_dict, value_of
+from sinkexp.config import Config, to_dict, value_of
+from sinkexp.validate import from_dictconfig
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.runfiles import (ATTENTION, CHECKPOINT, CONFIG, DONE, FAILED, LATER_KEYS, LOSSES, META, METRICS,
                               SCHEMA_VERSION, SUMMARY, UNHASHED_KEYS, NoSpace, _atomic, kept_checkpoint, read_json,

@@ -11,7 +11,7 @@ from sinkexp.reproduce import main, plan
 from sinkexp.reproduce.declare import Experiment
 from sinkexp.launch import compose_config
 from sinkexp.model import Transformer
-from sinkexp.config import training_flops
+from sinkexp.cost import training_flops
 from sinkexp.tasks import TASKS
 from sinkexp.train import Trainer
 

@@ -1,15 +1,20 @@
-"""Config keys, their defaults and the config groups' options, read from configs/ without torch, so
-that a paper's declaration is checked in well under a second (declare.py). A test checks that the
-keys read here are exactly the schema's (sinkexp/config.py)."""
+"""Config keys, their defaults and the config groups' options, read from the schema
+(sinkexp/config.py's dataclasses) and the option files of configs/, without torch, so that a
+paper's declaration is checked in well under a second (declare.py)."""
 from __future__ import annotations
 
+import dataclasses
 from functools import cache
 from importlib.resources import files
 
 from omegaconf import OmegaConf
 
-GROUPS = ("attn", "model", "train", "eval", "task", "scale")   # config groups a grid or override may choose
-DEFAULT_TASK = "trigger"                                        # configs/config.yaml's default
+from sinkexp.config import CONFIG_MODULE, SCALES, Config
+from sinkexp.tasks import TASKS
+
+GROUPS = ("attn", "model", "task", "scale")   # config groups a grid or override may choose
+DEFAULT_TASK = "trigger"                      # configs/config.yaml's default
+TASK_SCHEMA = "/task_schema/"                 # a task file's first default names its schema: /task_schema/<task>@task
 
 
 def key_problem(key: str, value, task: str) -> str:
@@ -35,31 +40,36 @@ def key_problem(key: str, value, task: str) -> str:
 
 @cache
 def group_options() -> dict[str, tuple[str, ...]]:
-    """Every config group's options (configs/<group>/*.yaml)."""
-    root = files("sinkexp.conf")
-    return {group: tuple(sorted(f.name.removesuffix(".yaml") for f in root.joinpath(group).iterdir()
-                                if f.name.endswith(".yaml"))) for group in GROUPS}
+    """Every config group's options: configs/<group>/*.yaml, and the scales the schema registers."""
+    root = files(CONFIG_MODULE)
+    options = {group: tuple(sorted(f.name.removesuffix(".yaml") for f in root.joinpath(group).iterdir()
+                                   if f.name.endswith(".yaml"))) for group in GROUPS if group != "scale"}
+    return {**options, "scale": SCALES}
+
+
+@cache
+def task_of(option: str) -> str:
+    """The task a task option chooses (damping_dynamics -> damping): its file's schema default."""
+    defaults = OmegaConf.load(files(CONFIG_MODULE).joinpath("task", f"{option}.yaml")).get("defaults") or []
+    return next(str(entry).removeprefix(TASK_SCHEMA).split("@")[0] for entry in defaults
+                if str(entry).startswith(TASK_SCHEMA))
+
+
+def defaults_of(schema) -> dict[str, object]:
+    """A dataclass's fields -> their defaults."""
+    return {f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+            for f in dataclasses.fields(schema)}
 
 
 @cache
 def config_keys(task: str) -> dict[str, object]:
-    """Every config key of `task` -> its default, read from configs/ (no torch): the top level of
-    config.yaml, each group's default file (model/default.yaml's commented list), every attn
-    preset's keys, and the task's file. A test
-    checks that this equals the schema's keys (sinkexp/config.py)."""
-    root = files("sinkexp.conf")
-    top = OmegaConf.to_container(OmegaConf.load(root.joinpath("config.yaml")))
-    keys = {key: value for key, value in top.items() if key not in ("defaults", "hydra")}
-    sections = [("model", "model/default.yaml"), ("train", "train/default.yaml"), ("eval", "eval/default.yaml"),
-                ("task", f"task/{task}.yaml")]
-    sections += [("attn", f"attn/{name}.yaml") for name in group_options()["attn"]]
-    for section, path in sections:
-        text = root.joinpath(path).read_text()
-        if path == "model/default.yaml":   # sets nothing (a preset comes after the task); lists the defaults commented
-            text = "\n".join(line.removeprefix("#   ") for line in text.splitlines() if line.startswith("#   "))
-        node = OmegaConf.to_container(OmegaConf.create(text))
-        node = node[section] if section == "task" else node   # task files are @package _global_
-        for key, value in node.items():
-            if not isinstance(value, dict):
-                keys.setdefault(f"{section}.{key}", value)
+    """Every config key of task option `task` -> its default, from the schema: the top level of
+    `Config`, its sections' dataclasses, and the task's own dataclass."""
+    keys = {}
+    for name, default in defaults_of(Config).items():
+        if dataclasses.is_dataclass(default):
+            keys.update({f"{name}.{key}": value for key, value in defaults_of(default).items()})
+        elif name != "task":
+            keys[name] = default
+    keys.update({f"task.{key}": value for key, value in defaults_of(TASKS[task_of(task)].Config).items()})
     return keys

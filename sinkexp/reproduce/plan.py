@@ -34,7 +34,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from sinkexp.config import Config, packable_keys, replica_configs, training_flops
+from sinkexp.config import Config, packable_keys, replica_configs
+from sinkexp.cost import training_flops
 from sinkexp.launch import compose_config, pack_first_values
 from sinkexp.reproduce.declare import Experiment, Paper, override_value
 from sinkexp.reproduce.execute import finished_runs, packed_keys, packs_pay, scale_of, task_name, workers_for
