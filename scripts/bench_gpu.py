@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from sinkexp.launch import compose_config
+from sinkexp.compose import compose_config
 from sinkexp.provenance import device_name
 from sinkexp.evaluate.tables import format_summary
 from sinkexp.config import replica_configs

@@ -23,7 +23,7 @@ from torch import nn
 
 from bench import busy_cores, time_sides
 from sinkexp.evaluate.evaluator import evaluate
-from sinkexp.launch import compose_config
+from sinkexp.compose import compose_config
 from sinkexp.model import Transformer
 from sinkexp.model.attention import rotary
 from sinkexp.tasks import held_out_batch

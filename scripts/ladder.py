@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sinkexp.launch import plan
+from sinkexp.plan import plan
 from sinkexp.runfiles import RunFiles, collect, write_csv
 
 ROOT = Path("outputs/ladder")

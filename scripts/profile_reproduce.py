@@ -24,15 +24,17 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 import torch
 
 from sinkexp.allocator import keep_freed_memory
-from sinkexp.launch import compose_config
+from sinkexp.compose import compose_config
 from sinkexp.cost import training_flops
-from sinkexp.reproduce import plan
+from sinkexp.reproduce import estimate
+from sinkexp.reproduce.execute import plan_experiments
 from sinkexp.reproduce.papers import PAPERS
 from sinkexp.threads import busy_cores
 
@@ -66,18 +68,20 @@ def main() -> None:
     print(f"one thread; matmul peak (fp32, 512x512) {peak:.1f} GFLOP/s per core; {args.cores} parallel jobs; "
           f"other processes' load {load:.2f} cores")
 
+    timings = estimate.Calibrations(torch.device("cpu"), Path(tempfile.mkdtemp()) / "calibration.json", fresh=True)
     papers = list(PAPERS.values()) if args.papers == ["all"] else [PAPERS[name] for name in args.papers]
     rows = []
     for paper in papers:
         for exp in paper.experiments:
             row = {"experiment": f"{paper.name}/{exp.name}", "runs": 0, "predicted_s": 0.0, "train_s": 0.0,
                    "eval_s": 0.0, "gflop": 0.0}
-            for job, runs in plan.jobs_of(exp, [], pack=False):
-                cfg = compose_config(*job)
-                step_s, eval_s = plan.calibrate(cfg, torch.device("cpu"), args.reps)
+            planned = plan_experiments([paper], [], Path(tempfile.mkdtemp()), pack=False)[paper.name, exp.name]
+            for job in planned.jobs:
+                cfg, runs = job.config, len(job.run_dirs)
+                step_s, eval_s = timings.timings(cfg)
                 row["runs"] += runs
                 row["train_s"] += runs * cfg.train.steps * step_s
-                row["eval_s"] += runs * plan.evaluations(cfg) * eval_s
+                row["eval_s"] += runs * estimate.evaluations(cfg) * eval_s
                 row["gflop"] += runs * cfg.train.steps * training_flops(cfg) / 1e9
             row["predicted_s"] = row["train_s"] + row["eval_s"]
             row["floor_s"] = row["gflop"] / (peak * args.cores)

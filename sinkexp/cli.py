@@ -35,21 +35,11 @@ options:
                              (eval "$(sinkexp -sc install=bash)")"""
 
 
-HIDDEN_GROUPS = ("task_scale", "hydra")   # chosen by scale= and Hydra's own options, not by the user directly
-
-
 def help_groups() -> str:
-    """`group: option, ...` for every user-facing config group (configs/<group>/*.yaml)."""
-    from importlib.resources import files
+    """`group: option, ...` for every user-facing config group (configs/<group>/*.yaml, the scales)."""
+    from sinkexp.config import group_options
 
-    from sinkexp.config import CONFIG_MODULE
-
-    root = files(CONFIG_MODULE)
-    lines = []
-    for group in sorted(entry.name for entry in root.iterdir() if entry.is_dir() and entry.name not in HIDDEN_GROUPS
-                        and not entry.name.startswith("_")):
-        options = sorted(f.name.removesuffix(".yaml") for f in root.joinpath(group).iterdir() if f.name.endswith(".yaml"))
-        lines.append(f"{group}: {', '.join(options)}")
+    lines = [f"{group}: {', '.join(options)}" for group, options in group_options().items()]
     lines.append("hydra/launcher: parallel, slurm, submitit_local (installed with the parallel / slurm extras)")
     return "\n".join(lines) + "\n"
 
@@ -68,7 +58,9 @@ def train(argv: list[str]) -> int:
     """`sinkexp train`: plan (every job checked: one line and exit 2 on a bad value), then launch."""
     from hydra._internal.utils import get_args_parser
 
-    from sinkexp.launch import as_hydra_override, hydra_main, launch, plan
+    from sinkexp.compose import as_hydra_override
+    from sinkexp.launch import hydra_main, launch
+    from sinkexp.plan import plan
 
     argv = [as_hydra_override(arg) for arg in argv]
     args = get_args_parser().parse_args(argv)

@@ -17,6 +17,7 @@ import copy
 import dataclasses
 import functools
 import itertools
+from importlib.resources import files
 from dataclasses import dataclass, field
 from typing import Any, Optional, Tuple
 
@@ -131,6 +132,27 @@ def register_schema() -> None:
         store.store(group="task_schema", name=name, node=task.Config)
     for scale in SCALES:
         store.store(group="scale", name=scale, node={}, package="_global_")
+
+
+GROUPS = ("attn", "experiment", "model", "scale", "task")   # the groups a user chooses an option of
+TASK_SCHEMA = "/task_schema/"      # a task file's first default names its schema: /task_schema/<task>@task
+
+
+@functools.cache
+def group_options() -> dict[str, tuple[str, ...]]:
+    """Every user-facing config group's options: configs/<group>/*.yaml, and the registered scales."""
+    root = files(CONFIG_MODULE)
+    return {group: SCALES if group == "scale" else tuple(sorted(
+        f.name.removesuffix(".yaml") for f in root.joinpath(group).iterdir() if f.name.endswith(".yaml")))
+        for group in GROUPS}
+
+
+@functools.cache
+def task_of(option: str) -> str:
+    """The task a task option chooses (damping_dynamics -> damping): the schema its file names."""
+    defaults = OmegaConf.load(files(CONFIG_MODULE).joinpath("task", f"{option}.yaml")).get("defaults") or []
+    return next(str(entry).removeprefix(TASK_SCHEMA).split("@")[0] for entry in defaults
+                if str(entry).startswith(TASK_SCHEMA))
 
 
 def packable_keys(task_name: str) -> tuple[str, ...]:

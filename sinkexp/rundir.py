@@ -84,7 +84,7 @@ def register_resolvers() -> None:
         plain = json.dumps({key: OmegaConf.to_container(_root_[key], resolve=True) if OmegaConf.is_config(_root_[key])
                             else _root_[key] for key in _root_ if key != "hydra"}, sort_keys=True, default=str)
         if plain not in hashes:
-            hashes[plain] = config_hash(from_dictconfig(_root_))
+            hashes[plain] = config_hash(from_dictconfig(_root_, check=False))   # validated by the plan already
         return hashes[plain]
 
     resolvers = {"sinkexp_utc_now": lambda: started, "sinkexp_sweep_name": lambda name: name if name else started,
@@ -170,7 +170,7 @@ class RunDir:
             self.close()
             raise
         # The rows up to the checkpoint (none without one): opened again, the run forgets what it
-        # evaluated since (runner.run_seeds restarts a pack's other runs after a divergence).
+        # evaluated since (runner.train_together restarts a pack's other runs after a divergence).
         self.metric_rows, self.loss_rows = (self.state["metric_rows"], self.state["loss_rows"]) if self.state else ([], [])
         return None
 

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from sinkexp import config as C
-from sinkexp.preflight import preflight
+from sinkexp.plan import plan
 from sinkexp.errors import ConfigError
 from sinkexp.model import AXES as MODEL_AXES
 from sinkexp.model import Transformer
@@ -116,7 +116,7 @@ def test_paper_scale_composes_for_every_task(make_config, task):
 ])
 def test_bad_input_is_one_line_naming_the_key(make_config, overrides, needles):
     with pytest.raises(ConfigError) as err:
-        preflight(overrides, multirun=False)
+        plan(overrides, multirun=False)
     message = str(err.value)
     assert "\n" not in message
     for needle in needles:
@@ -124,17 +124,17 @@ def test_bad_input_is_one_line_naming_the_key(make_config, overrides, needles):
 
 
 def test_every_job_of_a_sweep_is_checked_before_any_runs(make_config):
-    preflight(["attn=softmax,relu", "seed=0,1"], multirun=True)
+    plan(["attn=softmax,relu", "seed=0,1"], multirun=True)
     with pytest.raises(ConfigError, match="model.n_heads=3"):
-        preflight(["attn=softmax,relu", "model.n_heads=1,3"], multirun=True)
+        plan(["attn=softmax,relu", "model.n_heads=1,3"], multirun=True)
     with pytest.raises(ConfigError, match="-m"):
-        preflight(["seed=0,1"], multirun=False)
+        plan(["seed=0,1"], multirun=False)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 def test_cuda_without_a_gpu_is_refused(make_config):
     with pytest.raises(ConfigError, match="device=cuda"):
-        preflight(["device=cuda"], multirun=False)
+        plan(["device=cuda"], multirun=False)
 
 
 @pytest.mark.parametrize("task", sorted(TASKS))

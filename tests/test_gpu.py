@@ -39,12 +39,12 @@ def test_replicas_on_cuda_equal_lone_runs(make_config, tmp_path):
     import pandas as pd
 
     from sinkexp.config import replica_configs
-    from sinkexp.runner import run_seeds
+    from sinkexp.runner import train_together
 
     quick = ("train.steps=20", "eval.every=10", "train.checkpoint_every=10", "train.batch_size=16",
              "eval.batch_size=32", "model.n_heads=2", "device=cuda")
     cfg = make_config(*quick, "train.replicas=3")
-    run_seeds(replica_configs(cfg), [tmp_path / f"together{k}" for k in range(3)])
+    train_together(replica_configs(cfg), [tmp_path / f"together{k}" for k in range(3)])
     for k, lone in enumerate(replica_configs(cfg)):
         run(lone, tmp_path / f"alone{k}")     # replicas=3 is not hashed: the lone run is the same run
         together = pd.read_csv(tmp_path / f"together{k}/metrics.csv")["value"]

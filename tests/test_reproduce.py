@@ -222,10 +222,10 @@ def test_the_time_left_is_the_plans_prediction_at_the_pace_of_the_finished_jobs(
 
 
 def test_the_plan_predicts_a_time_for_every_run_reproduce_trained(plumbed):
-    from sinkexp.reproduce.plan import plan_table
+    from sinkexp.reproduce import estimate_papers
 
     trained = {done.parent.name for done in plumbed[0].rglob("DONE")}
-    predicted = plan_table([plumbing_paper()], ["hydra.launcher.n_jobs=2"], pack=False)[1]["job_seconds"]
+    predicted = estimate_papers([plumbing_paper()], ["hydra.launcher.n_jobs=2"], pack=False)[1]["job_seconds"]
     assert len(trained) == 4 and trained == set(predicted) and all(seconds > 0 for seconds in predicted.values())
 
 

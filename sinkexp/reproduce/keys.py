@@ -5,24 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 from functools import cache
-from importlib.resources import files
 
-from omegaconf import OmegaConf
-
-from sinkexp.config import CONFIG_MODULE, SCALES, Config
+from sinkexp.config import Config, group_options, task_of
 from sinkexp.tasks import TASKS
 
 GROUPS = ("attn", "model", "task", "scale")   # config groups a grid or override may choose
 DEFAULT_TASK = "trigger"                      # configs/config.yaml's default
-TASK_SCHEMA = "/task_schema/"                 # a task file's first default names its schema: /task_schema/<task>@task
 
 
 def key_problem(key: str, value, task: str) -> str:
     """'' when `key` is a config key of `task` (or a config group and `value` one of its options)
     and `value` fits the key's type; else what is wrong, naming the key and what is valid."""
-    groups = group_options()
     if key in GROUPS:
-        options = groups[key]
+        options = group_options()[key]
         valid = value is None or value in options
         return "" if valid else f"{key}={value!r} is not valid; choose one of: {', '.join(options)}"
     keys = config_keys(task)
@@ -36,23 +31,6 @@ def key_problem(key: str, value, task: str) -> str:
              lambda x: isinstance(x, str)]
     fits = value is None or default is None or any(kind(value) and kind(default) for kind in kinds)
     return "" if fits else f"{key}={value!r} does not fit the key (its default is {default!r})"
-
-
-@cache
-def group_options() -> dict[str, tuple[str, ...]]:
-    """Every config group's options: configs/<group>/*.yaml, and the scales the schema registers."""
-    root = files(CONFIG_MODULE)
-    options = {group: tuple(sorted(f.name.removesuffix(".yaml") for f in root.joinpath(group).iterdir()
-                                   if f.name.endswith(".yaml"))) for group in GROUPS if group != "scale"}
-    return {**options, "scale": SCALES}
-
-
-@cache
-def task_of(option: str) -> str:
-    """The task a task option chooses (damping_dynamics -> damping): its file's schema default."""
-    defaults = OmegaConf.load(files(CONFIG_MODULE).joinpath("task", f"{option}.yaml")).get("defaults") or []
-    return next(str(entry).removeprefix(TASK_SCHEMA).split("@")[0] for entry in defaults
-                if str(entry).startswith(TASK_SCHEMA))
 
 
 def defaults_of(schema) -> dict[str, object]:
