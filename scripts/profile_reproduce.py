@@ -22,7 +22,6 @@ quiet machine; it prints the other processes' load.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import tempfile
 from pathlib import Path
@@ -31,19 +30,12 @@ import pandas as pd
 import torch
 
 from sinkexp.allocator import keep_freed_memory
-from sinkexp.compose import compose_config
+from sinkexp.benchmark import matmul_peak
 from sinkexp.cost import training_flops
 from sinkexp.reproduce import estimate
 from sinkexp.reproduce.execute import plan_experiments
 from sinkexp.reproduce.papers import PAPERS
 from sinkexp.threads import busy_cores
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def measured_seconds(folder: Path) -> tuple[float, int]:
@@ -62,9 +54,8 @@ def main() -> None:
     args = parser.parse_args()
     keep_freed_memory()                      # as every `sinkexp train` job does
     torch.set_num_threads(1)
-    bench = load_script("bench")
     load = busy_cores(1.0) or 0.0
-    peak = max(bench.matmul_peak(1) for _ in range(3))
+    peak = max(matmul_peak(1) for _ in range(3))
     print(f"one thread; matmul peak (fp32, 512x512) {peak:.1f} GFLOP/s per core; {args.cores} parallel jobs; "
           f"other processes' load {load:.2f} cores")
 

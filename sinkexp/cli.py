@@ -94,7 +94,7 @@ def complete(argv: list[str]) -> int:
     return train(argv)
 
 
-def run(argv: list[str]) -> int:
+def invoke(argv: list[str]) -> int:
     """The command `sinkexp ARGV...`; returns its exit status (0 done, 1 a run or claim failed, 2 bad input)."""
     from sinkexp import __version__
 
@@ -117,7 +117,7 @@ def run(argv: list[str]) -> int:
 
 
 def main() -> None:
-    sys.exit(run(sys.argv[1:]))
+    sys.exit(invoke(sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ class Config:
     name: Optional[str] = None   # sweep name (folder under outputs/sweeps); not part of the hash
     threads: Optional[int] = None  # torch threads per job; None: 1 under the parallel launcher, else torch's
     precision: str = "exact"     # exact | tf32: float32 matmuls on NVIDIA GPUs (runner.set_precision)
-    pack: Any = None             # {key: [values]}: runs trained together in one process (replica_configs); not hashed
+    pack: Any = None             # {key: [values]}: runs trained together in one process (run_configs); not hashed
 
 
 def register_schema() -> None:
@@ -159,7 +159,7 @@ def packable_keys(task_name: str) -> tuple[str, ...]:
     return (*PACKABLE, *(f"task.{key}" for key in TASKS[task_name].packable))
 
 
-def replica_configs(cfg: Config) -> list[Config]:
+def run_configs(cfg: Config) -> list[Config]:
     """The lone runs one job trains together (sinkexp/replicas.py): every combination of `pack`'s
     values (the first key varies slowest), each with the seeds seed .. seed+K-1 of train.replicas=K
     (with `seed` in the pack: each packed seed .. seed+K-1). Each is the Config its lone run has
@@ -174,14 +174,14 @@ def replica_configs(cfg: Config) -> list[Config]:
             raise ConfigError(f"pack: {key} cannot be packed (task {cfg.task.name}); choose among: {', '.join(allowed)}")
         if not isinstance(values, (list, tuple)) or not values or len(set(map(repr, values))) != len(values):
             raise ConfigError(f"pack.{key}={values} is not valid; give a list of distinct values, e.g. [0,0.1]")
-    members = []
+    run_cfgs = []
     for combination in itertools.product(*pack.values()):
-        member = copy.deepcopy(cfg)
-        member.pack = None
+        run_cfg = copy.deepcopy(cfg)
+        run_cfg.pack = None
         for key, value in zip(pack, combination):
-            _set(member, key, value)
-        members += [dataclasses.replace(member, seed=member.seed + k) for k in range(cfg.train.replicas)]
-    return members
+            _set(run_cfg, key, value)
+        run_cfgs += [dataclasses.replace(run_cfg, seed=run_cfg.seed + k) for k in range(cfg.train.replicas)]
+    return run_cfgs
 
 
 def value_of(cfg: Config, key: str):

@@ -6,7 +6,7 @@ the benchmarks' utilisation).
 """
 from __future__ import annotations
 
-from sinkexp.config import Config, replica_configs
+from sinkexp.config import Config, run_configs
 from sinkexp.tasks import TASKS
 
 
@@ -26,7 +26,7 @@ def memory_estimate(cfg: Config) -> int:
         return L * batch * (3 * H * T * T + 12 * T * d + (12 * T * d if mlp else 0))
 
     data = t.data_chunk * t.batch_size * T * (dims.input_dim or 1)
-    K = len(replica_configs(cfg))
+    K = len(run_configs(cfg))
     floats = (4 * params + data + dims.structure) * K + max(K * activations(t.batch_size),
                                                             activations(cfg.eval.batch_size))
     return 4 * floats

@@ -6,7 +6,7 @@ anything runs.
     code = launch(planned)                   # sinkexp/launch.py runs the planned jobs
 
 A job is what one process trains: one run, or the runs trained together by a pack or by
-train.replicas (config.replica_configs), each into the directory it would have alone. Before the
+train.replicas (config.run_configs), each into the directory it would have alone. Before the
 first job runs, every job of a sweep is composed (compose.py) and validated (validate.py) once; it
 must fit the device's memory and have run directories that can be created and hold no other
 config's run. Any problem is a ConfigError: one line naming the key, and nothing written.
@@ -23,10 +23,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from sinkexp.compose import as_hydra_override, compose, expand, initialized, pack_first_values, parse
-from sinkexp.config import Config, replica_configs, value_of
+from sinkexp.config import Config, run_configs, value_of
 from sinkexp.cost import memory_estimate, training_flops
 from sinkexp.errors import ConfigError
-from sinkexp.rundir import RunDir, RunDirError, replica_run_dirs
+from sinkexp.rundir import RunDir, RunDirError, job_run_dirs
 from sinkexp.runner import resolve_device
 from sinkexp.validate import from_dictconfig
 
@@ -40,7 +40,7 @@ class Job:
     overrides: tuple[str, ...]       # KEY=VALUE that make this job alone (the sweep's values chosen)
     composed: DictConfig             # Hydra's composed config of the job, hydra node included
     config: Config                   # its validated config (a pack's or replicas' as given)
-    configs: tuple[Config, ...]      # its runs' configs (config.replica_configs); the first is the job's own
+    configs: tuple[Config, ...]      # its runs' configs (config.run_configs); the first is the job's own
     run_dirs: tuple[Path, ...]
     digests: tuple[str, ...]
     flops: float                     # training FLOPs of its runs (cost.training_flops x steps)
@@ -97,16 +97,16 @@ def planned_job(number: int, job: list[str], full: DictConfig, cfg: Config, mult
     """The job's runs with their checked directories, written into its config as literal paths (a
     launcher that composes the job again, in another process, resolves no pattern)."""
     check_patterns(full, multirun)
-    members = replica_configs(cfg)
-    run_dirs = replica_run_dirs(full, multirun, members)
-    digests = [check_run_dir(run_dir, member) for member, run_dir in zip(members, run_dirs)]
+    run_cfgs = run_configs(cfg)
+    run_dirs = job_run_dirs(full, multirun, run_cfgs)
+    digests = [check_run_dir(run_dir, run_cfg) for run_cfg, run_dir in zip(run_cfgs, run_dirs)]
     with open_dict(full.hydra):
         full.hydra.mode = RunMode.MULTIRUN if multirun else RunMode.RUN
         full.hydra.job.num, full.hydra.job.id = number, f"job_id_for_{number}"   # as Hydra's basic launcher
         for key, value in literal_dirs(full, run_dirs[0], multirun).items():
             OmegaConf.update(full, key, value, merge=False)
-    return Job(number, tuple(job), full, cfg, tuple(members), tuple(run_dirs), tuple(digests),
-               sum(training_flops(member) * member.train.steps for member in members))
+    return Job(number, tuple(job), full, cfg, tuple(run_cfgs), tuple(run_dirs), tuple(digests),
+               sum(training_flops(run_cfg) * run_cfg.train.steps for run_cfg in run_cfgs))
 
 
 def literal_dirs(full: DictConfig, run_dir: Path, multirun: bool) -> dict[str, str]:
@@ -168,9 +168,9 @@ def check_shared_dirs(jobs: list[tuple[DictConfig, Config]], multirun: bool) -> 
     owner: dict[Path, tuple[int, str]] = {}       # run directory -> (job number, which run)
     for number, (full, cfg) in enumerate(jobs):
         K = cfg.train.replicas
-        members = replica_configs(cfg)
-        for member, run_dir in zip(members, replica_run_dirs(full, multirun, members)):
-            which = " ".join([f"seed={member.seed}", *(f"{key}={value_of(member, key)}"
+        run_cfgs = run_configs(cfg)
+        for run_cfg, run_dir in zip(run_cfgs, job_run_dirs(full, multirun, run_cfgs)):
+            which = " ".join([f"seed={run_cfg.seed}", *(f"{key}={value_of(run_cfg, key)}"
                                                          for key in cfg.pack or {} if key != "seed")])
             if run_dir in owner and owner[run_dir][0] == number:
                 raise ConfigError(f"train.replicas={K}: {owner[run_dir][1]} and {which} would share the run "

@@ -1,7 +1,7 @@
 """The run directory's lifecycle while a run trains (docs/rundir.md is the contract).
 
 - its path: the Hydra patterns in configs/config.yaml call the resolvers registered here (the run's
-  config hash, the process's UTC time, the sweep name), and `replica_run_dirs` predicts the directory
+  config hash, the process's UTC time, the sweep name), and `job_run_dirs` predicts the directory
   each run of a replica group or pack would get alone;
 - its identity: `config_hash`, over every setting that changes the result;
 - what may happen to it (`RunDir.open`): a finished run of the same config is left untouched, a
@@ -93,8 +93,8 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver(name, resolver)
 
 
-def replica_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[Path]:
-    """The run directory each of a job's runs (config.replica_configs) would get alone: Hydra's
+def job_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[Path]:
+    """The run directory each of a job's runs (config.run_configs) would get alone: Hydra's
     directory pattern resolved with that run's seed and packed values.
 
     `full` is a composed config with its hydra node (patterns unresolved).

@@ -12,7 +12,7 @@ import re
 
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp.config import OPTIMIZERS, PRECISIONS, Config, replica_configs
+from sinkexp.config import OPTIMIZERS, PRECISIONS, Config, TrainConfig, run_configs
 from sinkexp.errors import ConfigError, choices_error, omegaconf_message
 from sinkexp.model import AXES            # the model's registries are the valid choices
 from sinkexp.penalties import PENALTIES
@@ -103,7 +103,7 @@ def validate(cfg: Config) -> None:
             raise ConfigError(f"{key}=identity needs vector data of width model.d_model={m.d_model}; "
                               f"task {task_cls.Config.name!r} has width {dim}; use {key}=linear")
     if cfg.pack is not None:
-        for member in replica_configs(cfg):   # each packed run is checked as its lone run would be
+        for member in run_configs(cfg):   # each packed run is checked as its lone run would be
             validate(member)
 
 

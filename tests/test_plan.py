@@ -10,7 +10,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from sinkexp.reproduce import estimate, estimate_papers, main
 from sinkexp.reproduce.declare import Experiment
 from sinkexp.compose import compose_config
-from sinkexp.config import replica_configs
+from sinkexp.config import run_configs
 from sinkexp.rundir import config_hash
 from sinkexp.model import Transformer
 from sinkexp.cost import training_flops
@@ -54,7 +54,7 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
     calibrated = []
 
     def calibrate(cfg, device):     # 10 ms a step, 0.5 s an evaluation of each run of the job
-        calibrated.append(len(replica_configs(cfg)))
+        calibrated.append(len(run_configs(cfg)))
         return 0.01, 0.5 * calibrated[-1]
 
     monkeypatch.setattr(estimate, "calibrate", calibrate)

@@ -40,7 +40,7 @@ def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROO
     from sinkexp.reproduce.execute import (chose_launcher, packs_pay, plan_experiments, planned_dirs, run_experiment,
                                            run_pool)
     from sinkexp.reproduce.verdicts import check_claims
-    from sinkexp.reproduce.write import figures, passing, table_text, write_report
+    from sinkexp.reproduce.write import figures, passing, table_text, write_claims_report
 
     plans = plan_experiments(papers, overrides, root, packs_pay(overrides) if pack is None else pack)
     planned = {key: planned_dirs(plan) for key, plan in plans.items()}   # claims read only these runs
@@ -59,7 +59,7 @@ def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROO
         results += [result.row(paper) for result in check_claims(paper, root, planned)]
     rows = pd.DataFrame(results)
     out = root / papers[0].name if len(papers) == 1 else root
-    report = write_report(papers, rows, out, root, command, seconds, reports)
+    report = write_claims_report(papers, rows, out, root, command, seconds, reports)
     print(table_text(rows))
     print(f"{passing(rows)}; wall time {time.perf_counter() - started:.0f} s; report: {report}")
     return rows

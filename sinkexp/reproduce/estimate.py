@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from sinkexp.config import Config, replica_configs
+from sinkexp.config import Config, run_configs
 from sinkexp.cost import training_flops
 from sinkexp.plan import Plan
 from sinkexp.reproduce.execute import finished_runs, scale_of, workers_for
@@ -55,8 +55,8 @@ def calibrate(cfg: Config, device: torch.device, reps: int = 2) -> tuple[float, 
     from sinkexp.runner import make_trainer
     from sinkexp.tasks import held_out_batch
 
-    members = replica_configs(cfg)
-    tasks, trainer = make_trainer(members, device)
+    run_cfgs = run_configs(cfg)
+    tasks, trainer = make_trainer(run_cfgs, device)
     trainer.train_step()                                  # warm-up: allocations, first kernels
 
     def timed(fn) -> float:
@@ -108,7 +108,7 @@ class Calibrations:
 
     def timings(self, cfg: Config) -> tuple[float, float]:
         key = f"{self.where} | " + repr((cfg.task, cfg.model, cfg.attn, cfg.train.batch_size, cfg.train.data_chunk,
-                                         cfg.eval.batch_size, len(replica_configs(cfg))))
+                                         cfg.eval.batch_size, len(run_configs(cfg))))
         if key not in self.kept:
             self.kept[key] = calibrate(cfg, self.device)
             self.measured += 1

@@ -96,7 +96,7 @@ def finished_runs(root: Path) -> dict[str, Path]:
     return found
 
 
-def copy_finished_twins(run_dirs: set[Path], root: Path) -> None:
+def copy_finished_runs(run_dirs: set[Path], root: Path) -> None:
     """Into each planned run directory that does not exist yet, copy a finished run of the same
     config from elsewhere below `root` (finished_runs), so that runs one experiment repeats from
     another (barbero2025's 64-token context is guo2024's one-layer backcopy) train once. The copy
@@ -118,7 +118,7 @@ def run_experiment(paper: Paper, exp: Experiment, planned: Plan, root: Path) -> 
     that fails is left to the verdicts (its claims FAIL with the reason), so the others go on."""
     print(f"== {paper.name} / {exp.name}", flush=True)
     started = time.perf_counter()
-    copy_finished_twins(planned_dirs(planned), root)
+    copy_finished_runs(planned_dirs(planned), root)
     launch(planned)
     return time.perf_counter() - started
 
@@ -198,7 +198,7 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
     config and seed) copies them after it, unless it has started them itself (an interrupted
     command), which it then resumes."""
     for planned in jobs.values():
-        copy_finished_twins(planned_dirs(planned), root)
+        copy_finished_runs(planned_dirs(planned), root)
     todo: list[tuple[tuple[str, str], Job]] = []
     done_runs, queued, twins = 0, set(), []
     for key, planned in jobs.items():
@@ -241,7 +241,7 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
             pool.shutdown(wait=True, cancel_futures=True)
             raise
     for planned in jobs.values():
-        copy_finished_twins(planned_dirs(planned), root)
+        copy_finished_runs(planned_dirs(planned), root)
     progress.done += sum(len(job.runs) for job in twins)
     progress.failed += sum(not finished(run_dir, digest) for job in twins for run_dir, digest in job.runs)
     progress.show(final=True)
