@@ -7,7 +7,7 @@ timed at one thread, as a parallel-launcher job runs it (seeds, structure draws 
 settings a pack may vary aside: they cost the same): the training step (the project's own Trainer,
 data drawn inside) and one evaluation (all captures and metrics), best of --reps, and the matmul
 FLOPs of one step, forward and backward. The timing, FLOPs and jobs are `sinkexp reproduce --plan`'s
-(sinkexp/reproduce/plan.py); this script adds the floor and the measured runs beside them.
+(sinkexp/reproduce/estimate.py); this script adds the floor and the measured runs beside them.
 From those, per experiment:
 
     predicted job-s = sum over its runs of (steps x step time + evaluations x evaluation time)

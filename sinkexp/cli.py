@@ -5,7 +5,7 @@
     sinkexp reproduce PAPER|all|--list [KEY=VALUE]    a paper's experiments and claims (sinkexp/reproduce/)
     sinkexp intervene RUN_DIR [--layer L]             causal interventions on a finished run (interventions.py)
 
-`train` checks every override first (every combination of a sweep; preflight.py), so a typo, a
+`train` checks every override first (every combination of a sweep; plan.py), so a typo, a
 wrong type or an impossible setting ends with one line naming the key and its valid choices, exit
 code 2, and no directory written. Only then does Hydra run the job(s); the exit code is 1 when a
 run did not finish. torch is imported only where needed, so `sinkexp --help` answers at once.

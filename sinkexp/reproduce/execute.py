@@ -151,7 +151,7 @@ def _run_job(job: Job) -> tuple[float, str]:
 
 class Progress:
     """One line for the whole command: runs done of all, failures, elapsed time and the time left:
-    the plan's predicted job-seconds still to run (plan.py), over the workers, times how long the
+    the predicted job-seconds still to run (estimate.py), over the workers, times how long the
     finished jobs took against their prediction. Rewritten in place on a terminal; elsewhere (a log
     file) printed at most once a minute and at the end."""
 
