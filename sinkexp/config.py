@@ -1,7 +1,7 @@
 """The config schema: typed dataclasses, the one home of every default.
 
 The YAML files under `configs/` hold only what differs from these defaults (a task's own sizes, an
-attention preset's axes, the source's sizes at another scale); `register_schema` puts the
+attention preset's axes, the sizes of another scale); `register_schema` puts the
 dataclasses into Hydra's ConfigStore, so a composed config has every key with its default. Library
 code receives a `Config` (plain dataclasses), never a DictConfig. sinkexp/validate.py turns
 Hydra's composed config into a checked `Config`; sinkexp/cost.py says what one costs.
@@ -30,9 +30,12 @@ from sinkexp.tasks import TASKS
 CONFIG_MODULE = "sinkexp.conf"   # configs/, installed as a package (pyproject.toml's package-dir)
 OPTIMIZERS = ("adamw", "sgd")
 PRECISIONS = ("exact", "tf32")
-# Run sizes: `cpu` is each task file's own; another scale applies configs/task_scale/<task>_<scale>.yaml
-# where the task has one (docs/tasks.md, "Scales").
-SCALES = ("cpu", "paper")
+# Run sizes (docs/tasks.md, "Scales"): `cpu` is each task file's own; `paper` applies
+# configs/task_scale/<task>_paper.yaml: the source's sizes where a source gives them (damping,
+# damping_dynamics, broadcast, backcopy), sinkexp's own GPU sizes for lm and trigger (no source gives
+# theirs); `reach` changes no task's sizes: it is `sinkexp reproduce`'s, each experiment's own
+# smallest sizes at which its phenomenon forms on 2 CPU cores (reproduce/declare.py).
+SCALES = ("cpu", "paper", "reach")
 # What may differ between the runs of one pack (besides each task's `packable` data settings): the
 # replicas' own seeds, learning rates and weight decays (sinkexp/replicas.py).
 PACKABLE = ("seed", "train.lr", "train.weight_decay")
@@ -72,6 +75,8 @@ class ModelConfig:
     bias: bool = False
     mlp_bias: Optional[bool] = None   # the MLP's Linear biases; None: as model.bias
     global_pathway: str = "none"      # none | learned | fixed: Fesser et al.'s global pathway beside attention
+    attn_out: str = "linear"          # linear | identity: W_O; identity: no W_O, each head writes its own slice of the stream
+    freeze_readout: bool = False      # the readout keeps its initial weights (a control: nothing learned there)
 
 
 @dataclass

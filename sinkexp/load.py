@@ -54,7 +54,8 @@ class LoadedRun:
 
 
 def load_run(path, step: int | None = None, device: str = "cpu") -> LoadedRun:
-    """The run in `path` with its weights at `step` (default: its last checkpoint)."""
+    """The run in `path` with its weights at `step` (default: its last checkpoint; 0: the untrained
+    model, rebuilt from the run's seed when no checkpoint of step 0 was kept)."""
     from sinkexp.runner import resolve_device
 
     path = Path(path)
@@ -63,13 +64,16 @@ def load_run(path, step: int | None = None, device: str = "cpu") -> LoadedRun:
     files = RunFiles(path)
     cfg = from_dictconfig(files.config)
     device = resolve_device(device)
+    task = TASKS[cfg.task.name](cfg.task)
     name = F.CHECKPOINT if step is None else F.kept_checkpoint(step)
     state = RunDir(path, cfg).load_checkpoint(name)
+    if state is None and step == 0:   # untrained: initialised exactly as training initialised it (runner.make_trainer)
+        torch.manual_seed(cfg.seed)
+        state = {"trainer": {"step": 0, "model": Transformer(cfg.model, cfg.attn, task).state_dict()}}
     if state is None:
         raise RunDirError(f"{path / name} does not exist" + ("" if step is None else
                           f"; kept steps: {sorted(p.stem for p in (path / F.KEPT).glob('step_*.pt'))} "
-                          "(train.keep_checkpoints=true keeps them)"))
-    task = TASKS[cfg.task.name](cfg.task)
+                          "(train.keep_checkpoints=true keeps them; step 0 is rebuilt from the seed)"))
     model = Transformer(cfg.model, cfg.attn, task).to(device)
     model.load_state_dict(state["trainer"]["model"])
     model.eval()

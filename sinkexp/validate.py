@@ -124,6 +124,10 @@ def validate_task_needs(cfg: Config) -> None:
         if wanted and not task_cls.has_bos:
             raise ConfigError(f"{key}={value} needs a task with a BOS token; task {cfg.task.name!r} has none "
                               f"(tasks with one: {with_bos})")
+    m = cfg.model
+    if m.freeze_readout and (m.readout != "linear" or t.replicas > 1 or cfg.pack):
+        raise ConfigError(f"model.freeze_readout=true needs a trained-alone linear readout; here model.readout="
+                          f"{m.readout}, train.replicas={t.replicas}, pack={cfg.pack} (use linear, 1, null)")
     if cfg.model.global_pathway != "none" and task_cls.causal:
         raise ConfigError(f"model.global_pathway={cfg.model.global_pathway} pools over the whole sequence, which "
                           f"a causal task must not see; task {cfg.task.name!r} is causal (bidirectional tasks: "

@@ -37,6 +37,13 @@ def sink_attn(weights: torch.Tensor, sink: torch.Tensor, queries: torch.Tensor) 
     return query_mean(at_sink(weights, sink), queries)
 
 
+def sink_attn_by_position(weights: torch.Tensor, sink: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+    """mean_b A[b, h, i, s_b] over the sequences b in which query i is selected, per position: (H, T),
+    NaN at a position no sequence selects (Ran-Milo 2026's Theorem 2 quantifies over positions)."""
+    mask = queries[:, None, :].to(weights.dtype)                           # (B, 1, T)
+    return (at_sink(weights, sink) * mask).sum(0) / mask.sum(0)            # (H, T); 0/0 = NaN
+
+
 def column_inflow(weights: torch.Tensor, queries: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(inflow (B, H, S): each key's mean attention from the sequence's selected queries, has (B,):
     whether the sequence has any)."""

@@ -19,6 +19,7 @@ AXES = {
     "model.pos_into": POSITION_TARGETS,
     "model.embed": PROJECTIONS,
     "model.readout": PROJECTIONS,
+    "model.attn_out": PROJECTIONS,
     "model.global_pathway": GLOBAL_PATHWAYS,
 }
 

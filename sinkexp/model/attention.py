@@ -123,7 +123,7 @@ class Attention(nn.Module):
     the explicit path. Other normalisers, and a slot, always take the explicit path."""
 
     def __init__(self, d_model: int, n_heads: int, attn, *, bias: bool = False, qk_norm: bool = False,
-                 rope: bool = False, fused: bool = True):
+                 rope: bool = False, fused: bool = True, mix_heads: bool = True):
         super().__init__()
         self.cfg = attn
         self.n_heads, self.d_head = n_heads, d_model // n_heads
@@ -131,7 +131,9 @@ class Attention(nn.Module):
         self.rope = rope
         self.fused = fused and attn.normaliser == "softmax" and attn.slot == "none"
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
-        self.out = nn.Linear(d_model, d_model, bias=bias)
+        # W_O mixes the heads' outputs; without it (model.attn_out=identity) head h writes only its own
+        # slice of the stream, so a linear readout after it is one readout per head, summed.
+        self.out = nn.Linear(d_model, d_model, bias=bias) if mix_heads else nn.Identity()
         self.q_norm = nn.RMSNorm(self.d_head) if qk_norm else nn.Identity()
         self.k_norm = nn.RMSNorm(self.d_head) if qk_norm else nn.Identity()
         self.slot = SLOTS[attn.slot](n_heads, self.d_head)
@@ -145,7 +147,8 @@ class Attention(nn.Module):
     def projections(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(W_Q, W_K, W_O) weights: W_Q and W_K (H * D, d_model), W_O (d_model, H * D)."""
         w_q, w_k, _ = self.qkv.weight.chunk(3, dim=0)
-        return w_q, w_k, self.out.weight
+        w_o = self.out.weight if isinstance(self.out, nn.Linear) else torch.eye(w_q.shape[1], device=w_q.device)
+        return w_q, w_k, w_o
 
     def forward(self, x: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
         B, T, d_model = x.shape

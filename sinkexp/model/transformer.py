@@ -143,7 +143,7 @@ class Block(nn.Module):
         self.residual = cfg.residual
         has_in, has_out, self.combine = PLACEMENTS[cfg.norm]
         self.attn = Attention(cfg.d_model, cfg.n_heads, attn, bias=cfg.bias, qk_norm=cfg.qk_norm,
-                              rope=cfg.pos == "rope", fused=fused)
+                              rope=cfg.pos == "rope", fused=fused, mix_heads=cfg.attn_out == "linear")
         self.mlp = MLPS[cfg.mlp](cfg.d_model, cfg.bias if cfg.mlp_bias is None else cfg.mlp_bias)
         n_sublayers = 1 if self.mlp is None else 2
 
@@ -223,6 +223,7 @@ class Transformer(nn.Module):
         self.blocks = nn.ModuleList([Block(cfg, attn, fused) for _ in range(cfg.n_layers)])
         self.final_norm = NORMS[cfg.norm_type](d) if cfg.final_norm else nn.Identity()
         self.readout = PROJECTIONS[cfg.readout](d, task.output_dim, cfg.bias)
+        self.readout.requires_grad_(not cfg.freeze_readout)    # frozen: no gradient, no update, no decay
         # Made last, so that the rest of the model starts from the same weights with or without them
         # (the source's arms of one seed share their base parameters).
         for block in self.blocks:

@@ -88,14 +88,34 @@ def estimate_papers(papers: list[Paper], overrides: list[str], pack: bool | None
     return estimate(plans, overrides, root, recalibrate, cpu_twins(papers, plans, overrides, root, pack))
 
 
-def list_papers(papers: dict[str, Paper]) -> str:
+def last_verdicts(root: Path = OUTPUT_ROOT) -> pd.DataFrame:
+    """The verdicts of the last `reproduce` below `root` (its claims.csv files; the newest row of a
+    claim wins), for `--list`; empty before any."""
+    from sinkexp.reproduce.write import CLAIMS
+
+    tables = sorted(root.glob(f"**/{CLAIMS}"), key=lambda path: path.stat().st_mtime) if root.is_dir() else []
+    rows = [pd.read_csv(path) for path in tables]
+    if not rows:
+        return pd.DataFrame(columns=["paper", "claim", "kind", "verdict"])
+    return pd.concat(rows).drop_duplicates(["paper", "claim"], keep="last")
+
+
+def list_papers(papers: dict[str, Paper], root: Path = OUTPUT_ROOT) -> str:
+    """Every claim with its source and criterion, and its verdict in the last run below `root`,
+    counted per kind for each paper."""
+    from sinkexp.reproduce.write import passing
+
+    last = last_verdicts(root).set_index(["paper", "claim"])
     lines = []
     width = max(len(c.name) for paper in papers.values() for c in paper.claims)
     for paper in papers.values():
         runs = sum(exp.runs for exp in paper.experiments)
-        lines.append(f"{paper.name}: {paper.title} ({len(paper.experiments)} experiments, {runs} runs)")
-        for c in paper.claims:
-            lines.append(f"  {c.name:<{width}} [{c.kind}] {c.source}: {c.describe()} {c.criterion} "
+        verdicts = [last["verdict"].get((paper.name, c.name), "not run yet") for c in paper.claims]
+        counts = pd.DataFrame({"kind": [c.kind for c in paper.claims], "verdict": verdicts})
+        ran = f"last run: {passing(counts)}" if (counts["verdict"] != "not run yet").any() else "not run yet"
+        lines.append(f"{paper.name}: {paper.title} ({len(paper.experiments)} experiments, {runs} runs; {ran})")
+        for c, verdict in zip(paper.claims, verdicts):
+            lines.append(f"  {c.name:<{width}} [{c.kind}] {verdict}: {c.source}: {c.describe()} {c.criterion} "
                          f"(paper: {c.paper_value})")
     return "\n".join(lines)
 
@@ -154,4 +174,11 @@ def main(argv: list[str]) -> int:
     if docs is not None:
         from sinkexp.reproduce.write import write_docs
         print(f"written: {write_docs(docs, rows)}")
-    return 0 if (rows["verdict"] == "PASS").all() else 1
+    return exit_code(rows)
+
+
+def exit_code(rows: pd.DataFrame) -> int:
+    """0 when every claim holds or was not reached at the size run (the runs found nothing wrong);
+    1 when a claim was contradicted, could not fail (a criterion that tests nothing is a defect of
+    its declaration) or was not run (docs/reproduce.md, "The verdict")."""
+    return 0 if rows["verdict"].isin(("holds", "not reached")).all() else 1

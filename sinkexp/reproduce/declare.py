@@ -12,15 +12,17 @@ or a control; KINDS), and is one of three types, each with a criterion that mean
 - `Paired`: the measure on each selected run compared (difference or ratio) with the `against`
   run of the same seed and structure seed;
 - `Trend`: per draw (seed, structure seed), Spearman's rho of the measure against `key`.
-Grids are Python values, expanded as Hydra sweeps in the order given. `cpu` holds the sizes the
-experiment runs at with `scale=cpu` (the default); `scale=paper` drops them, so the config group
-`scale` is the one switch between CPU sizes and the sources' sizes.
+What decides its verdict (verdicts.py): `requires` (premises: earlier claims that must hold),
+`forms` (the claim is that a phenomenon forms; failing, it is "not reached" unless the `reached`
+claims show the size sufficed), `contrast` (claims on the same task that hold trained and fail
+untrained: a claim that also holds untrained is evidence only beside them). Experiments and their
+sizes per scale: experiment.py.
 
 `Paper(...)` checks its references when the paper file is imported, before anything trains: the
-experiments a claim names, the metrics its measure reads (the registry in evaluate/tables.py),
-every config key it or a grid names (keys.py: the schema, read without torch), and that a
-claim's `where` values are values its experiments run. A mistake raises DeclarationError: one
-line naming the paper, the claim or experiment, and the key.
+claims and experiments a claim names, the metrics its measure reads (the registry in
+evaluate/tables.py), every config key it, a grid or a reach size names (keys.py: the schema, read
+without torch), and that a claim's `where` values are values its experiments run. A mistake
+raises DeclarationError: one line naming the paper, the claim or experiment, and the key.
 """
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ from functools import cached_property
 from typing import Callable
 
 from sinkexp.evaluate.tables import METRICS
-from sinkexp.reproduce.keys import DEFAULT_TASK, GROUPS, key_problem
+from sinkexp.reproduce.experiment import Experiment, override_value
+from sinkexp.reproduce.keys import key_problem
 
 
 
@@ -89,50 +92,6 @@ class Condition:
         return f"{self.measure.describe} {self.criterion}"
 
 
-def override_value(value) -> str:
-    """A Python value as a Hydra override writes it (True -> true, None -> null)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "null" if value is None else str(value)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Experiment:
-    name: str                                  # its folder under outputs/reproduce/<paper>/
-    overrides: dict = field(default_factory=dict)   # fixed settings, e.g. {"task": "damping"}
-    grid: dict = field(default_factory=dict)        # swept key -> values, e.g. {"seed": (0, 1, 2)}
-    cpu: dict = field(default_factory=dict)         # sizes at scale=cpu (sinkexp's choice), e.g. {"train.steps": 500}
-
-    @property
-    def task(self) -> str:
-        return self.overrides.get("task", DEFAULT_TASK)
-
-    def values(self, key: str) -> tuple | None:
-        """The values this experiment's runs take for `key` (None: the config's default)."""
-        group = key.removesuffix(".name")
-        for name in (key, group) if key.endswith(".name") and group in GROUPS else (key,):
-            if name in self.grid:
-                return tuple(self.grid[name])
-            if name in self.overrides:
-                return (self.overrides[name],)
-        return None
-
-    def argv(self, scale: str = "cpu", pack: tuple[str, ...] = ()) -> list[str]:
-        """Its Hydra overrides: the fixed ones, the CPU sizes (scale=cpu only), the grid as sweeps,
-        except the grid keys in `pack`, whose values go into one `pack={key: [values]}` (each job
-        then trains its combinations of them in one process: sinkexp/replicas.py)."""
-        sizes = self.cpu if scale == "cpu" else {}
-        packed = {k: v for k, v in self.grid.items() if k in pack}
-        return ([f"{k}={override_value(v)}" for k, v in {**self.overrides, **sizes}.items()]
-                + [f"{k}={','.join(map(override_value, v))}" for k, v in self.grid.items() if k not in packed]
-                + ["pack={" + ",".join(f"{k}:[{','.join(map(override_value, v))}]" for k, v in packed.items()) + "}"]
-                * bool(packed))
-
-    @property
-    def runs(self) -> int:
-        return math.prod(len(v) for v in self.grid.values())
-
-
 KINDS = {"paper": "the source's statement, in its direction, with its figure",
          "extension": "a question sinkexp asks beyond the source (its own experiment, mitigation or trend)",
          "control": "a setting that cannot form the effect, run beside the ones that should"}
@@ -151,11 +110,22 @@ class Claim:
     criterion: Criterion
     among: Condition | None = None   # count only the selected runs that meet it (the others are listed)
     requires: str | tuple[str, ...] = ""   # earlier claim(s) of the paper that must hold first (premises), or ""
+    forms: bool = False              # the claim is that a phenomenon forms (a sink, a spike, a solved task)
+    reached: str | tuple[str, ...] = ""    # for `forms`: earlier claim(s) whose holding shows the size sufficed
+    contrast: str | tuple[str, ...] = ""   # earlier claim(s) on the same task that hold, and fail untrained
     note: str = ""                   # what the claim is, where it is not the paper's own
 
     @property
     def premises(self) -> tuple[str, ...]:
-        return (self.requires,) if isinstance(self.requires, str) and self.requires else tuple(self.requires)
+        return names(self.requires)
+
+    @property
+    def reach_evidence(self) -> tuple[str, ...]:
+        return names(self.reached)
+
+    @property
+    def contrasts(self) -> tuple[str, ...]:
+        return names(self.contrast)
 
     @property
     def own_experiments(self) -> tuple[str, ...]:
@@ -172,7 +142,13 @@ class Claim:
     def counted(self) -> str:
         return ((f", among runs with {self.among}" if self.among else "")
                 + (f", given that {' and '.join(self.premises)} hold{'s' * (len(self.premises) == 1)}"
-                   if self.premises else ""))
+                   if self.premises else "")
+                + (f", beside {' and '.join(self.contrasts)}" if self.contrasts else ""))
+
+
+def names(given: str | tuple[str, ...]) -> tuple[str, ...]:
+    """A claim field naming other claims: one name, several, or none ("")."""
+    return (given,) if isinstance(given, str) and given else tuple(given) if not isinstance(given, str) else ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -222,14 +198,18 @@ class Paper:
     def experiment(self, name: str) -> Experiment:
         return next(e for e in self.experiments if e.name == name)
 
+    def claim(self, name: str) -> Claim:
+        return next(c for c in self.claims if c.name == name)
+
     @cached_property
     def digest(self) -> str:
         """Eight hex digits over everything the paper declares (each experiment's settings; each
         claim's kind, statement, selection, measure and criterion), so a claims table says which
         declaration its verdicts answer."""
-        experiments = [(e.name, e.argv(), sorted(e.cpu.items())) for e in self.experiments]
+        experiments = [(e.name, e.argv(), sorted(e.cpu.items()), e.argv("reach")) for e in self.experiments]
         claims = [(c.__class__.__name__, c.name, c.kind, c.statement, c.source, c.paper_value, c.experiments,
-                   sorted(c.where.items()), c.describe(), str(c.criterion), c.note) for c in self.claims]
+                   sorted(c.where.items()), c.describe(), str(c.criterion), c.note, c.forms, c.reach_evidence,
+                   c.contrasts) for c in self.claims]
         text = json.dumps([self.name, experiments, claims], default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:8]
 
@@ -244,8 +224,10 @@ def check_paper(paper: Paper) -> None:
         fail(name, "two experiments share this name")
     for exp in paper.experiments:
         swept = [(key, value) for key, values in exp.grid.items() for value in values]
+        reach = [(key, value) for key, values in exp.reach.items()
+                 for value in (values if isinstance(values, tuple) else (values,))]
         # the task first: it decides which task.* keys exist
-        for key, value in [("task", exp.task), *exp.overrides.items(), *exp.cpu.items(), *swept]:
+        for key, value in [("task", exp.task), *exp.overrides.items(), *exp.cpu.items(), *swept, *reach]:
             problem = key_problem(key, value, exp.task)
             if problem:
                 fail(exp.name, problem)
@@ -253,41 +235,63 @@ def check_paper(paper: Paper) -> None:
     for name in {n for n in claims if claims.count(n) > 1}:
         fail(name, "two claims share this name")
     for i, claim in enumerate(paper.claims):
-        if claim.kind not in KINDS:
-            fail(claim.name, f"kind={claim.kind!r}; choose one of: {', '.join(KINDS)}")
-        for premise in claim.premises:
-            if premise not in claims[:i]:
-                fail(claim.name, f"requires={premise!r} is not an earlier claim; earlier: {', '.join(claims[:i])}")
-        missing = [name for name in claim.experiments if name not in names]
-        if missing:
-            fail(claim.name, f"experiment {missing[0]!r} is not declared; experiments: {', '.join(names)}")
-        unknown = [m for m in (*claim.measure.metrics, *(claim.among.measure.metrics if claim.among else ()))
-                   if m not in METRICS]
-        if unknown:
-            fail(claim.name, f"metric {unknown[0]!r} is not in the registry (evaluate/tables.py METRICS); "
-                             f"metrics: {', '.join(METRICS)}")
-        own = [paper.experiment(n) for n in claim.own_experiments]
-        selections = [(claim.where, own)]
-        if isinstance(claim, Paired):
-            if claim.compare not in COMPARISONS:
-                fail(claim.name, f"compare={claim.compare!r}; choose one of: {', '.join(COMPARISONS)}")
-            selections.append((claim.against, [paper.experiment(claim.against_in)] if claim.against_in else own))
-        for selection, exps in selections:
-            for key, value in selection.items():
-                problem = next(filter(None, (key_problem(key, value, e.task) for e in exps)), "")
-                if not problem and not any(runs_take(e, key, value) for e in exps):
-                    problem = (f"{key}={override_value(value)} is not a value its experiments run ("
-                               + "; ".join(f"{e.name}: {', '.join(map(override_value, e.values(key) or ()))}"
-                                           for e in exps) + ")")
-                if problem:
-                    fail(claim.name, problem)
-        if isinstance(claim, Trend):
-            problem = next(filter(None, (key_problem(claim.key, None, e.task) for e in own)), "")
-            taken = {override_value(v) for e in own for v in (e.values(claim.key) or ("the default",))}
-            if not problem and len(taken) < 3:
-                problem = f"trend key {claim.key} takes fewer than 3 values in {', '.join(claim.own_experiments)}"
+        problem = reference_problem(paper, claim, claims[:i]) or selection_problem(paper, claim)
+        if problem:
+            fail(claim.name, problem)
+
+
+def reference_problem(paper: Paper, claim: Claim, earlier: list[str]) -> str:
+    """What is wrong with the claims, experiments and metrics a claim names ('' if nothing)."""
+    names = [e.name for e in paper.experiments]
+    if claim.kind not in KINDS:
+        return f"kind={claim.kind!r}; choose one of: {', '.join(KINDS)}"
+    for field_name, named in (("requires", claim.premises), ("reached", claim.reach_evidence),
+                              ("contrast", claim.contrasts)):
+        for other in named:
+            if other not in earlier:
+                return f"{field_name}={other!r} is not an earlier claim; earlier: {', '.join(earlier) or 'none'}"
+    if claim.reach_evidence and not claim.forms:
+        return "reached= is for a claim that a phenomenon forms (forms=True)"
+    missing = [name for name in claim.experiments if name not in names]
+    if missing:
+        return f"experiment {missing[0]!r} is not declared; experiments: {', '.join(names)}"
+    for other in claim.contrasts:          # the same setting: a claim on runs of the same task
+        theirs = {paper.experiment(e).task for e in paper.claim(other).own_experiments}
+        mine = {paper.experiment(e).task for e in claim.own_experiments}
+        if not theirs & mine:
+            return (f"contrast={other!r} reads task {', '.join(sorted(theirs))}, not this claim's "
+                    f"({', '.join(sorted(mine))}); a contrast is a claim on the same task")
+    unknown = [m for m in (*claim.measure.metrics, *(claim.among.measure.metrics if claim.among else ()))
+               if m not in METRICS]
+    if unknown:
+        return f"metric {unknown[0]!r} is not in the registry (evaluate/tables.py METRICS); metrics: {', '.join(METRICS)}"
+    if isinstance(claim, Paired) and claim.compare not in COMPARISONS:
+        return f"compare={claim.compare!r}; choose one of: {', '.join(COMPARISONS)}"
+    return ""
+
+
+def selection_problem(paper: Paper, claim: Claim) -> str:
+    """What is wrong with the settings a claim selects runs by, or its trend key ('' if nothing)."""
+    own = [paper.experiment(n) for n in claim.own_experiments]
+    selections = [(claim.where, own)]
+    if isinstance(claim, Paired):
+        selections.append((claim.against, [paper.experiment(claim.against_in)] if claim.against_in else own))
+    for selection, exps in selections:
+        for key, value in selection.items():
+            problem = next(filter(None, (key_problem(key, value, e.task) for e in exps)), "")
+            if not problem and not any(runs_take(e, key, value) for e in exps):
+                problem = (f"{key}={override_value(value)} is not a value its experiments run ("
+                           + "; ".join(f"{e.name}: {', '.join(map(override_value, e.values(key) or ()))}"
+                                       for e in exps) + ")")
             if problem:
-                fail(claim.name, problem)
+                return problem
+    if isinstance(claim, Trend):
+        problem = next(filter(None, (key_problem(claim.key, None, e.task) for e in own)), "")
+        taken = {override_value(v) for e in own for v in (e.values(claim.key) or ("the default",))}
+        if not problem and len(taken) < 3:
+            problem = f"trend key {claim.key} takes fewer than 3 values in {', '.join(claim.own_experiments)}"
+        return problem
+    return ""
 
 
 def runs_take(exp: Experiment, key: str, value) -> bool:

@@ -34,6 +34,7 @@ class FinishedRun:
     finals: pd.DataFrame             # final values: layer, query_type, metric, value (mean over heads)
     experiment: str = ""             # the experiment (folder below the paper) the run belongs to
     analyses: dict = field(default_factory=dict, repr=False)     # (analysis, args) -> its result
+    untrained: bool = False          # this view is the run at step 0 (its `initial`)
 
     @property
     def label(self) -> str:
@@ -49,8 +50,31 @@ class FinishedRun:
         return RunFiles(self.path)
 
     @property
-    def metrics(self) -> pd.DataFrame:   # every evaluated step, per head (metrics.csv, read once)
-        return self.files.metrics
+    def metrics(self) -> pd.DataFrame:   # every evaluated step, per head (metrics.csv, read once); step 0 untrained
+        m = self.files.metrics
+        return m[m["step"] == 0] if self.untrained else m
+
+    @cached_property
+    def initial(self) -> "FinishedRun":
+        """The same run untrained: its step-0 evaluation (every run writes one) and its model
+        rebuilt from the seed, for measuring whether a claim's criterion could have failed."""
+        from sinkexp.evaluate.tables import final_values
+
+        m, losses = self.files.metrics, self.files.losses
+        if m is None or losses is None or not (m["step"] == 0).any():
+            raise MissingValue(f"{self.label} has no step-0 evaluation in its tables")
+        start = final_values(m[m["step"] == 0], losses[losses["step"] == 0])
+        return FinishedRun(self.path, self.settings, start, self.experiment, untrained=True)
+
+    def attention(self) -> dict:
+        """The attention maps averaged over the held-out batch, per layer ({"layer0": (H, T, T)}):
+        attention.npz for the trained run, computed from the rebuilt model for its step 0."""
+        import numpy as np
+        if self.untrained:
+            from sinkexp.evaluate.evaluator import mean_attention
+            return mean_attention(self.loaded.model, self.loaded.batch)
+        with np.load(self.path / ATTENTION) as maps:
+            return {name: maps[name] for name in maps.files}
 
     @cached_property
     def provenance(self) -> dict[str, str]:
@@ -64,7 +88,7 @@ class FinishedRun:
     @cached_property
     def loaded(self):                    # the trained model and held-out batch (sinkexp.load.load_run)
         from sinkexp.load import load_run
-        return load_run(self.path)
+        return load_run(self.path, step=0 if self.untrained else None)
 
     def analysis(self, fn: Callable, *args):
         """fn(the loaded run, *args), a sinkexp.interventions analysis, computed once per run and
@@ -134,11 +158,10 @@ def pooled_peak(layer: int) -> Measure:
     (Kempner noop_dynamics.ipynb: `A.mean(dim=(0, 1))`, then its max), whichever position holds it.
     A sink at a different key in every sequence does not count here (max_inflow counts it)."""
     def value(run: FinishedRun) -> float:
-        import numpy as np
-        with np.load(run.path / ATTENTION) as maps:
-            if f"layer{layer}" not in maps.files:
-                raise MissingValue(f"{run.label} has no layer {layer} in {ATTENTION}")
-            weights = maps[f"layer{layer}"]                                       # (H, T, T)
+        maps = run.attention()
+        if f"layer{layer}" not in maps:
+            raise MissingValue(f"{run.label} has no layer {layer} in {ATTENTION}")
+        weights = maps[f"layer{layer}"]                                           # (H, T, T)
         return float(weights.mean(axis=1).max(axis=-1).mean())
     return Measure(f"peak of the pooled attention per key [layer {layer}]", value)
 
@@ -150,6 +173,19 @@ def intervention(name: str, layer: int, query_type: str = "all") -> Measure:
         table = run.analysis(run_interventions, layer).set_index(["intervention", "query_type"])["loss"]
         return float(table[(name, query_type)] / table[("none", query_type)])
     return Measure(f"loss with {name}[layer {layer}] / loss [{query_type}]", ratio)
+
+
+def position_sink(how: str, query_type: str, before: str | None = None) -> Measure:
+    """Sink attention per query position (sinkexp.positions): "some" position of any layer (the
+    largest), or "every" selected position of the best layer (its smallest)."""
+    from_table = {"some": "strongest_position", "every": "weakest_position_of_best_layer"}[how]
+
+    def value(run: FinishedRun) -> float:
+        from sinkexp import positions
+        return getattr(positions, from_table)(run.analysis(positions.position_profile, query_type, before))
+    where = f"{query_type} queries" + (f" before the {before}" if before else "")
+    label = {"some": "max over layers and positions", "every": "max over layers of the min over positions"}[how]
+    return Measure(f"{label} of the sink attention per position [{where}]", value)
 
 
 def payload_transfer(key: str, layer: int) -> Measure:

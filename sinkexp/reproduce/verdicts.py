@@ -1,9 +1,16 @@
-"""A claim's verdict: its value on every run it selects, and whether each meets the criterion.
+"""A claim's verdict: its value on every run it selects, at the end of training and untrained
+(step 0 of the same runs), and which of the verdicts that makes it (docs/reproduce.md, "The verdict").
 
-A claim PASSes only when every selected run meets its criterion and no selected run failed or is
-missing: one draw that misses is a FAIL, whatever the mean says. `problem` says why a claim could
-not be measured (a run did not finish, no paired run, a value the run lacks); such a claim FAILs
-with the problem shown, never with a number.
+    holds         every selected run meets the criterion, and the criterion could have failed: it
+                  does not also hold untrained, or a named contrast claim holds and fails untrained
+    contradicted  the effect the claim is about formed, and the claim's direction did not hold
+    not reached   what the claim needs did not form at the size run (a premise failed; a claim
+                  that a phenomenon forms failed with nothing showing the size sufficed; no run
+                  solved the task it is counted on): the claim was not tested
+    cannot fail   the criterion also holds on the untrained model: the runs test nothing
+    not run       the claim could not be measured (a run did not finish, a value is missing)
+
+One run that misses the criterion decides, whatever the mean says.
 """
 from __future__ import annotations
 
@@ -16,6 +23,8 @@ import pandas as pd
 from sinkexp.reproduce.declare import Claim, Paired, Paper, Trend
 from sinkexp.reproduce.measures import FinishedRun, MissingValue
 from sinkexp.runfiles import collect, setting
+
+VERDICTS = ("holds", "contradicted", "not reached", "cannot fail", "not run")
 
 
 def load_runs(folder: Path, planned: set[Path] | None = None) -> tuple[list[FinishedRun], pd.DataFrame]:
@@ -42,10 +51,23 @@ class Result:
     problem: str = ""                                          # why the claim could not be measured
     runs: list = field(default_factory=list)                   # every run the values were computed from
     excluded: dict[str, float] = field(default_factory=dict)  # selected runs `among` left out -> their value
+    unsolved: bool = False                                     # no selected run met `among`: not reached
+    initial: dict[str, float] = field(default_factory=dict)   # the same measure on the untrained runs (step 0)
+    initial_problem: str = ""                                  # why step 0 could not be measured
+    verdict: str = ""                                          # one of VERDICTS (check_claims)
+    why: str = ""                                              # what decided it, in a phrase
 
     @property
     def passed(self) -> bool:
+        """The criterion holds on every selected run at the end of training."""
         return not self.problem and bool(self.values) and all(map(self.claim.criterion.holds, self.values.values()))
+
+    @property
+    def passed_initially(self) -> bool | None:
+        """The criterion holds on every selected run untrained; None where step 0 was not measured."""
+        if self.initial_problem or not self.initial:
+            return None
+        return all(map(self.claim.criterion.holds, self.initial.values()))
 
     def row(self, paper: Paper) -> dict:
         """The claim's line of claims.csv (docs/reproduce.md lists the columns). With 3-6 runs a
@@ -55,10 +77,14 @@ class Result:
                 "statement": self.claim.statement, "source": self.claim.source, "paper_value": self.claim.paper_value,
                 "measure": self.claim.describe(),
                 "mean": values.mean(), "std": values.std(), "min": values.min(), "max": values.max(), "n": len(values),
-                "values": " ".join(f"{k}={v:.4g}" for k, v in self.values.items()),
-                "criterion": str(self.claim.criterion), "verdict": "PASS" if self.passed else "FAIL",
-                "problem": self.problem, "note": self.claim.note,
-                "excluded": " ".join(f"{k}={v:.4g}" for k, v in self.excluded.items()), **provenance(self.runs)}
+                "values": labelled(self.values), "criterion": str(self.claim.criterion), "verdict": self.verdict,
+                "why": self.why, "untrained": labelled(self.initial) or self.initial_problem,
+                "problem": self.problem, "note": self.claim.note, "excluded": labelled(self.excluded),
+                **provenance(self.runs)}
+
+
+def labelled(values: dict[str, float]) -> str:
+    return " ".join(f"{k}={v:.4g}" for k, v in values.items())
 
 
 def provenance(runs: list[FinishedRun]) -> dict[str, str]:
@@ -76,36 +102,31 @@ def spearman(x: list[float], y: list[float]) -> float:
     return float(pd.Series(x, dtype=float).rank().corr(pd.Series(y, dtype=float).rank()))
 
 
-def per_run(claim: Claim, chosen: list[FinishedRun], others: dict[str, FinishedRun]) -> Result:
+def per_run(claim: Claim, chosen: list[FinishedRun], others: dict[str, FinishedRun]) -> dict[str, float]:
     """A Value claim: the measure on each run."""
-    return Result(claim, {run.label: claim.measure.of(run) for run in chosen})
+    return {run.label: claim.measure.of(run) for run in chosen}
 
 
-def paired(claim: Paired, chosen: list[FinishedRun], others: dict[str, FinishedRun]) -> Result:
+def paired(claim: Paired, chosen: list[FinishedRun], others: dict[str, FinishedRun]) -> dict[str, float]:
     """A Paired claim: each run's measure against its draw's `against` run (difference or ratio)."""
-    missing = [run.label for run in chosen if run.label not in others]
-    if missing:
-        return Result(claim, problem="no paired run for " + ", ".join(missing))
     pair = PAIRINGS[claim.compare]
-    return Result(claim, {run.label: pair(claim.measure.of(run), claim.measure.of(others[run.label]))
-                          for run in chosen})
+    return {run.label: pair(claim.measure.of(run), claim.measure.of(others[run.label])) for run in chosen}
 
 
-def trend(claim: Trend, chosen: list[FinishedRun], others: dict[str, FinishedRun]) -> Result:
+def trend(claim: Trend, chosen: list[FinishedRun], others: dict[str, FinishedRun]) -> dict[str, float]:
     """A Trend claim: per draw (seed, structure seed), rho of the measure against `key` over its runs."""
     draws: dict[str, list[FinishedRun]] = {}
     for run in chosen:
         draws.setdefault(run.label, []).append(run)
     short = [name for name, runs in draws.items() if len(runs) < 3]
     if short:
-        return Result(claim, problem="fewer than 3 runs to rank for " + ", ".join(short))
-    return Result(claim, {name: spearman([float(run.setting(claim.key)) for run in runs],
-                                         [claim.measure.of(run) for run in runs]) for name, runs in draws.items()})
+        raise MissingValue("fewer than 3 runs to rank for " + ", ".join(short))
+    return {name: spearman([float(run.setting(claim.key)) for run in runs], [claim.measure.of(run) for run in runs])
+            for name, runs in draws.items()}
 
 
-def judge(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> Result:
-    """The claim's value on every run it selects, or the problem that prevents it. `where` selects
-    among the runs of the claim's own experiments, `against` among those of `against_in`."""
+def selection(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> tuple[list, dict, str]:
+    """(the runs `where` selects, the `against` runs by label, the problem that prevents a verdict)."""
     arms = [claim.where] + ([claim.against] if isinstance(claim, Paired) else [])
     unfinished = sum(row["status"] != "done" and any(selects(row, arm) for arm in arms)
                      for row in table.to_dict("records"))
@@ -116,10 +137,22 @@ def judge(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> Result:
     if isinstance(claim, Paired):
         away = (claim.against_in,) if claim.against_in else home
         others = {r.label: r for r in runs if r.experiment in away and selects(r.settings, claim.against)}
-    if unfinished:
-        return Result(claim, problem=f"{unfinished} selected runs did not finish")
-    if not chosen:
-        return Result(claim, problem="no run selected")
+    labels = [run.label for run in chosen]
+    missing = [label for label in labels if isinstance(claim, Paired) and label not in others]
+    problem = (f"{unfinished} selected runs did not finish" if unfinished else "no run selected" if not chosen
+               else "no paired run for " + ", ".join(missing) if missing
+               else "several selected runs share a seed and structure seed; narrow `where`"
+               if not isinstance(claim, Trend) and len(set(labels)) < len(labels) else "")
+    return chosen, others, problem
+
+
+def judge(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> Result:
+    """The claim's value on every run it selects, trained and untrained, or the problem that
+    prevents it. `where` selects among the runs of the claim's own experiments, `against` among
+    those of `against_in`; `among` keeps the runs that meet it (the others are listed)."""
+    chosen, others, problem = selection(claim, runs, table)
+    if problem:
+        return Result(claim, problem=problem)
     excluded = {}
     if claim.among:              # e.g. only the runs that solve the task: the others are listed, not counted
         try:
@@ -129,22 +162,48 @@ def judge(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> Result:
         excluded = {label: value for label, value in condition.items() if not claim.among.criterion.holds(value)}
         chosen = [run for run in chosen if run.label not in excluded]
         if not chosen:
-            return Result(claim, problem=f"no selected run has {claim.among}", excluded=excluded)
-    labels = [run.label for run in chosen]
-    if not isinstance(claim, Trend) and len(set(labels)) < len(labels):
-        return Result(claim, problem="several selected runs share a seed and structure seed; narrow `where`")
-    verdict = paired if isinstance(claim, Paired) else trend if isinstance(claim, Trend) else per_run
+            return Result(claim, problem=f"no selected run has {claim.among}", excluded=excluded, unsolved=True)
+    measure = paired if isinstance(claim, Paired) else trend if isinstance(claim, Trend) else per_run
+    result = Result(claim, excluded=excluded, runs=chosen + [others[run.label] for run in chosen if run.label in others])
     try:
-        result = verdict(claim, chosen, others)
+        result.values = measure(claim, chosen, others)
     except MissingValue as err:
-        result = Result(claim, problem=str(err))
-    result.runs = chosen + [others[run.label] for run in chosen if run.label in others]
-    result.excluded = excluded
+        result.problem = str(err)
+        return result
+    try:                         # the same runs untrained: could the criterion have failed?
+        result.initial = measure(claim, [run.initial for run in chosen],
+                                 {label: run.initial for label, run in others.items()})
+    except MissingValue as err:
+        result.initial_problem = f"step 0 not measured: {err}"
     return result
 
 
+def decide(claim: Claim, result: Result, done: dict[str, Result]) -> tuple[str, str]:
+    """(verdict, why) of a measured claim, given the verdicts of the earlier claims it names."""
+    unmet = [p for p in claim.premises if done[p].verdict != "holds"]
+    if unmet:
+        verdict = done[unmet[0]].verdict
+        return "not reached", f"its premise {unmet[0]} {'' if verdict == 'cannot fail' else 'was '}{verdict}"
+    if result.problem:
+        return ("not reached" if result.unsolved else "not run"), result.problem
+    if result.passed:
+        if result.passed_initially:
+            beside = [c for c in claim.contrasts if done[c].verdict == "holds" and done[c].passed_initially is False]
+            if beside:
+                return "holds", f"untrained too, but beside {beside[0]}, which holds only trained"
+            return "cannot fail", "its criterion holds on the untrained model too (step 0)"
+        return "holds", result.initial_problem
+    if claim.forms:
+        evidence = [c for c in claim.reach_evidence if done[c].verdict == "holds"]
+        if claim.reach_evidence and len(evidence) == len(claim.reach_evidence):
+            return "contradicted", f"did not form although {' and '.join(evidence)} did at this size"
+        return "not reached", "it did not form at the size run; nothing here tells too small from absent"
+    return "contradicted", ""
+
+
 def check_claims(paper: Paper, root: Path, planned: dict | None = None) -> list[Result]:
-    """Every claim of `paper` on the runs below root/<paper>/ (those `planned`, when given)."""
+    """Every claim of `paper` on the runs below root/<paper>/ (those `planned`, when given), each
+    with its verdict (claims name only earlier claims, so one pass in order decides them all)."""
     loaded = {exp.name: load_runs(root / paper.name / exp.name, planned and planned[paper.name, exp.name])
               for exp in paper.experiments}
     results: dict[str, Result] = {}
@@ -152,9 +211,6 @@ def check_claims(paper: Paper, root: Path, planned: dict | None = None) -> list[
         runs = [run for name in claim.experiments for run in loaded[name][0]]
         table = pd.concat([loaded[name][1] for name in claim.experiments], ignore_index=True)
         result = judge(claim, runs, table)
-        failed = [premise for premise in claim.premises if not results[premise].passed]
-        if failed and not result.problem:
-            # the values are still shown; the claim cannot hold without its premise
-            result.problem = f"its premise {failed[0]} does not hold"
+        result.verdict, result.why = decide(claim, result, results)
         results[claim.name] = result
     return list(results.values())

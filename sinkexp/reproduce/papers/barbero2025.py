@@ -1,9 +1,9 @@
 """Barbero et al. 2025, "Why do LLMs attend to the first token?".
 
 Table 2: a model pre-trained with BOS always first forms its sink on BOS, and loses it when BOS is
-removed at inference, with a large loss of performance. The small analogue here: the one-layer
-trigger model (Ran-Milo 2026's task; BOS is always position 0), evaluated on its held-out batch
-with and without BOS (`sinkexp intervene` prints the same). CPU sizes: 1000 steps.
+removed at inference, with a large loss of performance. sinkexp's small analogue (extensions): the
+one-layer trigger model (Ran-Milo 2026's task; BOS is always position 0), evaluated on its held-out
+batch with and without BOS (`sinkexp intervene` prints the same). CPU sizes: 1000 steps.
 
 Fig. 5 (Sec. 4, context length): at a fixed number of tokens per step, models pre-trained on longer
 contexts form stronger sinks (the shortest almost none), and form them sooner, then saturate. The
@@ -17,8 +17,9 @@ paper's other experiment, on the trigger task, has no table key).
 
 Their own setting, a language model, is `task=lm` (next byte of the King James Version, BOS first,
 the LLaMA-style `model=llama` preset, 4 x 4, d_model 64, 2000 steps; docs/tasks.md), three seeds:
-Table 2's claims on it. "Forms its sink on BOS" is read as a sink rate over all heads >= 0.1 (alpha_s
-> 0.3; sinkexp's threshold, as sun2026's and gu2025's LM claims), and the sink leaving requires it.
+Table 2's claims on it. "Forms its sink on BOS" is read as a sink rate over all heads >= 0.1
+(alpha_s > 0.3 is the paper's epsilon, Sec. 2, after Gu et al.; the rate 0.1 is sinkexp's threshold,
+as sun2026's and gu2025's LM claims), and the sink leaving, and the loss rising, require it.
 They pre-train with Gu et al.'s setup (Sec. 4), so every LM experiment here takes Gu's learning-rate
 schedule, constant after the warm-up (gu2025.py says where it comes from). On the same LM, at
 sinkexp's sizes:
@@ -32,8 +33,9 @@ sinkexp's sizes:
   attention over all heads, run for run (the 0.5 is sinkexp's).
 - depth: the over-squashing bound (Sec. 3) says deeper models need more sinking heads; the paper
   tests it on LLaMA 3.1 8B-405B (Sec. 4), where depth and width grow together. Here only depth
-  moves: 2, 4 and 8 layers at d_model 64. The trend requires sinks at 8 layers; the share of heads
-  in the first and last layer changes with depth too (the per-layer values are in each run).
+  moves: 2, 4 and 8 layers at d_model 64, sinkexp's question (an extension). The trend requires
+  sinks at 8 layers; the share of heads in the first and last layer changes with depth too (the
+  per-layer values are in each run).
 """
 from sinkexp.reproduce.declare import Experiment, Measure, Paired, Paper, Trend, Value, at_least, at_most, between
 from sinkexp.reproduce.measures import FinishedRun, bos_removed, curve, final, first_step
@@ -75,48 +77,58 @@ PAPER = Paper(
         Experiment(name="lm_depth", overrides=LM, grid={"model.n_layers": (2, 4, 8), **LM_SEEDS}),
     ),
     claims=(
-        Value(name="sink_leaves_with_bos", kind="paper",
+        Value(name="trigger_sinks_on_bos", kind="extension",
+              statement="The one-layer trigger model sinks on BOS (Theorem 1 of ranmilo2026).", source="-",
+              paper_value="-", experiment="trigger", measure=BOS_ATTENTION, criterion=at_least(0.9), forms=True),
+        Value(name="sink_leaves_with_bos", kind="extension",
               statement="Without BOS at inference the first position no longer draws the attention.",
-              source="Table 2", paper_value="sink gone", experiment="trigger", measure=bos_removed("first_attn"),
-              criterion=at_most(0.5)),
-        Value(name="loss_rises_without_bos", kind="paper",
+              source="Sec. 5, Table 2", paper_value="sink gone", experiment="trigger", measure=bos_removed("first_attn"),
+              criterion=at_most(0.5), requires="trigger_sinks_on_bos"),
+        Value(name="loss_rises_without_bos", kind="extension",
               statement="Without BOS at inference the model performs much worse.",
-              source="Table 2", paper_value="large drop", experiment="trigger", measure=bos_removed("loss"),
-              criterion=at_least(2.0)),
+              source="Sec. 5, Table 2", paper_value="large drop", experiment="trigger", measure=bos_removed("loss"),
+              criterion=at_least(2.0), requires="trigger_sinks_on_bos", note="The factor 2 is sinkexp's."),
+        Value(name="long_context_sinks", kind="extension",
+              statement="Trained on the longest context (256), the backcopy model sinks on BOS.",
+              source="Sec. 4, Fig. 5(a)", paper_value="most sinks at the longest contexts", experiment="context_256",
+              measure=BOS_ATTENTION, criterion=at_least(0.5), forms=True,
+              note="The premise of the trends below; the threshold 0.5 is sinkexp's."),
         Trend(name="longer_context_stronger_sink", kind="extension",
               statement="Trained on longer contexts (same tokens per step), models form stronger sinks.",
               source="Sec. 4, Fig. 5(a)", paper_value="sinks rise with length; the shortest almost none",
-              experiment=CONTEXT, measure=BOS_ATTENTION, criterion=at_least(0.8), key="task.seq_len"),
+              experiment=CONTEXT, measure=BOS_ATTENTION, criterion=at_least(0.8), key="task.seq_len",
+              requires="long_context_sinks"),
         Trend(name="longer_context_sinks_sooner", kind="extension",
               statement="... and form them sooner (the speed saturates at long contexts).",
               source="Sec. 4, Fig. 5(b)", paper_value="faster with length, then saturates", experiment=CONTEXT,
               measure=Measure("first step with sink_attn[layer 0, non_trigger] >= 0.5", sink_formed_at, ("sink_attn",)),
-              criterion=at_most(-0.8), key="task.seq_len",
+              criterion=at_most(-0.8), key="task.seq_len", requires="long_context_sinks",
               note="A draw whose sink never forms at some length ranks that length last."),
         Value(name="lm_sinks_on_bos", kind="paper", statement="An LM pre-trained with BOS first sinks on it "
-              "(sink rate over all heads at alpha_s > 0.3 >= 0.1).", source="Table 2", paper_value="sink on BOS",
-              experiment="lm", measure=final("sink_rate@0.3", -1), criterion=at_least(0.1),
-              note="The threshold (one head in ten) is sinkexp's."),
+              "(sink rate over all heads at alpha_s > 0.3 >= 0.1).", source="Sec. 5, Table 2",
+              paper_value="sink on BOS", experiment="lm", measure=final("sink_rate@0.3", -1),
+              criterion=at_least(0.1), forms=True, note="The rate threshold (one head in ten) is sinkexp's."),
         Value(name="lm_sink_leaves_with_bos", kind="paper", requires="lm_sinks_on_bos",
               statement="Without BOS at inference the LM's first position no longer draws the attention.",
-              source="Table 2", paper_value="sink gone", experiment="lm", measure=bos_removed("first_attn"),
-              criterion=at_most(0.5)),
+              source="Sec. 5, Table 2", paper_value="sink gone", experiment="lm", measure=bos_removed("first_attn"),
+              criterion=at_most(0.5), note="The bound 0.5 (half the attention it had) is sinkexp's."),
         Value(name="lm_loss_rises_without_bos", kind="paper", statement="Without BOS at inference the LM performs "
-              "much worse.", source="Table 2", paper_value="large drop", experiment="lm",
-              measure=bos_removed("loss"), criterion=at_least(2.0)),
+              "much worse.", source="Sec. 5, Table 2", paper_value="large drop", experiment="lm",
+              measure=bos_removed("loss"), criterion=at_least(2.0), requires="lm_sinks_on_bos",
+              note="The factor 2 is sinkexp's."),
         Value(name="lm_long_context_sinks", kind="paper", statement="An LM pre-trained on long contexts (512 bytes) "
-              "sinks (sink rate over all heads at alpha_s > 0.3 >= 0.1).", source="Sec. 4, Fig. 5(a)",
+              "sinks (sink rate over all heads at alpha_s > 0.3 >= 0.1).", source="Sec. 4.1, Fig. 5(a)",
               paper_value="most sinks at the longest contexts", experiment="lm_context_512", measure=LM_SINK_RATE,
-              criterion=at_least(0.1), note="The premise of the trend below; the threshold is sinkexp's."),
+              criterion=at_least(0.1), forms=True, note="The premise of the trend below; the threshold is sinkexp's."),
         Trend(name="lm_longer_context_more_sinks", kind="paper", requires="lm_long_context_sinks",
               statement="Pre-trained on longer contexts (same bytes per step), more of the LM's heads sink.",
-              source="Sec. 4, Fig. 5(a)", paper_value="sinks rise with length; the shortest almost none",
+              source="Sec. 4.1, Fig. 5(a)", paper_value="sinks rise with length; the shortest almost none",
               experiment=LM_CONTEXT, measure=LM_SINK_RATE, criterion=at_least(0.8), key="task.seq_len",
               note="rho >= 0.8 over the four lengths per seed is sinkexp's reading of 'rise'."),
         Value(name="lm_no_bos_sinks_on_first_token", kind="paper", statement="An LM pre-trained without BOS sinks on "
               "its first token (sink rate over all heads at alpha_s > 0.3 >= 0.1).", source="Sec. 5, Table 2",
               paper_value="a sink on the first token", experiment="lm_no_bos", measure=LM_SINK_RATE,
-              criterion=at_least(0.1), note="The threshold is sinkexp's."),
+              criterion=at_least(0.1), forms=True, note="The threshold is sinkexp's."),
         Paired(name="lm_no_bos_sink_slightly_weaker", kind="paper",
                requires=("lm_sinks_on_bos", "lm_no_bos_sinks_on_first_token"),
                statement="... slightly weaker than the BOS model's sink on BOS (0.5-1x its mean first-token "
@@ -124,16 +136,16 @@ PAPER = Paper(
                experiment="lm_no_bos", measure=FIRST_TOKEN, against={"task.bos": True}, against_in="lm",
                compare="ratio", criterion=between(0.5, 1.0), note="The 0.5 bound on 'slightly' is sinkexp's."),
         Value(name="lm_deep_model_sinks", kind="paper", statement="An 8-layer LM sinks (sink rate over all heads at "
-              "alpha_s > 0.3 >= 0.1).", source="Sec. 4, LLaMA 3.1 8B-405B",
+              "alpha_s > 0.3 >= 0.1).", source="Sec. 4.2, LLaMA 3.1 8B-405B (and the contributions)",
               paper_value="80% of heads sink in LLaMA 3.1 405B", experiment="lm_depth",
-              where={"model.n_layers": 8}, measure=LM_SINK_RATE, criterion=at_least(0.1),
+              where={"model.n_layers": 8}, measure=LM_SINK_RATE, criterion=at_least(0.1), forms=True,
               note="The premise of the trend below; the threshold is sinkexp's."),
-        Trend(name="lm_deeper_more_sinks", kind="paper", requires="lm_deep_model_sinks",
+        Trend(name="lm_deeper_more_sinks", kind="extension", requires="lm_deep_model_sinks",
               statement="The deeper the LM (2, 4, 8 layers), the more of its heads sink.",
-              source="Sec. 3, over-squashing bound; Sec. 4, LLaMA 3.1 8B-405B",
+              source="Sec. 3, over-squashing bound; Sec. 4.2, LLaMA 3.1 8B-405B",
               paper_value="more sinks in larger models", experiment="lm_depth", measure=LM_SINK_RATE,
               criterion=at_least(0.8), key="model.n_layers",
-              note="The paper's models grow in depth and width together; here only depth does. rho >= 0.8 over "
-                   "three depths per seed (the order exactly kept) is sinkexp's reading."),
+              note="The paper's models grow in depth and width together; here only depth does (sinkexp's "
+                   "question). rho >= 0.8 over three depths per seed (the order exactly kept) is sinkexp's reading."),
     ),
 )

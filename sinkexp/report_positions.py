@@ -1,0 +1,30 @@
+"""Figure of the sink attention per query position and layer (sinkexp/positions.py's tables): one
+panel per run, positions across, layers down, the colour the mean over sequences of the attention
+on the sink. Plot code only: pandas and matplotlib, no model."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+
+def position_figure(tables: dict[str, pd.DataFrame], path: Path, title: str) -> Path:
+    """Write `path` (PNG): a heatmap per run ({label: position_profile table})."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(tables), 1, figsize=(9, 1.2 + 0.9 * sum(t["layer"].nunique() for t in tables.values())
+                                                        / max(1, len(tables)) * len(tables)), squeeze=False)
+    for ax, (label, table) in zip(axes[:, 0], tables.items()):
+        grid = table.pivot(index="layer", columns="position", values="value")
+        image = ax.imshow(grid.values, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        ax.set_yticks(range(len(grid.index)), [f"layer {layer}" for layer in grid.index])
+        ax.set_title(label, fontsize=9, loc="left")
+        ax.set_xlabel("query position")
+    fig.colorbar(image, ax=axes[:, 0].tolist(), label="attention on the sink (mean over sequences)")
+    fig.suptitle(title, fontsize=10)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path

@@ -1,0 +1,75 @@
+"""An experiment of a paper: fixed overrides, a grid, and its sizes at each scale (declare.py).
+
+    Experiment(name="one_layer", overrides={"task": "trigger"},
+               grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)}, cpu={"train.steps": 1000},
+               reach={"train.steps": 4000})
+
+Grids are Python values, expanded as Hydra sweeps in the order given. `cpu` holds the sizes the
+experiment runs at with `scale=cpu` (the default); `reach` changes them at `scale=reach` (the
+smallest sizes at which its phenomenon forms on 2 CPU cores); `scale=paper` drops both, so the
+config group `scale` is the one switch between CPU sizes and configs/task_scale/'s.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from sinkexp.reproduce.keys import DEFAULT_TASK, GROUPS
+
+
+def override_value(value) -> str:
+    """A Python value as a Hydra override writes it (True -> true, None -> null)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value is None else str(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Experiment:
+    name: str                                  # its folder under outputs/reproduce/<paper>/
+    overrides: dict = field(default_factory=dict)   # fixed settings, e.g. {"task": "damping"}
+    grid: dict = field(default_factory=dict)        # swept key -> values, e.g. {"seed": (0, 1, 2)}
+    cpu: dict = field(default_factory=dict)         # sizes at scale=cpu (sinkexp's choice), e.g. {"train.steps": 500}
+    # At scale=reach: changes to the CPU sizes that let the experiment's phenomenon form on 2 CPU cores
+    # (sinkexp's; a tuple replaces a grid's values, e.g. fewer draws); none: the CPU sizes.
+    reach: dict = field(default_factory=dict)
+
+    @property
+    def task(self) -> str:
+        return self.overrides.get("task", DEFAULT_TASK)
+
+    def values(self, key: str) -> tuple | None:
+        """The values this experiment's runs take for `key` (None: the config's default)."""
+        group = key.removesuffix(".name")
+        for name in (key, group) if key.endswith(".name") and group in GROUPS else (key,):
+            if name in self.grid:
+                return tuple(self.grid[name])
+            if name in self.overrides:
+                return (self.overrides[name],)
+        return None
+
+    def at(self, scale: str) -> tuple[dict, dict]:
+        """(its sizes, its grid) at `scale`: the CPU sizes at cpu, with the reach changes at reach,
+        none at another scale (configs/task_scale/ sets those)."""
+        if scale == "cpu":
+            return self.cpu, self.grid
+        if scale == "reach":
+            swept = {k: v for k, v in self.reach.items() if isinstance(v, tuple)}
+            return ({**self.cpu, **{k: v for k, v in self.reach.items() if k not in swept}},
+                    {**self.grid, **swept})
+        return {}, self.grid
+
+    def argv(self, scale: str = "cpu", pack: tuple[str, ...] = ()) -> list[str]:
+        """Its Hydra overrides at `scale`: the fixed ones, the sizes, the grid as sweeps, except the
+        grid keys in `pack`, whose values go into one `pack={key: [values]}` (each job then trains
+        its combinations of them in one process: sinkexp/replicas.py)."""
+        sizes, grid = self.at(scale)
+        packed = {k: v for k, v in grid.items() if k in pack}
+        return ([f"{k}={override_value(v)}" for k, v in {**self.overrides, **sizes}.items()]
+                + [f"{k}={','.join(map(override_value, v))}" for k, v in grid.items() if k not in packed]
+                + ["pack={" + ",".join(f"{k}:[{','.join(map(override_value, v))}]" for k, v in packed.items()) + "}"]
+                * bool(packed))
+
+    @property
+    def runs(self) -> int:
+        return math.prod(len(v) for v in self.grid.values())
