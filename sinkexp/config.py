@@ -108,10 +108,10 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     seed: int = 0
-    device: str = "auto"         # auto | cpu | cuda | cuda:N; not part of the config hash
+    device: str = "auto"         # auto | cpu | cuda | cuda:N; hashed as its kind, a CUDA run only (rundir.config_hash)
     name: Optional[str] = None   # sweep name (folder under outputs/sweeps); not part of the hash
     threads: Optional[int] = None  # torch threads per job; None: 1 under the parallel launcher, else torch's
-    precision: str = "exact"     # exact | tf32: float32 matmuls on NVIDIA GPUs (runner.set_precision)
+    precision: str = "exact"     # exact | tf32: float32 matmuls on NVIDIA GPUs (devices.configure)
     pack: Any = None             # {key: [values]}: runs trained together in one process (replica_configs); not hashed
 
 
@@ -314,28 +314,6 @@ def validate_optimizer(t: TrainConfig) -> None:
     betas = list(t.betas)
     if len(betas) != 2 or not all(math.isfinite(b) and 0 <= b < 1 for b in betas):
         raise ConfigError(f"train.betas={betas} is not valid; it needs two values in [0, 1), e.g. [0.9, 0.999]")
-
-
-def memory_estimate(cfg: Config) -> int:
-    """Bytes a training step or an evaluation of `cfg` needs at the least (fp32): weights, gradients
-    and two optimiser moments per replica, the task's structure, and the larger of the training
-    step's and the captured evaluation's activations. A coarse floor, for refusing sizes no machine here can hold."""
-    m, t = cfg.model, cfg.train
-    dims = TASKS[cfg.task.name].dims(cfg.task)
-    d, L, H = m.d_model, m.n_layers, m.n_heads
-    T = dims.seq_len + m.n_registers
-    width = dims.vocab_size or dims.input_dim
-    mlp = 0 if m.mlp == "none" else 8 * d * d
-    params = L * (4 * d * d + mlp) + width * d + d * dims.output_dim + T * d
-
-    def activations(batch: int) -> int:   # per layer: scores and weights, and a dozen (T, d) tensors
-        return L * batch * (3 * H * T * T + 12 * T * d + (12 * T * d if mlp else 0))
-
-    data = t.data_chunk * t.batch_size * T * (dims.input_dim or 1)
-    K = len(replica_configs(cfg))
-    floats = (4 * params + data + dims.structure) * K + max(K * activations(t.batch_size),
-                                                            activations(cfg.eval.batch_size))
-    return 4 * floats
 
 
 def to_dict(cfg: Config) -> dict:

@@ -13,7 +13,6 @@ here, so every job is checked once and runs the same way.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 from dataclasses import dataclass
@@ -183,6 +182,7 @@ def _job(dict_cfg: DictConfig) -> None:
     from sinkexp import preemption
     from sinkexp.allocator import keep_freed_memory
     from sinkexp.config import from_dictconfig, replica_configs
+    from sinkexp.errors import ConfigError
     from sinkexp.evaluate.tables import format_summary
     from sinkexp.rundir import RunBusy, RunDirError, replica_run_dirs
     from sinkexp.runfiles import NoSpace, status
@@ -230,7 +230,7 @@ def _job(dict_cfg: DictConfig) -> None:
     except preemption.Requeue as err:
         print(f"sinkexp: {where} {err}; submitit requeues the job, which resumes from it", file=sys.stderr)
         preemption.requeue()         # exits this process
-    except (Diverged, RunDirError, NoSpace) as err:
+    except (Diverged, RunDirError, NoSpace, ConfigError) as err:   # ConfigError: the device, checked as the job starts
         marked = {Diverged: "FAILED written", NoSpace: "its last checkpoint kept"}.get(type(err), "nothing written")
         print(f"sinkexp: error: {err}" + (f" ({marked}; the sweep goes on)" if sweep else ""), file=sys.stderr)
         return
@@ -252,14 +252,10 @@ def job_argv(hydra_cfg, sweep: bool) -> list[str]:
 
 
 def spread_over_gpus(device: str, hydra_cfg) -> str:
-    """Local multirun jobs on a machine with several GPUs take GPU (job number mod GPU count).
+    """A sweep's jobs on a machine with several GPUs take GPU (job number mod GPU count), among the
+    GPUs CUDA_VISIBLE_DEVICES leaves (a SLURM allocation's); devices.job_device decides."""
+    from sinkexp.devices import job_device, usable_gpus
 
-    Left alone: an explicit device, single runs, one GPU, and jobs whose scheduler already chose
-    (CUDA_VISIBLE_DEVICES set, as SLURM does).
-    """
-    import torch
-
-    if (device != "auto" or hydra_cfg.mode != RunMode.MULTIRUN or "CUDA_VISIBLE_DEVICES" in os.environ
-            or not torch.cuda.is_available() or torch.cuda.device_count() < 2):
+    if hydra_cfg.mode != RunMode.MULTIRUN:
         return device
-    return f"cuda:{hydra_cfg.job.num % torch.cuda.device_count()}"
+    return job_device(device, hydra_cfg.job.num, usable_gpus())

@@ -10,14 +10,13 @@ import os
 from pathlib import Path
 
 import hydra
-import torch
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp.config import (CONFIG_MODULE, from_dictconfig, memory_estimate, omegaconf_message, register_schema,
-                            replica_configs, training_flops, value_of)
+from sinkexp.config import (CONFIG_MODULE, from_dictconfig, omegaconf_message, register_schema, replica_configs,
+                            training_flops, value_of)
 from sinkexp.errors import ConfigError, choices_error
+from sinkexp.memory import check_plan
 from sinkexp.rundir import RunDir, RunDirError, register_resolvers, replica_run_dirs
-from sinkexp.runner import resolve_device
 
 RUN_DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir")   # where a run's directory comes from
 
@@ -113,7 +112,7 @@ def preflight(overrides: list[str], multirun: bool) -> list[tuple[list[str], lis
             except Exception as err:
                 raise _explain(job, err) from None
             cfg = from_dictconfig(full)        # config.validate: one line naming the key
-            _check_memory(cfg, resolve_device(cfg.device))
+            check_plan(cfg, overrides, multirun)   # fits the device it will train on (memory.py)
             jobs.append((full, cfg, job + directories))
     if any(cfg.train.replicas > 1 or cfg.pack for _, cfg, _ in jobs):
         _check_replica_dirs([(full, cfg) for full, cfg, _ in jobs], multirun)
@@ -151,20 +150,6 @@ def _check_run_dir(path: Path, cfg) -> str:
     except RunDirError as err:
         raise ConfigError(str(err)) from None
     return run_dir.digest
-
-
-def _check_memory(cfg, device) -> None:
-    need = memory_estimate(cfg)
-    if device.type == "cuda":
-        have = torch.cuda.get_device_properties(device).total_memory
-    else:
-        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    if need > have:
-        m, t = cfg.model, cfg.train
-        raise ConfigError(f"model.n_layers={m.n_layers} model.d_model={m.d_model} train.batch_size={t.batch_size} "
-                          f"eval.batch_size={cfg.eval.batch_size} train.replicas={t.replicas} need at least "
-                          f"{need / 2**30:.3g} GiB (weights, optimiser state, activations); {device} has "
-                          f"{have / 2**30:.3g} GiB: choose smaller sizes")
 
 
 def _check_replica_dirs(jobs: list, multirun: bool) -> None:

@@ -2,7 +2,8 @@
 
 `plan_experiments` checks every job of every experiment (launch.plan: composed and preflighted
 once) before anything trains, so a bad override stops the whole command at once. `run_pool` then
-runs every job of every experiment through one pool of processes (one per core), longest first,
+runs every job of every experiment through one pool of processes (one per core; on GPUs, each
+worker pinned to one GPU, as many per GPU as its memory holds), longest first,
 so no core idles at an experiment's end, and keeps one progress line for the whole command. With a
 launcher the user chose (hydra/launcher=slurm, ...), `run_experiment` hands each experiment's plan
 to launch instead. A rerun skips finished runs and resumes interrupted ones.
@@ -52,10 +53,14 @@ def packs_pay(overrides: list[str]) -> bool:
     """Whether reproduce packs its grids by default: on a GPU, where a step over many small models
     costs about what one does. On the CPU it does not pay (docs/performance.md: 0.91-1.02x the
     model-steps/s of one run at a time, measured on reproduce's own grids)."""
-    from sinkexp.runner import resolve_device
+    from sinkexp.devices import device_kind
 
+    return device_kind(device_of(overrides)) == "cuda"
+
+
+def device_of(overrides: list[str]) -> str:
     chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "device"]
-    return resolve_device(chosen[-1] if chosen else "auto").type == "cuda"
+    return chosen[-1] if chosen else "auto"
 
 
 def workers_for(overrides: list[str]) -> int:
@@ -129,9 +134,24 @@ def chose_launcher(overrides: list[str]) -> bool:
                for o in overrides)
 
 
-def _quiet_worker() -> None:
-    """A pool worker's start: no progress bars (tqdm reads TQDM_DISABLE when imported)."""
+def _quiet_worker(gpus: list[str], counter) -> None:
+    """A pool worker's start: no progress bars (tqdm reads TQDM_DISABLE when imported), and on GPUs
+    the next GPU of `gpus` as the only one it sees (devices.pin_worker)."""
+    from sinkexp.devices import pin_worker
+
     os.environ["TQDM_DISABLE"] = "1"
+    pin_worker(gpus, counter)
+
+
+def worker_gpus(overrides: list[str], jobs: list[Job]) -> list[str]:
+    """Each pool worker's GPU on a machine with GPUs (memory.pool_gpus: workers per GPU from its free
+    memory and the largest job's, or hydra.launcher.n_jobs), [] on the CPU or for one named GPU."""
+    from sinkexp.memory import pool_gpus
+
+    chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra.launcher.n_jobs"]
+    largest = max(jobs, key=lambda job: job.flops, default=None)
+    return pool_gpus(device_of(overrides), lambda: compose_config(*largest.overrides) if largest else None,
+                     int(chosen[-1]) if chosen and int(chosen[-1]) > 0 else None)
 
 
 def _run_job(argv: list[str]) -> tuple[float, str]:
@@ -218,14 +238,16 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
         return max(predicted.get(run_dir.name, 0.0) for run_dir, _ in job.runs)
 
     todo.sort(key=lambda item: (-prediction(item[1]), -item[1].flops))    # the longest first, as the plan assumes
-    workers = workers_for(overrides)
+    gpus = worker_gpus(overrides, [job for _, job in todo])   # one per worker, [] on the CPU
+    workers = len(gpus) or workers_for(overrides)
     progress = Progress(done_runs + sum(len(job.runs) for _, job in todo) + sum(len(job.runs) for job in twins),
                         done_runs, sum(prediction(job) for _, job in todo), workers)
     threads = [] if any(o.split("=", 1)[0] == "threads" for o in overrides) else ["threads=1"]   # one core per job
     seconds = {key: 0.0 for key in jobs}
     progress.show()
     context = multiprocessing.get_context("spawn")   # a fresh interpreter: no forked OpenMP or CUDA state
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_quiet_worker) as pool:
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_quiet_worker,
+                             initargs=(gpus, context.Value("i", 0))) as pool:
         futures = {pool.submit(_run_job, [*job.overrides, *threads]): (key, job) for key, job in todo}
         try:
             for future in as_completed(futures):

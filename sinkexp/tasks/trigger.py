@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from sinkexp.devices import cumsum_in_order
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.tasks.base import Batch, Dims, mse
 
@@ -89,7 +90,7 @@ class TriggerTask:
         z = z * is_content[..., None]
 
         # Mean of the content vectors strictly before each position (exclusive prefix sums).
-        prefix_sum = torch.cumsum(z, dim=1) - z                                           # (B, L, d_x)
+        prefix_sum = cumsum_in_order(z, dim=1) - z                                        # (B, L, d_x)
         prefix_count = torch.cumsum(is_content, dim=1) - is_content.long()                # (B, L)
         prefix_mean = prefix_sum / prefix_count.clamp(min=1)[..., None]
         targets = prefix_mean * is_trigger[..., None]
