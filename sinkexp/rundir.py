@@ -33,6 +33,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from sinkexp.config import Config, from_dictconfig, to_dict, value_of
+from sinkexp.devices import device_kind
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.runfiles import (ATTENTION, CHECKPOINT, CONFIG, DONE, FAILED, LATER_KEYS, LOSSES, META, METRICS,
                               SCHEMA_VERSION, SUMMARY, UNHASHED_KEYS, NoSpace, _atomic, kept_checkpoint, read_json,
@@ -51,9 +52,12 @@ class RunDirError(RuntimeError):
     """The run directory holds something this run must not overwrite."""
 
 
-def config_hash(cfg: Config) -> str:
-    """Eight hex digits over every setting that changes the result (not the UNHASHED_KEYS)."""
+def config_hash(cfg: Config, kind: str | None = None) -> str:
+    """Eight hex digits over every setting that changes the result (not the UNHASHED_KEYS); a CUDA run's (`kind`,
+    default: what cfg.device trains on here) also over its device kind, so CPU runs keep their names."""
     settings = to_dict(cfg)
+    if (kind or device_kind(cfg.device)) == "cuda":   # CUDA's generators draw other numbers than the CPU's
+        settings["device_kind"] = "cuda"
     files = {f"task.{key}": data_digest(f"task.{key}", getattr(cfg.task, key))
              for key in getattr(TASKS[cfg.task.name], "data_files", ()) if getattr(cfg.task, key)}
     if files:   # a data file's content is part of the run: an edited file is a new run
@@ -126,8 +130,9 @@ class RunDir:
     """
 
     def __init__(self, path: Path, cfg: Config, hydra_files: dict[str, str] | None = None,
-                 notes: dict | None = None):
-        self.path, self.cfg, self.digest = Path(path), cfg, config_hash(cfg)
+                 notes: dict | None = None, kind: str | None = None):
+        self.path, self.cfg, self.kind = Path(path), cfg, kind or device_kind(cfg.device)   # kind: cpu | cuda
+        self.digest = config_hash(cfg, self.kind)
         self.hydra_files = hydra_files or {}     # .hydra/<name>: text, written when the run starts
         self.notes = notes or {}                 # into meta.json and the log's first lines
         self.state: dict | None = None
@@ -144,6 +149,10 @@ class RunDir:
         recorded = read_json(self.path / META).get("config_hash") if (self.path / META).exists() else None
         done = status(self.path) == "done"
         if recorded not in (None, self.digest):
+            other = "cpu" if self.kind == "cuda" else "cuda"
+            if recorded == config_hash(self.cfg, other):   # this config, trained on the other device kind
+                raise RunDirError(f"{self.path} holds a run of this config trained on {other}, this one trains on "
+                                  f"{self.kind} (device={self.cfg.device}); runs never change device kind: use device={other}")
             raise RunDirError(f"{self.path} holds {'a finished run' if done else 'a run'} of another config (hash "
                               f"{recorded}, this one {self.digest}); refusing to touch it: choose another "
                               "hydra.run.dir or name")
