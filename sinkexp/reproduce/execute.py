@@ -143,7 +143,7 @@ def _quiet_worker(gpus: list[str], counter) -> None:
     pin_worker(gpus, counter)
 
 
-def worker_gpus(overrides: list[str], jobs: list[Job]) -> list[str]:
+def gpus_of_workers(overrides: list[str], jobs: list[Job]) -> list[str]:
     """Each pool worker's GPU on a machine with GPUs (memory.pool_gpus: workers per GPU from its free
     memory and the largest job's, or hydra.launcher.n_jobs), [] on the CPU or for one named GPU."""
     from sinkexp.memory import pool_gpus
@@ -238,7 +238,7 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
         return max(predicted.get(run_dir.name, 0.0) for run_dir, _ in job.runs)
 
     todo.sort(key=lambda item: (-prediction(item[1]), -item[1].flops))    # the longest first, as the plan assumes
-    gpus = worker_gpus(overrides, [job for _, job in todo])   # one per worker, [] on the CPU
+    gpus = gpus_of_workers(overrides, [job for _, job in todo])   # one per worker, [] on the CPU
     workers = len(gpus) or workers_for(overrides)
     progress = Progress(done_runs + sum(len(job.runs) for _, job in todo) + sum(len(job.runs) for job in twins),
                         done_runs, sum(prediction(job) for _, job in todo), workers)
