@@ -46,14 +46,11 @@ def run_seeds(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict | None
     the others go on from their last checkpoint (as a rerun would resume them), and Diverged is
     raised once they have finished. `hydra_files` (.hydra/<name>: text) are written into each started run;
     `notes` go into its meta.json and the first lines of its log (e.g. the thread count and why).
-    Raises RunDirError (RunBusy: another process holds a directory), or ConfigError (the device is
-    not here, or has no room for the job now: memory.check_start), before training anything.
+    Raises RunDirError (RunBusy: another process holds a directory) or ConfigError (start_device)
+    before training anything.
     """
     runs = [RunDir(path, cfg, hydra_files, notes) for cfg, path in zip(cfgs, run_dirs)]
-    if any(run_dir.check() is None for run_dir in runs):   # work to do: the device, and room on it, before any file
-        device = resolve_device(cfgs[0].device)
-        configure(device, cfgs[0].precision)
-        check_start(cfgs[0], device, len(cfgs))
+    device = start_device(cfgs, runs)
     summaries: dict[int, dict] = {}
     groups: dict[int, list[int]] = defaultdict(list)
     try:
@@ -97,6 +94,17 @@ def run_seeds(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict | None
         for run_dir in runs:
             run_dir.close()
     return [summaries[i] for i in range(len(cfgs))]
+
+
+def start_device(cfgs: list[Config], runs: list[RunDir]) -> torch.device | None:
+    """The device the job trains on, set up for it (devices.configure) with room checked
+    (memory.check_start), before any file is written; None when every run is finished already."""
+    if all(run_dir.check() is not None for run_dir in runs):
+        return None
+    device = resolve_device(cfgs[0].device)
+    configure(device, cfgs[0].precision)
+    check_start(cfgs[0], device, len(cfgs))
+    return device
 
 
 def explain_divergence(err: Diverged, run_dir: RunDir, pack: bool) -> Diverged:

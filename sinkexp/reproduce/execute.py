@@ -246,8 +246,7 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
     seconds = {key: 0.0 for key in jobs}
     progress.show()
     context = multiprocessing.get_context("spawn")   # a fresh interpreter: no forked OpenMP or CUDA state
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_quiet_worker,
-                             initargs=(gpus, context.Value("i", 0))) as pool:
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_quiet_worker, initargs=(gpus, context.Value("i", 0))) as pool:
         futures = {pool.submit(_run_job, [*job.overrides, *threads]): (key, job) for key, job in todo}
         try:
             for future in as_completed(futures):
