@@ -1,5 +1,5 @@
 """How much memory a job needs, and whether the device it will train on has it: checked when the
-plan is made (preflight.py, `check_plan`) and again when the job starts (runner.run_seeds,
+plan is made (plan.py, `check_plan`) and again when the job starts (runner.train_together,
 `check_start`), and used to size reproduce's pool on GPUs (`pool_gpus`).
 
 What counts as the device's memory: on the CPU the machine's physical memory; on a GPU its free
@@ -15,7 +15,8 @@ import os
 
 import torch
 
-from sinkexp.config import Config, replica_configs
+from sinkexp.compose import last_value
+from sinkexp.config import Config, run_configs
 from sinkexp.devices import (device_kind, resolve_device, usable_gpus, visible_gpus, worker_gpus,
                              workers_per_gpu)
 from sinkexp.errors import ConfigError
@@ -36,7 +37,7 @@ def fused_training(cfg: Config, models: int) -> bool:
 
 def estimate(cfg: Config, models: int | None = None) -> int:
     """Bytes a training step or an evaluation of `cfg` needs at the least (fp32), for `models`
-    models trained together (default: the job's, config.replica_configs): weights, gradients and
+    models trained together (default: the job's, config.run_configs): weights, gradients and
     two optimiser moments per model, the drawn data, the task's structure, and the larger of the
     training step's activations and the captured evaluation's. A coarse floor, for refusing sizes
     the device cannot hold."""
@@ -47,7 +48,7 @@ def estimate(cfg: Config, models: int | None = None) -> int:
     width = dims.vocab_size or dims.input_dim
     mlp = 0 if m.mlp == "none" else 8 * d * d
     params = L * (4 * d * d + mlp) + width * d + d * dims.output_dim + T * d
-    K = models or len(replica_configs(cfg))
+    K = models or len(run_configs(cfg))
     # Per layer and sequence: a dozen (T, d) tensors (and as many for an MLP) kept for the backward
     # pass, and the attention's own: the fused kernel keeps one log-sum-exp per query and head, the
     # explicit path the scores, the weights and the mask's copy (B, H, T, T) each.
@@ -93,16 +94,14 @@ def refusal(cfg: Config, need: int, have: int, where: str) -> ConfigError:
 
 def launcher(overrides: list[str]) -> str:
     """The hydra/launcher the overrides choose ('' for Hydra's basic one, which runs jobs here in turn)."""
-    chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+~") == "hydra/launcher"]
-    return chosen[-1] if chosen else ""
+    return last_value(overrides, "hydra/launcher", "")
 
 
 def jobs_per_gpu(overrides: list[str], gpus: int) -> int:
     """Jobs that train at once on one GPU: a parallel (joblib) sweep's n_jobs spread over the GPUs."""
     if launcher(overrides) not in PARALLEL:
         return 1
-    chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra.launcher.n_jobs"]
-    n_jobs = int(chosen[-1]) if chosen and chosen[-1].lstrip("-").isdigit() else -1   # -1 (parallel.yaml): a core each
+    n_jobs = int(last_value(overrides, "hydra.launcher.n_jobs", "-1"))   # -1 (parallel.yaml): a core each
     n_jobs = n_jobs if n_jobs > 0 else len(os.sched_getaffinity(0))
     return max(1, math.ceil(n_jobs / max(1, gpus)))
 
@@ -143,18 +142,17 @@ def check_start(cfg: Config, device: torch.device, models: int) -> None:
         raise refusal(cfg, need, have, f"{device}" + (" (free now)" if device.type == "cuda" else ""))
 
 
-def pool_gpus(device: str, largest_job, workers: int | None) -> list[str]:
+def pool_gpus(device: str, jobs: list[Config], workers: int | None) -> list[str]:
     """The GPU of each worker of reproduce's pool, as CUDA_VISIBLE_DEVICES names it ([] for a pool
-    on the CPU, or where `device` names one GPU). `largest_job()` gives the pool's largest job's
-    Config (None: no job), `workers` the user's hydra.launcher.n_jobs (None: as many per GPU as its
-    free memory holds, devices.workers_per_gpu)."""
+    on the CPU, or where `device` names one GPU). `jobs` are the pool's jobs' configs, `workers` the
+    user's hydra.launcher.n_jobs (None: as many per GPU as its free memory holds for the largest
+    job's floor, devices.workers_per_gpu)."""
     count = usable_gpus()
-    job_cfg = largest_job() if device in ("auto", "cuda") and count else None
-    if job_cfg is None:
+    if device not in ("auto", "cuda") or not count or not jobs:
         return []
     gpus = visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), count)
     if workers is None:
         free = min(available(torch.device("cuda", i)) for i in range(count))
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        workers = len(gpus) * workers_per_gpu(free, estimate(job_cfg), cores, len(gpus))
+        workers = len(gpus) * workers_per_gpu(free, max(map(estimate, jobs)), cores, len(gpus))
     return worker_gpus(gpus, workers)

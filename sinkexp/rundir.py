@@ -1,7 +1,7 @@
 """The run directory's lifecycle while a run trains (docs/rundir.md is the contract).
 
 - its path: the Hydra patterns in configs/config.yaml call the resolvers registered here (the run's
-  config hash, the process's UTC time, the sweep name), and `replica_run_dirs` predicts the directory
+  config hash, the process's UTC time, the sweep name), and `job_run_dirs` predicts the directory
   each run of a replica group or pack would get alone;
 - its identity: `config_hash`, over every setting that changes the result;
 - what may happen to it (`RunDir.open`): a finished run of the same config is left untouched, a
@@ -32,8 +32,9 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp.config import Config, from_dictconfig, to_dict, value_of
+from sinkexp.config import Config, to_dict, value_of
 from sinkexp.devices import device_kind
+from sinkexp.validate import from_dictconfig
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.runfiles import (ATTENTION, CHECKPOINT, CONFIG, DONE, FAILED, LATER_KEYS, LOSSES, META, METRICS,
                               SCHEMA_VERSION, SUMMARY, UNHASHED_KEYS, NoSpace, _atomic, kept_checkpoint, read_json,
@@ -87,7 +88,7 @@ def register_resolvers() -> None:
         plain = json.dumps({key: OmegaConf.to_container(_root_[key], resolve=True) if OmegaConf.is_config(_root_[key])
                             else _root_[key] for key in _root_ if key != "hydra"}, sort_keys=True, default=str)
         if plain not in hashes:
-            hashes[plain] = config_hash(from_dictconfig(_root_))
+            hashes[plain] = config_hash(from_dictconfig(_root_, check=False))   # validated by the plan already
         return hashes[plain]
 
     resolvers = {"sinkexp_utc_now": lambda: started, "sinkexp_sweep_name": lambda name: name if name else started,
@@ -96,12 +97,10 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver(name, resolver)
 
 
-def replica_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[Path]:
-    """The run directory each of a job's runs (config.replica_configs) would get alone: Hydra's
-    directory pattern resolved with that run's seed and packed values.
-
-    `full` is a composed config with its hydra node (patterns unresolved).
-    """
+def job_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[Path]:
+    """The run directory each of a job's runs (config.run_configs) would get alone: Hydra's
+    directory pattern resolved with that run's seed and packed values. `full` is a composed config
+    with its hydra node (patterns unresolved)."""
     node = OmegaConf.create(OmegaConf.to_container(full, resolve=False))   # a copy whose values can change
     packed = list(node.get("pack") or {})
     node.pack = None
@@ -178,7 +177,7 @@ class RunDir:
             self.close()
             raise
         # The rows up to the checkpoint (none without one): opened again, the run forgets what it
-        # evaluated since (runner.run_seeds restarts a pack's other runs after a divergence).
+        # evaluated since (runner.train_together restarts a pack's other runs after a divergence).
         self.metric_rows, self.loss_rows = (self.state["metric_rows"], self.state["loss_rows"]) if self.state else ([], [])
         return None
 

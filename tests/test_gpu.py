@@ -20,9 +20,9 @@ import torch
 
 from sinkexp import devices
 from sinkexp import runfiles as F
-from sinkexp.config import replica_configs
+from sinkexp.config import run_configs
 from sinkexp.replicas import ReplicaTrainer
-from sinkexp.runner import make_trainer, resolve_device, run, run_seeds
+from sinkexp.runner import make_trainer, run, train_together
 from sinkexp.tasks import TASKS
 from sinkexp.train import Trainer
 
@@ -43,7 +43,7 @@ def cpu_settings_after():
 
 
 def test_auto_resolves_to_an_indexed_cuda_device():
-    assert resolve_device("auto") == torch.device("cuda", torch.cuda.current_device())
+    assert devices.resolve_device("auto") == torch.device("cuda", torch.cuda.current_device())
     assert devices.device_kind("auto") == "cuda" and devices.cuda_status() == (True, None)
 
 
@@ -71,14 +71,14 @@ def test_a_killed_run_resumes_to_identical_tables(make_config, tmp_path, kill_at
     """Killed at step 25, resumed from the step-20 checkpoint: byte-identical tables. T256: the
     fused kernel's backward would split 256 keys across blocks, summed with atomics, without
     deterministic mode (devices.configure)."""
-    members = replica_configs(make_config(*ON_CUDA, "model.n_heads=2", *RESUMES[case]))
+    members = run_configs(make_config(*ON_CUDA, "model.n_heads=2", *RESUMES[case]))
     cls = ReplicaTrainer if len(members) > 1 else Trainer
-    run_seeds(members, [tmp_path / f"whole{k}" for k in range(len(members))])
+    train_together(members, [tmp_path / f"whole{k}" for k in range(len(members))])
     kill_at_step(cls, 25)
     with pytest.raises(KeyboardInterrupt):
-        run_seeds(members, [tmp_path / f"split{k}" for k in range(len(members))])
+        train_together(members, [tmp_path / f"split{k}" for k in range(len(members))])
     kill_at_step(cls, None)
-    run_seeds(members, [tmp_path / f"split{k}" for k in range(len(members))])
+    train_together(members, [tmp_path / f"split{k}" for k in range(len(members))])
     for k in range(len(members)):
         for name in (F.METRICS, F.LOSSES, F.SUMMARY):
             assert (tmp_path / f"split{k}" / name).read_bytes() == (tmp_path / f"whole{k}" / name).read_bytes(), name
@@ -127,8 +127,8 @@ def test_a_compiled_lone_run_through_the_command_line(tmp_path):
 
 def test_a_pack_equals_its_lone_runs_on_cuda(make_config, tmp_path):
     cfg = make_config(*ON_CUDA, "task=backcopy", "model.n_heads=2", "pack={train.weight_decay:[0.0,3.0]}", "seed=3")
-    packed = replica_configs(cfg)
-    run_seeds(packed, [tmp_path / f"together{k}" for k in range(2)])
+    packed = run_configs(cfg)
+    train_together(packed, [tmp_path / f"together{k}" for k in range(2)])
     for k, member in enumerate(packed):
         run(member, tmp_path / f"alone{k}")
         assert_same_tables(tmp_path / f"together{k}", tmp_path / f"alone{k}")
@@ -138,14 +138,14 @@ def test_a_pack_equals_its_lone_runs_on_cuda(make_config, tmp_path):
 
 def test_replicas_on_cuda_equal_lone_runs(make_config, tmp_path):
     cfg = make_config(*ON_CUDA, "model.n_heads=2", "train.replicas=3")
-    run_seeds(replica_configs(cfg), [tmp_path / f"together{k}" for k in range(3)])
-    for k, lone in enumerate(replica_configs(cfg)):
+    train_together(run_configs(cfg), [tmp_path / f"together{k}" for k in range(3)])
+    for k, lone in enumerate(run_configs(cfg)):
         run(lone, tmp_path / f"alone{k}")     # replicas=3 is not hashed: the lone run is the same run
         assert_same_tables(tmp_path / f"together{k}", tmp_path / f"alone{k}")
 
 
 def test_compiled_replicas_with_cuda_graphs_match_eager(make_config):
-    trainers = [make_trainer(replica_configs(make_config("model.n_heads=2", "train.replicas=4", "device=cuda",
+    trainers = [make_trainer(run_configs(make_config("model.n_heads=2", "train.replicas=4", "device=cuda",
                                                          f"train.compile={compile}")), torch.device("cuda"))[1]
                 for compile in (False, True)]
     for _ in range(5):
@@ -174,7 +174,7 @@ TRAINERS = {"lone": (), "replicas": ("train.replicas=4",), "pack": ("pack={train
 def test_training_steps_never_wait_for_the_gpu(make_config, task, which):
     """No host synchronisation inside a step (deterministic mode on, as in a run): data, loss,
     clipping and optimiser stay on the device, after a resume too."""
-    members = replica_configs(make_config(f"task={task}", "train.batch_size=16", "device=cuda", *TRAINERS[which]))
+    members = run_configs(make_config(f"task={task}", "train.batch_size=16", "device=cuda", *TRAINERS[which]))
     devices.configure(torch.device("cuda"), "exact")
     _, trainer = make_trainer(members, torch.device("cuda"))
     trainer.train_step()                    # the first step allocates optimiser state
@@ -220,7 +220,7 @@ def test_cuda_1_leaves_gpu_0_without_a_context(tmp_path):
     """A run on cuda:1, then NVML's list of the processes on each GPU (no CUDA context needed to ask)."""
     script = f"""
 import os, pynvml, torch
-from sinkexp.launch import compose_config
+from sinkexp.compose import compose_config
 from sinkexp.runner import run
 run(compose_config("device=cuda:1", "train.steps=10", "eval.every=10", "train.batch_size=16",
                    "eval.batch_size=32"), {str(tmp_path / 'run')!r})

@@ -6,9 +6,9 @@ import pytest
 from sinkexp import devices, load_run
 from sinkexp import rundir as R
 from sinkexp import runfiles as F
-from sinkexp.config import replica_configs
+from sinkexp.config import run_configs
 from sinkexp.errors import ConfigError
-from sinkexp.preflight import preflight
+from sinkexp.plan import plan
 from sinkexp.runner import run
 
 from conftest import QUICK
@@ -41,7 +41,7 @@ def test_a_cuda_run_is_another_run(make_config, overrides, monkeypatch):
 
 def test_a_packs_runs_get_the_kind_too(make_config):
     cfg = make_config("train.steps=100", "pack={train.weight_decay:[0.0,0.1]}", "device=cuda")
-    hashes = [R.config_hash(member) for member in replica_configs(cfg)]
+    hashes = [R.config_hash(member) for member in run_configs(cfg)]
     assert len(set(hashes)) == 2 and PINNED[("task=trigger", "train.steps=100", "train.weight_decay=0.1")] not in hashes
 
 
@@ -75,7 +75,7 @@ def test_a_cuda_run_is_not_continued_on_the_cpu(cpu_run, make_config, tmp_path):
 def test_the_plan_refuses_another_kinds_directory_in_one_line(cpu_run):
     """On a login node (the jobs run on GPU nodes), a plan for CUDA into the CPU run's directory."""
     with pytest.raises(ConfigError, match="trained on cpu, this one trains on cuda"):
-        preflight([*QUICK[:-1], "device=cuda", "hydra/launcher=slurm", f"hydra.run.dir={cpu_run}"], multirun=False)
+        plan([*QUICK[:-1], "device=cuda", "hydra/launcher=slurm", f"hydra.run.dir={cpu_run}"], multirun=False)
 
 
 def test_load_run_loads_on_the_kind_the_run_trained_on(cpu_run, tmp_path):

@@ -6,10 +6,10 @@ import torch
 import torch.nn.functional as F
 
 from sinkexp import memory
-from sinkexp.config import replica_configs
+from sinkexp.config import run_configs
 from sinkexp.devices import CONTEXT_BYTES
 from sinkexp.errors import ConfigError
-from sinkexp.preflight import preflight
+from sinkexp.plan import plan
 from sinkexp.runner import make_trainer
 
 from conftest import QUICK
@@ -23,7 +23,7 @@ GiB = 2**30
 def test_the_fused_path_is_predicted_as_the_trainer_takes_it(make_config, monkeypatch, overrides):
     """fused_training says whether a training step calls the fused kernel: counted in a real step."""
     cfg = make_config(*QUICK, *overrides)
-    members = replica_configs(cfg)
+    members = run_configs(cfg)
     calls = []
     fused = F.scaled_dot_product_attention
     monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused(*a, **k))
@@ -88,10 +88,10 @@ def test_jobs_that_run_here_are_checked_against_this_machine(no_gpu_here, make_c
         memory.check_plan(make_config("model.n_layers=100000", "model.d_model=4096"), ["hydra/launcher=parallel"], True)
 
 
-def test_preflight_passes_the_launcher_to_the_check(make_config, monkeypatch, no_gpu_here):
-    preflight(["device=cuda", "hydra/launcher=slurm"], multirun=True)
+def test_the_plan_passes_the_launcher_to_the_check(make_config, monkeypatch, no_gpu_here):
+    plan(["device=cuda", "hydra/launcher=slurm"], multirun=True)
     with pytest.raises(ConfigError, match="device=auto"):
-        preflight(["hydra/launcher=slurm"], multirun=True)
+        plan(["hydra/launcher=slurm"], multirun=True)
 
 
 def test_gpu_jobs_share_a_gpus_free_memory(make_config, monkeypatch):
@@ -117,7 +117,28 @@ def test_the_pool_gives_each_gpu_as_many_workers_as_its_memory_holds(make_config
     cfg = make_config(*QUICK)
     per_worker = memory.estimate(cfg) + CONTEXT_BYTES
     monkeypatch.setattr(memory, "available", lambda device: 3 * per_worker)
-    assert memory.pool_gpus("auto", lambda: cfg, None) == ["5", "7"] * 3        # 3 per GPU, in turn
-    assert memory.pool_gpus("cuda", lambda: cfg, 3) == ["5", "7", "5"]          # hydra.launcher.n_jobs=3
-    assert memory.pool_gpus("cuda:1", lambda: cfg, None) == []                  # one named GPU: no pinning
-    assert memory.pool_gpus("auto", lambda: None, None) == []                   # no job to run
+    assert memory.pool_gpus("auto", [cfg], None) == ["5", "7"] * 3        # 3 per GPU, in turn
+    assert memory.pool_gpus("cuda", [cfg], 3) == ["5", "7", "5"]          # hydra.launcher.n_jobs=3
+    assert memory.pool_gpus("cuda:1", [cfg], None) == []                  # one named GPU: no pinning
+    assert memory.pool_gpus("auto", [], None) == []                       # no job to run
+    big = make_config("task=lm", "scale=paper")                             # 13.9 GiB: these GPUs hold one
+    assert memory.pool_gpus("auto", [cfg, big, cfg], None) == ["5", "7"]  # the largest job decides
+
+
+def test_reproduce_sizes_its_pool_by_the_gpus_and_else_by_the_cores(make_config, monkeypatch):
+    """run_pool and --plan's estimate take one worker per GPU slot (memory.pool_gpus), the CPU pool one per core."""
+    from types import SimpleNamespace
+
+    from sinkexp.reproduce import execute
+
+    monkeypatch.setattr(memory, "usable_gpus", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
+    monkeypatch.setattr(memory.os, "sched_getaffinity", lambda pid: set(range(16)))
+    cfg = make_config(*QUICK)
+    monkeypatch.setattr(memory, "available", lambda device: 3 * (memory.estimate(cfg) + CONTEXT_BYTES))
+    jobs = [SimpleNamespace(config=cfg)] * 4
+    assert execute.pool_workers([], jobs) == (["5", "7"] * 3, 6)
+    assert execute.pool_workers(["hydra.launcher.n_jobs=3"], jobs) == (["5", "7", "5"], 3)
+    assert execute.pool_workers(["device=cpu", "hydra.launcher.n_jobs=3"], jobs) == ([], 3)
+    monkeypatch.setattr(memory, "usable_gpus", lambda: 0)
+    assert execute.pool_workers([], jobs) == ([], execute.workers_for([]))

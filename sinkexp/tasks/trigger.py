@@ -22,9 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
+from sinkexp.lazy import torch
 
-from sinkexp.devices import cumsum_in_order
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.tasks.base import Batch, Dims, mse
 
@@ -75,6 +74,8 @@ class TriggerTask:
             raise choices_error("task.mode", cfg.mode, MODES)
 
     def sample(self, batch_size: int, generator: torch.Generator, device) -> Batch:
+        from sinkexp.devices import cumsum_in_order   # torch's: the schema imports this file without it
+
         B, L, d_x = batch_size, self.seq_len, self.cfg.d_x
         z = torch.randn(B, L, d_x, generator=generator, device=device)
         position = torch.arange(L, device=device)
