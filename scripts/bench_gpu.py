@@ -38,6 +38,7 @@ from pathlib import Path
 
 import torch
 
+from sinkexp.benchmark import alternate
 from sinkexp.compose import compose_config
 from sinkexp.provenance import device_name
 from sinkexp.evaluate.tables import format_summary
@@ -131,10 +132,9 @@ def bench_packs(device: torch.device, seconds: float, rounds: int = 2) -> list[d
         members = run_configs(cfg)
         _, packed = make_trainer(members, device)
         _, lone = make_trainer(members[:1], device)
-        lone_rate = packed_rate = 0.0
-        for _ in range(rounds):
-            lone_rate = max(lone_rate, steps_per_second(lone, device, seconds))
-            packed_rate = max(packed_rate, len(members) * steps_per_second(packed, device, seconds))
+        rates = alternate({"lone": lambda: steps_per_second(lone, device, seconds),
+                           "packed": lambda: len(members) * steps_per_second(packed, device, seconds)}, rounds)
+        lone_rate, packed_rate = max(rates["lone"]), max(rates["packed"])
         rows.append({"grid": name, "overrides": list(overrides), "runs": len(members),
                      "lone_model_steps_per_s": lone_rate, "packed_model_steps_per_s": packed_rate,
                      "packed_over_lone": packed_rate / lone_rate})
@@ -153,11 +153,13 @@ def bench_determinism(device: torch.device, seconds: float, rounds: int = 2) -> 
     rows = []
     for name, overrides in DETERMINISM.items():
         _, trainer = make_trainer([compose_config(*overrides, f"device={device}")], device)
-        rate = {True: 0.0, False: 0.0}
-        for _ in range(rounds):
-            for deterministic in (True, False):
-                torch.use_deterministic_algorithms(deterministic)
-                rate[deterministic] = max(rate[deterministic], steps_per_second(trainer, device, seconds))
+
+        def measured(deterministic: bool) -> float:
+            torch.use_deterministic_algorithms(deterministic)
+            return steps_per_second(trainer, device, seconds)
+
+        rates = alternate({True: lambda: measured(True), False: lambda: measured(False)}, rounds)
+        rate = {side: max(values) for side, values in rates.items()}      # the best round of each side
         configure(device, "exact")             # back to what a run on this device uses
         rows.append({"model": name, "overrides": list(overrides), "deterministic_steps_per_s": rate[True],
                      "free_steps_per_s": rate[False], "deterministic_over_free": rate[True] / rate[False]})
