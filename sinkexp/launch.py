@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 import signal
 import sys
 from dataclasses import dataclass
@@ -162,6 +161,7 @@ def run_job(job: Job, parallel: bool) -> None:
 def _stop(err: BaseException, dirs: list, sweep: bool) -> None:
     """A run that cannot go on: one line on stderr (a single run's bug: its traceback)."""
     from sinkexp import preemption
+    from sinkexp.errors import ConfigError
     from sinkexp.rundir import RunBusy, RunDirError
     from sinkexp.runfiles import NoSpace
     from sinkexp.train import Diverged
@@ -177,7 +177,7 @@ def _stop(err: BaseException, dirs: list, sweep: bool) -> None:
     elif isinstance(err, preemption.Requeue):
         print(f"sinkexp: {where} {err}; submitit requeues the job, which resumes from it", file=sys.stderr)
         preemption.requeue()         # exits this process
-    elif isinstance(err, (Diverged, RunDirError, NoSpace)):
+    elif isinstance(err, (Diverged, RunDirError, NoSpace, ConfigError)):   # ConfigError: the device, as the job starts
         marked = {Diverged: "FAILED written", NoSpace: "its last checkpoint kept"}.get(type(err), "nothing written")
         print(f"sinkexp: error: {err}" + (f" ({marked}; the sweep goes on)" if sweep else ""), file=sys.stderr)
     elif not sweep or not isinstance(err, Exception):   # a single run's bug shows its traceback
@@ -187,7 +187,8 @@ def _stop(err: BaseException, dirs: list, sweep: bool) -> None:
 
 
 def _on(cfg, device: str):
-    """`cfg` with the device this job takes (not part of a run's hash)."""
+    """`cfg` with the GPU this job takes: the device kind the plan hashed stays (auto and cuda spread
+    over GPUs only where CUDA is usable), and the GPU's index is not part of a run's hash."""
     from dataclasses import replace
 
     return cfg if device == cfg.device else replace(cfg, device=device)
@@ -209,17 +210,13 @@ def job_argv(hydra_cfg, sweep: bool) -> list[str]:
 
 
 def spread_over_gpus(device: str, hydra_cfg) -> str:
-    """Local multirun jobs on a machine with several GPUs take GPU (job number mod GPU count).
+    """A sweep's jobs on a machine with several GPUs take GPU (job number mod GPU count), among the
+    GPUs CUDA_VISIBLE_DEVICES leaves (a SLURM allocation's); devices.job_device decides."""
+    from sinkexp.devices import job_device, usable_gpus
 
-    Left alone: an explicit device, single runs, one GPU, and jobs whose scheduler already chose
-    (CUDA_VISIBLE_DEVICES set, as SLURM does).
-    """
-    import torch
-
-    if (device != "auto" or hydra_cfg.mode != RunMode.MULTIRUN or "CUDA_VISIBLE_DEVICES" in os.environ
-            or not torch.cuda.is_available() or torch.cuda.device_count() < 2):
+    if hydra_cfg.mode != RunMode.MULTIRUN:
         return device
-    return f"cuda:{hydra_cfg.job.num % torch.cuda.device_count()}"
+    return job_device(device, hydra_cfg.job.num, usable_gpus())
 
 
 def hydra_main(argv: list[str], prog: str = "sinkexp train") -> None:

@@ -18,16 +18,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from sinkexp.compose import as_hydra_override, compose, expand, initialized, pack_first_values, parse
 from sinkexp.config import Config, run_configs, value_of
-from sinkexp.cost import memory_estimate, training_flops
+from sinkexp.cost import training_flops
 from sinkexp.errors import ConfigError
+from sinkexp.memory import check_plan
 from sinkexp.rundir import RunDir, RunDirError, job_run_dirs
-from sinkexp.runner import resolve_device
 from sinkexp.validate import from_dictconfig
 
 
@@ -83,7 +82,7 @@ def plan(overrides: list[str], multirun: bool) -> Plan:
         for job in expand(own, multirun, params):
             full = compose(job + hydra_own)
             cfg = from_dictconfig(full)          # validate.py: one line naming the key
-            check_memory(cfg, resolve_device(cfg.device))
+            check_plan(cfg, overrides, multirun)   # fits the device it will train on (memory.py)
             composed.append((job, full, cfg))
         if any(cfg.train.replicas > 1 or cfg.pack for _, _, cfg in composed):
             check_shared_dirs([(full, cfg) for _, full, cfg in composed], multirun)
@@ -146,20 +145,6 @@ def check_run_dir(path: Path, cfg: Config) -> str:
     except RunDirError as err:
         raise ConfigError(str(err)) from None
     return run_dir.digest
-
-
-def check_memory(cfg: Config, device: torch.device) -> None:
-    need = memory_estimate(cfg)
-    if device.type == "cuda":
-        have = torch.cuda.get_device_properties(device).total_memory
-    else:
-        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    if need > have:
-        m, t = cfg.model, cfg.train
-        raise ConfigError(f"model.n_layers={m.n_layers} model.d_model={m.d_model} train.batch_size={t.batch_size} "
-                          f"eval.batch_size={cfg.eval.batch_size} train.replicas={t.replicas} need at least "
-                          f"{need / 2**30:.3g} GiB (weights, optimiser state, activations); {device} has "
-                          f"{have / 2**30:.3g} GiB: choose smaller sizes")
 
 
 def check_shared_dirs(jobs: list[tuple[DictConfig, Config]], multirun: bool) -> None:

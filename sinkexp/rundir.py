@@ -33,6 +33,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from sinkexp.config import Config, to_dict, value_of
+from sinkexp.devices import device_kind
 from sinkexp.validate import from_dictconfig
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.runfiles import (ATTENTION, CHECKPOINT, CONFIG, DONE, FAILED, LATER_KEYS, LOSSES, META, METRICS,
@@ -52,9 +53,12 @@ class RunDirError(RuntimeError):
     """The run directory holds something this run must not overwrite."""
 
 
-def config_hash(cfg: Config) -> str:
-    """Eight hex digits over every setting that changes the result (not the UNHASHED_KEYS)."""
+def config_hash(cfg: Config, kind: str | None = None) -> str:
+    """Eight hex digits over every setting that changes the result (not the UNHASHED_KEYS); a CUDA run's (`kind`,
+    default: what cfg.device trains on here) also over its device kind, so CPU runs keep their names."""
     settings = to_dict(cfg)
+    if (kind or device_kind(cfg.device)) == "cuda":   # CUDA's generators draw other numbers than the CPU's
+        settings["device_kind"] = "cuda"
     files = {f"task.{key}": data_digest(f"task.{key}", getattr(cfg.task, key))
              for key in getattr(TASKS[cfg.task.name], "data_files", ()) if getattr(cfg.task, key)}
     if files:   # a data file's content is part of the run: an edited file is a new run
@@ -95,10 +99,8 @@ def register_resolvers() -> None:
 
 def job_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[Path]:
     """The run directory each of a job's runs (config.run_configs) would get alone: Hydra's
-    directory pattern resolved with that run's seed and packed values.
-
-    `full` is a composed config with its hydra node (patterns unresolved).
-    """
+    directory pattern resolved with that run's seed and packed values. `full` is a composed config
+    with its hydra node (patterns unresolved)."""
     node = OmegaConf.create(OmegaConf.to_container(full, resolve=False))   # a copy whose values can change
     packed = list(node.get("pack") or {})
     node.pack = None
@@ -127,8 +129,9 @@ class RunDir:
     """
 
     def __init__(self, path: Path, cfg: Config, hydra_files: dict[str, str] | None = None,
-                 notes: dict | None = None):
-        self.path, self.cfg, self.digest = Path(path), cfg, config_hash(cfg)
+                 notes: dict | None = None, kind: str | None = None):
+        self.path, self.cfg, self.kind = Path(path), cfg, kind or device_kind(cfg.device)   # kind: cpu | cuda
+        self.digest = config_hash(cfg, self.kind)
         self.hydra_files = hydra_files or {}     # .hydra/<name>: text, written when the run starts
         self.notes = notes or {}                 # into meta.json and the log's first lines
         self.state: dict | None = None
@@ -145,6 +148,10 @@ class RunDir:
         recorded = read_json(self.path / META).get("config_hash") if (self.path / META).exists() else None
         done = status(self.path) == "done"
         if recorded not in (None, self.digest):
+            other = "cpu" if self.kind == "cuda" else "cuda"
+            if recorded == config_hash(self.cfg, other):   # this config, trained on the other device kind
+                raise RunDirError(f"{self.path} holds a run of this config trained on {other}, this one trains on "
+                                  f"{self.kind} (device={self.cfg.device}); runs never change device kind: use device={other}")
             raise RunDirError(f"{self.path} holds {'a finished run' if done else 'a run'} of another config (hash "
                               f"{recorded}, this one {self.digest}); refusing to touch it: choose another "
                               "hydra.run.dir or name")

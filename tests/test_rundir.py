@@ -233,4 +233,5 @@ def test_meta_records_the_float32_matmul_settings_the_run_trained_with(make_conf
         torch.set_float32_matmul_precision(before[0])
         torch.backends.cudnn.allow_tf32 = before[1]
     assert F.read_json(tmp_path / F.META)["device"]["precision"] == {
-        "float32_matmul_precision": matmul, "cuda_matmul_allow_tf32": tf32, "cudnn_allow_tf32": tf32}
+        "float32_matmul_precision": matmul, "cuda_matmul_allow_tf32": tf32, "cudnn_allow_tf32": tf32,
+        "deterministic_algorithms": False, "cublas_workspace_config": ":4096:8"}   # deterministic on CUDA only
