@@ -25,6 +25,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from sinkexp.config import CONFIG_MODULE
+from sinkexp.follow import followed
 
 log = logging.getLogger("sinkexp")
 
@@ -218,7 +219,7 @@ def _job(dict_cfg: DictConfig) -> None:
     try:
         summaries = run_seeds(cfgs, dirs, hydra_files, notes={"threads": f"{threads} ({why}; threads=N sets it)",
                                                               "argv": job_argv(hydra_cfg, sweep),
-                                                              "allocator": allocator})
+                                                              "allocator": allocator, **followed(dict_cfg)})
     except RunBusy as err:           # another process trains it: not ours to mark
         print(f"sinkexp: {err}", file=sys.stderr)
         return

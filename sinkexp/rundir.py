@@ -32,6 +32,7 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from sinkexp import follow
 from sinkexp.config import Config, from_dictconfig, to_dict, value_of
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.runfiles import (ATTENTION, CHECKPOINT, CONFIG, DONE, FAILED, LATER_KEYS, LOSSES, META, METRICS,
@@ -73,7 +74,8 @@ def config_hash(cfg: Config) -> str:
 
 
 def register_resolvers() -> None:
-    """The resolvers configs/config.yaml's directory patterns use; idempotent (one timestamp per process)."""
+    """The resolvers configs/config.yaml's directory patterns use, and the presets' values that follow
+    another key (follow.py); idempotent (one timestamp per process)."""
     if OmegaConf.has_resolver("sinkexp_utc_now"):
         return
     started = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -87,7 +89,7 @@ def register_resolvers() -> None:
         return hashes[plain]
 
     resolvers = {"sinkexp_utc_now": lambda: started, "sinkexp_sweep_name": lambda name: name if name else started,
-                 "sinkexp_config_hash": hash_of}
+                 "sinkexp_config_hash": hash_of, **follow.RESOLVERS}
     for name, resolver in resolvers.items():
         OmegaConf.register_new_resolver(name, resolver)
 

@@ -81,8 +81,9 @@ def test_single_run_writes_the_run_directory(tmp_path):
 
 def test_a_language_model_run_prints_the_sink_rate_over_heads_and_massive_activations(tmp_path):
     """task=lm with the llama preset, shrunk: the table has every layer's massive-activation rows and
-    the model's sink rate over all heads, and the run evaluates on the held-out split."""
-    small = ("task=lm", "model.n_layers=2", "model.n_heads=2", "model.d_model=32", "task.seq_len=32", *QUICK, "train.warmup=5")
+    the model's sink rate over all heads, and the run evaluates on the held-out split. The task's
+    100-step warm-up follows the 30 steps given (sinkexp/follow.py), and the run records that."""
+    small = ("task=lm", "model.n_layers=2", "model.n_heads=2", "model.d_model=32", "task.seq_len=32", *QUICK)
     result = sinkexp("train", *small, "hydra.run.dir=lm", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     for row in ("massive_ratio", "massive_at_sink", "sink_rate@0.3 (share of heads)", "model: sink rate over all heads",
@@ -94,6 +95,10 @@ def test_a_language_model_run_prints_the_sink_rate_over_heads_and_massive_activa
     assert final.loc[final["metric"] == "massive_position", "value"].between(0, 31).all()
     config = (tmp_path / "lm/config.yaml").read_text()
     assert "norm_type: rmsnorm" in config and "mlp: swiglu" in config and "pos: rope" in config
+    assert "warmup: 30" in config
+    followed = ["train.warmup=30 (the preset's 100, at most train.steps)"]
+    assert json.loads((tmp_path / "lm/meta.json").read_text())["followed"] == followed
+    assert f"followed: {followed}" in (tmp_path / "lm/train.log").read_text()
 
 def test_sweep_writes_one_readable_folder_per_run(tmp_path):
     result = sinkexp("train", "-m", "attn=softmax,relu", "seed=0,1", "name=smoke", *QUICK, cwd=tmp_path)
