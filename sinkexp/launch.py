@@ -24,7 +24,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from sinkexp import preemption
 from sinkexp.config import CONFIG_MODULE
+from sinkexp.faults import marked, run_file_error
 from sinkexp.follow import followed
 
 log = logging.getLogger("sinkexp")
@@ -102,16 +104,33 @@ def as_hydra_override(arg: str) -> str:
 
 
 def launch(planned: Plan) -> int:
-    """Run a plan's jobs through Hydra; 0 when every planned run finished, else 1 (a sweep says
-    how many did not, and why)."""
+    """Run a plan's jobs through Hydra; 0 when every planned run ends finished, whoever trained it
+    (a run skipped because another process trains it is waited for), else 1 (a sweep says how many
+    did not, and why)."""
     hydra_main(planned.argv)
-    unfinished = [run_dir for run_dir, digest in planned.runs if not finished(run_dir, digest)]
+    unfinished = [(run_dir, digest) for run_dir, digest in planned.runs if not finished(run_dir, digest)]
+    try:
+        unfinished = [run_dir for run_dir, digest in unfinished if not finished_elsewhere(run_dir, digest)]
+    except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM: this command stops waiting; the other process goes on
+        stop = preemption.Interrupted.at(err)
+        print(f"sinkexp: {stop} while waiting for another process's runs; they go on there", file=sys.stderr)
+        return 128 + stop.signum
     if unfinished and planned.multirun:
         failed = sum((run_dir / "FAILED").exists() for run_dir in unfinished)
         print(f"sinkexp: {len(unfinished)} of {len(planned.runs)} runs did not finish: {failed} failed (FAILED in "
-              f"the directory), {len(unfinished) - failed} refused, skipped or stopped (see the lines above)",
+              f"the directory), {len(unfinished) - failed} refused or stopped (see the lines above)",
               file=sys.stderr)
     return 1 if unfinished else 0
+
+
+def finished_elsewhere(run_dir: Path, digest: str) -> bool:
+    """Whether a run this command did not finish ends finished: a run whose lock another process
+    holds (RunBusy: skipped here) is waited for, then read."""
+    from sinkexp.runfiles import wait_for_lock
+
+    wait_for_lock(run_dir, lambda holder: print(f"sinkexp: waiting for {holder}, which trains {run_dir}",
+                                                file=sys.stderr))
+    return finished(run_dir, digest)
 
 
 def hydra_main(argv: list[str], prog: str = "sinkexp train") -> None:
@@ -157,13 +176,10 @@ def finished(run_dir: Path, digest: str) -> bool:
         return False
 
 
-class Terminated(KeyboardInterrupt):
+def _terminate(signum, frame) -> None:
     """SIGTERM (`kill`, `scancel`): stops a run as Ctrl-C does, FAILED written. A submitit job's
     pre-timeout signal requeues instead (preemption.py)."""
-
-
-def _terminate(signum, frame) -> None:
-    raise Terminated("stopped by SIGTERM")
+    raise preemption.Interrupted(signal.SIGTERM)
 
 
 def _handle_sigterm() -> None:
@@ -181,12 +197,11 @@ def _job(dict_cfg: DictConfig) -> None:
     `launch` counts the runs that did not finish."""
     import torch
 
-    from sinkexp import preemption
     from sinkexp.allocator import keep_freed_memory
     from sinkexp.config import from_dictconfig, replica_configs
     from sinkexp.evaluate.tables import format_summary
     from sinkexp.rundir import RunBusy, RunDirError, replica_run_dirs
-    from sinkexp.runfiles import NoSpace, status
+    from sinkexp.runfiles import status
     from sinkexp.runner import run_seeds
     from sinkexp.threads import choose_threads
     from sinkexp.train import Diverged
@@ -220,20 +235,20 @@ def _job(dict_cfg: DictConfig) -> None:
         summaries = run_seeds(cfgs, dirs, hydra_files, notes={"threads": f"{threads} ({why}; threads=N sets it)",
                                                               "argv": job_argv(hydra_cfg, sweep),
                                                               "allocator": allocator, **followed(dict_cfg)})
-    except RunBusy as err:           # another process trains it: not ours to mark
-        print(f"sinkexp: {err}", file=sys.stderr)
+    except RunBusy as err:           # another process trains it: not ours to mark; launch waits for it
+        print(f"sinkexp: {err}; skipped here, and waited for once this command's other runs are done", file=sys.stderr)
         return
-    except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: FAILED says so; this process stops (a sweep too)
-        how = "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C"
-        print(f"sinkexp: {where} stopped by {how} (FAILED written; the same command resumes it from its last "
-              "checkpoint)", file=sys.stderr)
-        raise SystemExit(143 if how == "SIGTERM" else 130) from None
+    except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM, SIGUSR2: FAILED says so; this process stops (a sweep too)
+        stop = preemption.Interrupted.at(err)
+        print(f"sinkexp: {where} {stop} ({marked(err)}; the same command resumes it from its last checkpoint)",
+              file=sys.stderr)
+        raise SystemExit(128 + stop.signum) from None
     except preemption.Requeue as err:
         print(f"sinkexp: {where} {err}; submitit requeues the job, which resumes from it", file=sys.stderr)
         preemption.requeue()         # exits this process
-    except (Diverged, RunDirError, NoSpace) as err:
-        marked = {Diverged: "FAILED written", NoSpace: "its last checkpoint kept"}.get(type(err), "nothing written")
-        print(f"sinkexp: error: {err}" + (f" ({marked}; the sweep goes on)" if sweep else ""), file=sys.stderr)
+    except (Diverged, RunDirError, OSError) as err:   # OSError: a fault on a run's files (faults.py)
+        reason = run_file_error(err) if isinstance(err, OSError) else err
+        print(f"sinkexp: error: {reason} ({marked(err)}{'; the sweep goes on' if sweep else ''})", file=sys.stderr)
         return
     except Exception:
         if not sweep:                # a single run's bug shows its traceback

@@ -122,7 +122,7 @@ def preflight(overrides: list[str], multirun: bool) -> list[tuple[list[str], lis
     for full, cfg, job in jobs:
         _check_patterns(full, multirun)
         members = replica_configs(cfg)
-        planned.append((job, [(run_dir, _check_run_dir(run_dir, member))
+        planned.append((job, [(run_dir, _check_run_dir(run_dir, member, multirun))
                               for member, run_dir in zip(members, replica_run_dirs(full, multirun, members))],
                         sum(training_flops(member) * member.train.steps for member in members)))
     return planned
@@ -136,7 +136,7 @@ def _check_patterns(full: DictConfig, multirun: bool) -> None:
             raise ConfigError(f"{key} is empty; give a directory (a run never writes into the current folder)")
 
 
-def _check_run_dir(path: Path, cfg) -> str:
+def _check_run_dir(path: Path, cfg, multirun: bool) -> str:
     """Refuse a directory that cannot be created or holds another config's run; returns the hash."""
     for parent in [path, *path.parents]:     # the nearest folder that exists is where mkdir would fail
         if parent.exists():
@@ -144,7 +144,8 @@ def _check_run_dir(path: Path, cfg) -> str:
     resolved = parent.resolve()       # /proc, /sys, /dev pass os.access for root, yet hold no run
     if parent != path and (not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK)
                            or resolved.parts[1:2] in (("proc",), ("sys",), ("dev",))):
-        raise ConfigError(f"hydra.run.dir={path}: cannot be created ({parent} is not a writable folder)")
+        raise ConfigError(f"{path} cannot be created ({parent} is not a writable folder); choose another "
+                          + ("hydra.sweep.dir" if multirun else "hydra.run.dir"))
     run_dir = RunDir(path, cfg)
     try:
         run_dir.check()

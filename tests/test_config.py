@@ -98,7 +98,7 @@ def test_paper_scale_composes_for_every_task(make_config, task):
     (["device=cuda:abc"], ["device=", "cuda:N"]),
     (["precision=bf16"], ["precision='bf16'", "exact", "tf32"]),
     (["hydra.run.dir="], ["hydra.run.dir is empty"]),
-    (["hydra.run.dir=/proc/sinkexp"], ["hydra.run.dir=/proc/sinkexp", "cannot be created"]),
+    (["hydra.run.dir=/proc/sinkexp"], ["/proc/sinkexp cannot be created", "choose another hydra.run.dir"]),
     (["name=../../x"], ["name=", "one folder name"]),
     (["model.n_layers=1000000000"], ["model.n_layers=1000000000", "GiB"]),
     (["train.batch_size=100000000"], ["train.batch_size=100000000", "GiB"]),
@@ -121,6 +121,11 @@ def test_bad_input_is_one_line_naming_the_key(make_config, overrides, needles):
     assert "\n" not in message
     for needle in needles:
         assert needle in message
+
+
+def test_a_sweep_into_a_folder_that_cannot_be_written_names_the_key_the_user_set():
+    with pytest.raises(ConfigError, match="^/proc/sinkexp/.* cannot be created .*; choose another hydra.sweep.dir$"):
+        preflight(["hydra.sweep.dir=/proc/sinkexp", "seed=0,1"], multirun=True)
 
 
 # Config hashes name existing run directories (docs/rundir.md): these defaults' must never change,
