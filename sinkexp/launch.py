@@ -235,8 +235,8 @@ def _job(dict_cfg: DictConfig) -> None:
         summaries = run_seeds(cfgs, dirs, hydra_files, notes={"threads": f"{threads} ({why}; threads=N sets it)",
                                                               "argv": job_argv(hydra_cfg, sweep),
                                                               "allocator": allocator, **followed(dict_cfg)})
-    except RunBusy as err:           # another process trains it: not ours to mark; launch waits for it
-        print(f"sinkexp: {err}; skipped here, and waited for once this command's other runs are done", file=sys.stderr)
+    except RunBusy as err:           # another process trains it: not ours to mark (launch waits for it)
+        print(f"sinkexp: {err}; skipped here", file=sys.stderr)
         return
     except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM, SIGUSR2: FAILED says so; this process stops (a sweep too)
         stop = preemption.Interrupted.at(err)
