@@ -2,10 +2,10 @@
 
 Every OSError a run meets on its files (the lock, config.yaml, the tables, the checkpoint, the
 FAILED and DONE markers, train.log, the temporary files of atomic writes), at any point of its life,
-ends as a RunFileError, which launch._job prints as one line (exit status 1). The writers name the
+ends as a RunFileError, which launch._stop prints as one line (exit status 1). The writers name the
 file they were writing, since a failed write's OSError names none, or names the temporary file:
-runfiles._atomic (every file of the run directory), rundir.take_lock (.lock) and LogFile
-(train.log). Any other OSError reaches launch._job with its file name and is turned into one there,
+runfiles._atomic (every file of the run directory), runfiles.take_lock (.lock) and LogFile
+(train.log). Any other OSError reaches launch._stop with its file name and is turned into one there,
 by `run_file_error`. Nothing is lost: every write is atomic, so the file it would have replaced (the
 last checkpoint too) is untouched, and the same command resumes the run from that checkpoint.
 docs/rundir.md ("Faults") is the contract.

@@ -1,7 +1,7 @@
 """The run directory's lifecycle while a run trains (docs/rundir.md is the contract).
 
 - its path: the Hydra patterns in configs/config.yaml call the resolvers registered here (the run's
-  config hash, the process's UTC time, the sweep name), and `replica_run_dirs` predicts the directory
+  config hash, the process's UTC time, the sweep name), and `job_run_dirs` predicts the directory
   each run of a replica group or pack would get alone;
 - its identity: `config_hash`, over every setting that changes the result;
 - what may happen to it (`RunDir.open`): a finished run of the same config is left untouched, a
@@ -32,11 +32,12 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from sinkexp import follow
-from sinkexp.config import Config, from_dictconfig, to_dict, value_of
+from sinkexp.config import Config, to_dict, value_of
+from sinkexp.validate import from_dictconfig
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.faults import note, run_file_error
 from sinkexp.runfiles import (ATTENTION, CHECKPOINT, CONFIG, DONE, FAILED, LATER_KEYS, LOSSES, META, METRICS,
-                              SCHEMA_VERSION, SUMMARY, UNHASHED_KEYS, RunBusy, RunDirError, _atomic, kept_checkpoint,
+                              SCHEMA_VERSION, SUMMARY, UNHASHED_KEYS, RunDirError, _atomic, kept_checkpoint,
                               read_json, status, take_lock, write_arrays, write_bytes, write_csv, write_json,
                               write_text)
 from sinkexp.provenance import device_name, git_state, numerics, utc_now, versions
@@ -82,7 +83,7 @@ def register_resolvers() -> None:
         plain = json.dumps({key: OmegaConf.to_container(_root_[key], resolve=True) if OmegaConf.is_config(_root_[key])
                             else _root_[key] for key in _root_ if key != "hydra"}, sort_keys=True, default=str)
         if plain not in hashes:
-            hashes[plain] = config_hash(from_dictconfig(_root_))
+            hashes[plain] = config_hash(from_dictconfig(_root_, check=False))   # validated by the plan already
         return hashes[plain]
 
     resolvers = {"sinkexp_utc_now": lambda: started, "sinkexp_sweep_name": lambda name: name if name else started,
@@ -91,8 +92,8 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver(name, resolver)
 
 
-def replica_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[Path]:
-    """The run directory each of a job's runs (config.replica_configs) would get alone: Hydra's
+def job_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[Path]:
+    """The run directory each of a job's runs (config.run_configs) would get alone: Hydra's
     directory pattern resolved with that run's seed and packed values.
 
     `full` is a composed config with its hydra node (patterns unresolved).
@@ -165,7 +166,7 @@ class RunDir:
             self.close()
             raise
         # The rows up to the checkpoint (none without one): opened again, the run forgets what it
-        # evaluated since (runner.run_seeds restarts a pack's other runs after a divergence).
+        # evaluated since (runner.train_together restarts a pack's other runs after a divergence).
         self.metric_rows, self.loss_rows = (self.state["metric_rows"], self.state["loss_rows"]) if self.state else ([], [])
         return None
 
@@ -263,7 +264,7 @@ class RunDir:
 
     def fail(self, err: BaseException) -> None:
         """FAILED with the reason first and the traceback after; never next to DONE. `err` carries a
-        note saying whether FAILED was written (faults.marked: launch._job's line says it)."""
+        note saying whether FAILED was written (faults.marked: launch._stop's line says it)."""
         try:
             if status(self.path) != "done":
                 write_text(self.path / FAILED,

@@ -143,6 +143,17 @@ def status(path: Path) -> str:
     return "failed" if (Path(path) / FAILED).exists() else "incomplete"
 
 
+def finished(path: Path, digest: str | None = None) -> bool:
+    """Whether the run in `path` finished (DONE), as the run of config hash `digest` when given:
+    the one test of "finished" that the plan, the launchers, reproduce and the report share."""
+    if status(path) != "done":
+        return False
+    try:
+        return digest is None or read_json(Path(path) / META).get("config_hash") == digest
+    except (OSError, ValueError):
+        return False
+
+
 def take_lock(path: Path) -> int:
     """An exclusive flock on <path>/.lock (across nodes as far as the file system's flock goes:
     docs/rundir.md); RunBusy if a live process holds it, RunDirError if the file system cannot lock.

@@ -125,8 +125,8 @@ def test_replica_directories_are_the_pattern_resolved_with_each_seed(tmp_path):
     full = OmegaConf.create({"seed": 0, "hydra": {"run": {"dir": str(tmp_path / "r/s${seed}")},
                                                   "sweep": {"dir": str(tmp_path / "w"), "subdir": "x/s${seed}"}}})
     seeds = [SimpleNamespace(seed=seed) for seed in (3, 4, 5)]
-    assert R.replica_run_dirs(full, False, seeds[:2]) == [tmp_path / "r/s3", tmp_path / "r/s4"]
-    assert R.replica_run_dirs(full, True, seeds[2:]) == [tmp_path / "w/x/s5"]
+    assert R.job_run_dirs(full, False, seeds[:2]) == [tmp_path / "r/s3", tmp_path / "r/s4"]
+    assert R.job_run_dirs(full, True, seeds[2:]) == [tmp_path / "w/x/s5"]
 
 
 def test_atomic_writes_leave_the_old_file_when_the_write_fails(tmp_path):
@@ -197,7 +197,7 @@ def test_a_directory_in_use_is_skipped_not_trained_twice(make_config, tmp_path):
     cfg = make_config(*QUICK)
     holder = R.RunDir(tmp_path, cfg)
     assert holder.open() is None                          # this process now holds the lock
-    with pytest.raises(R.RunBusy, match=f"pid {__import__('os').getpid()}"):
+    with pytest.raises(F.RunBusy, match=f"pid {__import__('os').getpid()}"):
         run(cfg, tmp_path)
     assert not (tmp_path / F.FAILED).exists() and not (tmp_path / F.METRICS).exists()
     holder.close()                                        # released (as a dead process's lock is)
