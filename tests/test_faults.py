@@ -1,10 +1,16 @@
 """One fault boundary for a run's files (sinkexp/faults.py): each errno a file system gives (a full
 disk, a spent quota, a read-only mount, no permission), injected at each file a run writes, ends
 `sinkexp train` with one line naming the file, the cause and what to do, exit status 1, no temporary
-file left, and a run that the same command resumes to an uninterrupted run's tables."""
+file left, and a run that the same command resumes to an uninterrupted run's tables.
+
+The command is planned once (composing is most of a tiny run's time): each case launches that plan
+as `sinkexp train` does after planning (cli.train), into the same run directory, emptied first; the
+rerun after a full disk is the whole command again."""
+import contextlib
 import errno
 import io
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,6 +18,8 @@ import torch
 
 from sinkexp import faults
 from sinkexp import runfiles as F
+from sinkexp.launch import launch
+from sinkexp.plan import Plan, plan
 
 from test_cli import sinkexp
 
@@ -60,22 +68,36 @@ def inject(monkeypatch, run_dir: Path, name: str, code: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def whole(tmp_path_factory):
+def planned(tmp_path_factory) -> Plan:
+    """`sinkexp train TINY hydra.run.dir=<folder>/run`'s plan."""
+    return plan([*TINY, f"hydra.run.dir={tmp_path_factory.mktemp('faults') / 'run'}"], multirun=False)
+
+
+def launched(planned: Plan) -> tuple[int, str]:
+    """The plan's run from an empty run directory, as cli.train launches it: (exit status, stderr)."""
+    (run_dir,) = planned.jobs[0].run_dirs
+    shutil.rmtree(run_dir, ignore_errors=True)
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        return launch(planned), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def whole(planned):
     """An uninterrupted run's tables, to compare resumed runs with."""
-    cwd = tmp_path_factory.mktemp("whole")
-    assert sinkexp("train", *TINY, "hydra.run.dir=run", cwd=cwd).returncode == 0
-    return {name: (cwd / "run" / name).read_bytes() for name in (F.METRICS, F.LOSSES, F.SUMMARY)}
+    assert launched(planned)[0] == 0
+    return {name: (planned.jobs[0].run_dirs[0] / name).read_bytes() for name in (F.METRICS, F.LOSSES, F.SUMMARY)}
 
 
 @pytest.mark.parametrize("code", list(CAUSES), ids=[errno.errorcode[code] for code in CAUSES])
 @pytest.mark.parametrize("name", list(FILES))
-def test_a_fault_at_any_run_file_ends_in_one_line_and_the_run_resumes(tmp_path, monkeypatch, whole, name, code):
-    run_dir = tmp_path / "run"
+def test_a_fault_at_any_run_file_ends_in_one_line_and_the_run_resumes(planned, monkeypatch, whole, name, code):
+    (run_dir,) = planned.jobs[0].run_dirs
     inject(monkeypatch, run_dir, name, code)
-    result = sinkexp("train", *TINY, "hydra.run.dir=run", cwd=tmp_path)
+    returncode, stderr = launched(planned)
     monkeypatch.undo()
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    lines = stderr.strip().splitlines()
+    assert returncode == 1 and len(lines) == 1, stderr
     named = {".lock's holder": ".lock", "FAILED": "metrics.csv"}.get(name, name.removesuffix(" at the end"))
     assert lines[0].startswith(f"sinkexp: error: cannot write {run_dir / named}: {CAUSES[code]}"), lines[0]
     assert "then run the same command again: the run resumes from its last checkpoint" in lines[0]
@@ -91,7 +113,7 @@ def test_a_fault_at_any_run_file_ends_in_one_line_and_the_run_resumes(tmp_path, 
     if (run_dir / F.CHECKPOINT).exists():                 # the last checkpoint written is whole
         assert torch.load(run_dir / F.CHECKPOINT, weights_only=True)["trainer"]["step"] in (1, 2)
     if code == errno.ENOSPC:                              # room again: the same command finishes the run
-        assert sinkexp("train", *TINY, "hydra.run.dir=run", cwd=tmp_path).returncode == 0
+        assert sinkexp("train", *TINY, f"hydra.run.dir={run_dir}", cwd=run_dir.parent).returncode == 0
         assert {name: (run_dir / name).read_bytes() for name in whole} == whole
 
 
@@ -100,7 +122,7 @@ def test_each_cause_says_what_to_do():
                       (errno.EROFS, "remount it read-write"), (errno.EACCES, "chmod -R u+w /x/run"),
                       (errno.EPERM, "chmod -R u+w /x/run")):
         err = faults.run_file_error(OSError(code, os.strerror(code)), "/x/run/metrics.csv", "write")
-        assert str(err).startswith(f"cannot write /x/run/metrics.csv: ") and fix in str(err), str(err)
+        assert str(err).startswith("cannot write /x/run/metrics.csv: ") and fix in str(err), str(err)
         assert f"({errno.errorcode[code]})" in str(err) and "\n" not in str(err)
     read = faults.run_file_error(PermissionError(errno.EACCES, "Permission denied", "/x/run/checkpoint.pt"),
                                  doing="read")
