@@ -73,10 +73,10 @@ def test_a_pool_worker_returns_once_a_run_another_process_trains_has_ended(tmp_p
     assert holder.open() is None            # it holds the lock (another open file of this process)
     order = []
 
-    def finish():                           # the other process ends the run
+    def finish():                           # the other process ends the run, then lets go of it
         (run_dir / "DONE").write_text(done)
+        order.append("finished there")      # before the lock goes: the worker may return at once
         holder.close()
-        order.append("finished there")
 
     threading.Timer(2.0, finish).start()
     _, err = _run_job(job)
