@@ -98,7 +98,7 @@ def planned_job(number: int, job: list[str], full: DictConfig, cfg: Config, mult
     check_patterns(full, multirun)
     run_cfgs = run_configs(cfg)
     run_dirs = job_run_dirs(full, multirun, run_cfgs)
-    digests = [check_run_dir(run_dir, run_cfg) for run_cfg, run_dir in zip(run_cfgs, run_dirs)]
+    digests = [check_run_dir(run_dir, run_cfg, multirun) for run_cfg, run_dir in zip(run_cfgs, run_dirs)]
     with open_dict(full.hydra):
         full.hydra.mode = RunMode.MULTIRUN if multirun else RunMode.RUN
         full.hydra.job.num, full.hydra.job.id = number, f"job_id_for_{number}"   # as Hydra's basic launcher
@@ -130,7 +130,7 @@ def check_patterns(full: DictConfig, multirun: bool) -> None:
             raise ConfigError(f"{key} is empty; give a directory (a run never writes into the current folder)")
 
 
-def check_run_dir(path: Path, cfg: Config) -> str:
+def check_run_dir(path: Path, cfg: Config, multirun: bool) -> str:
     """Refuse a directory that cannot be created or holds another config's run; returns the hash."""
     for parent in [path, *path.parents]:     # the nearest folder that exists is where mkdir would fail
         if parent.exists():
@@ -138,7 +138,8 @@ def check_run_dir(path: Path, cfg: Config) -> str:
     resolved = parent.resolve()       # /proc, /sys, /dev pass os.access for root, yet hold no run
     if parent != path and (not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK)
                            or resolved.parts[1:2] in (("proc",), ("sys",), ("dev",))):
-        raise ConfigError(f"hydra.run.dir={path}: cannot be created ({parent} is not a writable folder)")
+        raise ConfigError(f"{path} cannot be created ({parent} is not a writable folder); choose another "
+                          + ("hydra.sweep.dir" if multirun else "hydra.run.dir"))
     run_dir = RunDir(path, cfg)
     try:
         run_dir.check()

@@ -8,20 +8,19 @@
   checkpoint of the same config is resumed, anything of another config is refused; the lock keeps
   two processes from training it at once.
 
-The files themselves (names, atomic writes, reading back) are runfiles.py's, which imports no torch.
+The files themselves (names, atomic writes, the lock, reading back) are runfiles.py's, which imports
+no torch; a fault on any of them is one line naming the file (faults.py).
 
 `DONE` is written last; a failed run writes `FAILED` with the error instead; a run with neither is
 incomplete (and resumable when it has a checkpoint).
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import io
 import json
 import logging
 import os
-import platform
 import shutil
 import sys
 import traceback
@@ -32,13 +31,16 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from sinkexp import follow
 from sinkexp.config import Config, to_dict, value_of
 from sinkexp.devices import device_kind
 from sinkexp.validate import from_dictconfig
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
+from sinkexp.faults import note, run_file_error
 from sinkexp.runfiles import (ATTENTION, CHECKPOINT, CONFIG, DONE, FAILED, LATER_KEYS, LOSSES, META, METRICS,
-                              SCHEMA_VERSION, SUMMARY, UNHASHED_KEYS, NoSpace, _atomic, kept_checkpoint, read_json,
-                              status, write_arrays, write_bytes, write_csv, write_json, write_text)
+                              SCHEMA_VERSION, SUMMARY, UNHASHED_KEYS, RunDirError, _atomic, kept_checkpoint,
+                              read_json, status, take_lock, write_arrays, write_bytes, write_csv, write_json,
+                              write_text)
 from sinkexp.provenance import device_name, git_state, numerics, utc_now, versions
 from sinkexp.tasks import TASKS
 from sinkexp.tasks.base import data_digest
@@ -47,10 +49,6 @@ log = logging.getLogger(__name__)
 
 # Keys renamed after run directories existed: they are hashed under their first name.
 RENAMED_KEYS = {"attn.sigmoid_bias": "attn.bias"}
-
-
-class RunDirError(RuntimeError):
-    """The run directory holds something this run must not overwrite."""
 
 
 def config_hash(cfg: Config, kind: str | None = None) -> str:
@@ -78,7 +76,8 @@ def config_hash(cfg: Config, kind: str | None = None) -> str:
 
 
 def register_resolvers() -> None:
-    """The resolvers configs/config.yaml's directory patterns use; idempotent (one timestamp per process)."""
+    """The resolvers configs/config.yaml's directory patterns use, and the presets' values that follow
+    another key (follow.py); idempotent (one timestamp per process)."""
     if OmegaConf.has_resolver("sinkexp_utc_now"):
         return
     started = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -92,7 +91,7 @@ def register_resolvers() -> None:
         return hashes[plain]
 
     resolvers = {"sinkexp_utc_now": lambda: started, "sinkexp_sweep_name": lambda name: name if name else started,
-                 "sinkexp_config_hash": hash_of}
+                 "sinkexp_config_hash": hash_of, **follow.RESOLVERS}
     for name, resolver in resolvers.items():
         OmegaConf.register_new_resolver(name, resolver)
 
@@ -112,10 +111,6 @@ def job_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[P
         pattern = f"{node.hydra.sweep.dir}/{node.hydra.sweep.subdir}" if multirun else node.hydra.run.dir
         dirs.append(Path(pattern).absolute())
     return dirs
-
-
-class RunBusy(RunDirError):
-    """Another live process holds the run directory's lock."""
 
 
 class RunDir:
@@ -154,7 +149,7 @@ class RunDir:
                                   f"{self.kind} (device={self.cfg.device}); runs never change device kind: use device={other}")
             raise RunDirError(f"{self.path} holds {'a finished run' if done else 'a run'} of another config (hash "
                               f"{recorded}, this one {self.digest}); refusing to touch it: choose another "
-                              "hydra.run.dir or name")
+                              "hydra.run.dir (a sweep: name or hydra.sweep.dir)")
         if done:
             return read_json(self.path / SUMMARY)
         return None
@@ -172,7 +167,8 @@ class RunDir:
                 return finished
             for stale in self.path.glob(".*.tmp"):   # left by a write that was killed
                 stale.unlink(missing_ok=True)
-            self.state = self.load_checkpoint()
+            self.state = self.load_checkpoint(fix="move it away and run the same command again to train this run "
+                                                  "from step 0")
         except BaseException:
             self.close()
             raise
@@ -190,19 +186,24 @@ class RunDir:
     def resume_step(self) -> int:
         return self.state["trainer"]["step"] if self.state else 0
 
-    def load_checkpoint(self, name: str = CHECKPOINT) -> dict | None:
+    def load_checkpoint(self, name: str = CHECKPOINT, fix: str = "") -> dict | None:
         """The checkpoint's state, loaded as tensors and plain data only (weights_only: a crafted
-        file cannot run code); None without one."""
+        file cannot run code); None without one. RunDirError (ending with `fix`) for a file that is
+        not a checkpoint; an OSError reading it is a file fault (faults.py)."""
         checkpoint = self.path / name
         if not checkpoint.exists():
             return None
         try:
             state = torch.load(checkpoint, map_location="cpu", weights_only=True)
             recorded = state["config_hash"]
-        except Exception as err:
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else err.__class__.__name__
-            raise RunDirError(f"{checkpoint} cannot be loaded safely ({reason[:160]}); it was not executed. "
-                              "Move it away to restart this run from step 0") from None
+        except OSError:
+            raise
+        except Exception as err:      # torch's reason, its first sentence (a truncated zip, an unpickling error)
+            text = str(err).strip() or err.__class__.__name__
+            refused = text.startswith("Weights only load failed")      # an object other than tensors and plain data
+            reason = (text.partition("WeightsUnpickler error: ")[2] if refused else text).split(". ")[0].strip(" .")
+            what = "holds objects the safe loader refuses (not executed)" if refused else "is corrupt or truncated"
+            raise RunDirError(f"{checkpoint} {what}: {reason}" + (f"; {fix}" if fix else "")) from None
         if recorded != self.digest:
             raise RunDirError(f"{checkpoint} belongs to another config (hash {recorded}, "
                               f"this one {self.digest}); refusing to resume from it")
@@ -269,31 +270,12 @@ class RunDir:
         write_text(self.path / DONE, utc_now() + "\n")
 
     def fail(self, err: BaseException) -> None:
-        """FAILED with the reason first and the traceback after; never next to DONE."""
-        if status(self.path) != "done":
-            try:
+        """FAILED with the reason first and the traceback after; never next to DONE. `err` carries a
+        note saying whether FAILED was written (faults.marked: launch._stop's line says it)."""
+        try:
+            if status(self.path) != "done":
                 write_text(self.path / FAILED,
                            f"{err.__class__.__name__}: {err}\n\n" + "".join(traceback.format_exception(err)))
-            except NoSpace:           # a full disk has no room for the marker either; the error says why
-                pass
-
-
-def take_lock(path: Path) -> int:
-    """An exclusive flock on <path>/.lock (across nodes as far as the file system's flock goes:
-    docs/rundir.md); RunBusy if a live process holds it, RunDirError if the file system cannot lock.
-    The file keeps the last holder's pid and host, for the message."""
-    fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT, 0o666)   # the umask applies
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-        os.close(fd)
-        raise RunBusy(f"{path} is being trained by {holder}; skipped (rerun once it has finished)") from None
-    except OSError as err:        # a file system without flock (Lustre mounted noflock, ...)
-        os.close(fd)
-        raise RunDirError(f"cannot lock {path / '.lock'} ({err.strerror}): this file system does not support "
-                          "flock; put the outputs on one that does (hydra.run.dir / hydra.sweep.dir; "
-                          "docs/rundir.md)") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"pid {os.getpid()} on {platform.node()}\n".encode(), 0)
-    return fd
+                note(err, "FAILED written")
+        except OSError as fault:      # a full disk has no room for the marker either
+            note(err, f"FAILED could not be written either: {run_file_error(fault).cause}")

@@ -87,9 +87,11 @@ def train_together(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict |
                     runs[i].fail(err)
                 raise
             summaries.update(zip(group, results))
-        if diverged:
-            raise diverged[0] if len(diverged) == 1 else Diverged(f"{len(diverged)} runs of the pack diverged, the "
-                                                                  f"others finished; the first: {diverged[0]}")
+        if diverged:            # one error, with what each run's FAILED says (RunDir.fail's notes)
+            err = diverged[0] if len(diverged) == 1 else Diverged(f"{len(diverged)} runs of the pack diverged, the "
+                                                                 f"others finished; the first: {diverged[0]}")
+            err.__notes__ = [text for each in diverged for text in getattr(each, "__notes__", ())]
+            raise err
     finally:
         for run_dir in runs:
             run_dir.close()

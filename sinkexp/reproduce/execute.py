@@ -151,9 +151,11 @@ def pool_workers(overrides: list[str], jobs: list[Job]) -> tuple[list[str], int]
 
 def _run_job(job: Job) -> tuple[float, str]:
     """One planned job in a pool worker, as a job of a sweep (one torch thread unless `threads=` is
-    set); returns (seconds, what it wrote to stderr: one line per problem). Its own output
-    (tables, log lines) is in each run's train.log."""
+    set); returns (seconds, what it wrote to stderr: one line per problem) once each of its runs
+    has ended here or, skipped because another process trains it, there (as launch waits), so the
+    pool counts every run by how it ended. Its own output (tables, log lines) is in each run's train.log."""
     from sinkexp.launch import execute
+    from sinkexp.runfiles import wait_for_lock
 
     err = io.StringIO()
     started = time.perf_counter()
@@ -162,6 +164,9 @@ def _run_job(job: Job) -> tuple[float, str]:
             execute(job, sweep=True, parallel=True)
         except SystemExit:              # Ctrl-C or SIGTERM: the job wrote FAILED and said so
             pass
+        else:
+            for run_dir, _ in job.runs:     # one another process trains (skipped here): it holds a core meanwhile
+                wait_for_lock(run_dir)
     return time.perf_counter() - started, err.getvalue()
 
 
