@@ -162,6 +162,22 @@ def test_residual_norms_and_massive_ratio():
     assert (position.item(), channel.item(), at_sink.item()) == (3, 0, 0.5)
 
 
+def test_key_and_value_norms_at_the_sink_per_head():
+    """Head 0: the sink key (3, 4) has norm 5, the others (1, 0) norm 1; head 1: every key (0, 2).
+    Sequence 1's sink sits at position 2, whose key is made the long one there."""
+    x = torch.zeros(2, 2, 3, 2)
+    x[:, 0] = torch.tensor([1.0, 0.0])
+    x[:, 1] = torch.tensor([0.0, 2.0])
+    x[0, 0, 0] = torch.tensor([3.0, 4.0])
+    x[1, 0, 2] = torch.tensor([3.0, 4.0])
+    at_sink, rest = M.norms_at_sink(x, torch.tensor([0, 2]))
+    torch.testing.assert_close(at_sink, torch.tensor([5.0, 2.0]))
+    torch.testing.assert_close(rest, torch.tensor([1.0, 2.0]))
+    x[1, 0, 0] = torch.tensor([0.0, 3.0])                  # a non-sink key of sequence 1: its mean (3 + 1) / 2
+    _, rest = M.norms_at_sink(x, torch.tensor([0, 2]))
+    torch.testing.assert_close(rest, torch.tensor([(1.0 + 2.0) / 2, 2.0]))
+
+
 def test_head_cancellation_closed_forms():
     """Two heads: equal writes -> 1, opposite writes -> 0, orthogonal unit writes -> 1/sqrt(2);
     a query where no head writes is skipped, and only the selected queries count."""

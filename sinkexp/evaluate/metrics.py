@@ -176,12 +176,21 @@ def logit_gap(scores: torch.Tensor, sink: torch.Tensor, visible: torch.Tensor) -
     return at_sink(scores, sink) - mean_others
 
 
+def norms_at_sink(x: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per head, (mean over sequences of ||x_s||, mean over sequences and positions j != s of ||x_j||)
+    of per-position vectors x (B, H, S, D), e.g. keys or values; each (H,). Gu et al. 2025 (Fig. 2)
+    compare the first token's key and value norms with the others'."""
+    norms = x.norm(dim=-1)                                                   # (B, H, S)
+    B, H, S = norms.shape
+    at = norms.gather(-1, sink.view(B, 1, 1).expand(B, H, 1)).squeeze(-1)    # (B, H)
+    rest = (norms.sum(-1) - at) / (S - 1)
+    return at.mean(0), rest.mean(0)
+
+
 def resid_norms(resid: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(mean ||h_s||, mean over j != s of ||h_j||) of a residual stream (B, T, d), as scalars."""
-    norms = resid.norm(dim=-1)                                               # (B, T)
-    at = norms.gather(1, sink[:, None]).squeeze(1)
-    rest = (norms.sum(1) - at) / (norms.shape[1] - 1)
-    return at.mean(), rest.mean()
+    at, rest = norms_at_sink(resid[:, None], sink)
+    return at[0], rest[0]
 
 
 def massive_ratio(resid: torch.Tensor) -> torch.Tensor:
