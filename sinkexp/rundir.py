@@ -139,17 +139,7 @@ class RunDir:
     def check(self) -> dict | None:
         """Without touching anything: the finished run's summary, None if there is work to do, or
         RunDirError if the directory belongs to another config."""
-        if self.path.exists() and not self.path.is_dir():
-            raise RunDirError(f"{self.path} is a file, not a run directory")
-        recorded = read_json(self.path / META).get("config_hash") if (self.path / META).exists() else None
-        done = status(self.path) == "done"
-        if recorded not in (None, self.digest):
-            raise RunDirError(f"{self.path} holds {'a finished run' if done else 'a run'} of another config (hash "
-                              f"{recorded}, this one {self.digest}); refusing to touch it: choose another "
-                              "hydra.run.dir or name")
-        if done:
-            return read_json(self.path / SUMMARY)
-        return None
+        return check_run_dir(self.path, self.digest)
 
     def open(self) -> dict | None:
         finished = self.check()
@@ -261,13 +251,32 @@ class RunDir:
         write_text(self.path / DONE, utc_now() + "\n")
 
     def fail(self, err: BaseException) -> None:
-        """FAILED with the reason first and the traceback after; never next to DONE."""
-        if status(self.path) != "done":
-            try:
-                write_text(self.path / FAILED,
-                           f"{err.__class__.__name__}: {err}\n\n" + "".join(traceback.format_exception(err)))
-            except NoSpace:           # a full disk has no room for the marker either; the error says why
-                pass
+        mark_failed(self.path, err)
+
+
+def check_run_dir(path: Path, digest: str, fix: str = "hydra.run.dir or name") -> dict | None:
+    """Without touching anything: the summary of a finished run of config hash `digest` in `path`,
+    None if there is work to do, or RunDirError if the directory belongs to another config (also
+    for `sinkexp measure`'s runs, sinkexp/hf/command.py)."""
+    if path.exists() and not path.is_dir():
+        raise RunDirError(f"{path} is a file, not a run directory")
+    recorded = read_json(path / META).get("config_hash") if (path / META).exists() else None
+    done = status(path) == "done"
+    if recorded not in (None, digest):
+        raise RunDirError(f"{path} holds {'a finished run' if done else 'a run'} of another config (hash "
+                          f"{recorded}, this one {digest}); refusing to touch it: choose another {fix}")
+    if done:
+        return read_json(path / SUMMARY)
+    return None
+
+
+def mark_failed(path: Path, err: BaseException) -> None:
+    """FAILED with the reason first and the traceback after; never next to DONE."""
+    if status(path) != "done":
+        try:
+            write_text(path / FAILED, f"{err.__class__.__name__}: {err}\n\n" + "".join(traceback.format_exception(err)))
+        except NoSpace:           # a full disk has no room for the marker either; the error says why
+            pass
 
 
 def take_lock(path: Path) -> int:
