@@ -162,6 +162,14 @@ def test_residual_norms_and_massive_ratio():
     assert (position.item(), channel.item(), at_sink.item()) == (3, 0, 0.5)
 
 
+def test_qk_spectrum_through_qr_equals_the_full_svd():
+    """Random heads of dimension 8 in width 32: the D x D route gives the d x d form's singular values."""
+    generator = torch.Generator().manual_seed(0)
+    w_q, w_k = torch.randn(4 * 8, 32, generator=generator), torch.randn(4 * 8, 32, generator=generator)
+    full = torch.linalg.svdvals(w_q.view(4, 8, 32).transpose(1, 2) @ w_k.view(4, 8, 32))[:, :5]
+    torch.testing.assert_close(M.qk_spectrum(w_q, w_k, n_heads=4, top=5), full, rtol=1e-4, atol=1e-4)
+
+
 def test_key_and_value_norms_at_the_sink_per_head():
     """Head 0: the sink key (3, 4) has norm 5, the others (1, 0) norm 1; head 1: every key (0, 2).
     Sequence 1's sink sits at position 2, whose key is made the long one there."""

@@ -149,8 +149,11 @@ def rms_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tenso
 
 def stable_rank(update: torch.Tensor) -> torch.Tensor:
     """||U||_F^2 / ||U||_2^2 of each head's update U (B, H, T, d_model), averaged over sequences, (H,)."""
-    frobenius = update.pow(2).sum(dim=(-2, -1))
-    spectral = torch.linalg.matrix_norm(update, ord=2).pow(2)
+    # ||U||_2^2 is the largest eigenvalue of the smaller Gram matrix (T x T or d x d): one small
+    # symmetric eigenproblem per head and sequence instead of an SVD of the T x d matrix.
+    gram = update @ update.transpose(-2, -1) if update.shape[-2] <= update.shape[-1] else update.transpose(-2, -1) @ update
+    frobenius = gram.diagonal(dim1=-2, dim2=-1).sum(-1)
+    spectral = torch.linalg.eigvalsh(gram)[..., -1]
     return (frobenius / spectral).mean(0)
 
 
@@ -158,11 +161,17 @@ def qk_spectrum(w_q: torch.Tensor, w_k: torch.Tensor, n_heads: int, top: int = 3
     """Top singular values of the bilinear form W_Q^h W_K^h^T that scores x_i against x_j, (H, top).
 
     w_q, w_k are (H * D, d_model) Linear weights, so s_ij = x_i^T (w_q_h^T w_k_h) x_j / sqrt(D).
+    The form has rank <= D: with w_q_h^T = Q_q R_q and w_k_h^T = Q_k R_k (reduced QR, Q orthonormal
+    d_model x D), w_q_h^T w_k_h = Q_q (R_q R_k^T) Q_k^T has the singular values of the D x D matrix
+    R_q R_k^T, so no d_model x d_model SVD is needed (d_model 4096: hours over a 7B model's heads).
     """
     d_model = w_q.shape[1]
-    q = w_q.view(n_heads, -1, d_model)
+    q = w_q.view(n_heads, -1, d_model)                                       # (H, D, d_model)
     k = w_k.view(n_heads, -1, d_model)
-    return torch.linalg.svdvals(q.transpose(1, 2) @ k)[:, :top]
+    if q.shape[1] >= d_model:
+        return torch.linalg.svdvals(q.transpose(1, 2) @ k)[:, :top]
+    r_q, r_k = torch.linalg.qr(q.transpose(1, 2))[1], torch.linalg.qr(k.transpose(1, 2))[1]   # (H, D, D)
+    return torch.linalg.svdvals(r_q @ r_k.transpose(1, 2))[:, :top]
 
 
 def logit_gap(scores: torch.Tensor, sink: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
