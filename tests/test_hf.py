@@ -216,6 +216,21 @@ def test_sweep_skips_finished_runs_and_report_draws_the_checkpoints(tmp_path):
     assert sorted(measured["step"]) == [100, 300] and lines == []     # one folder per step: one line, not two
 
 
+def test_measure_checkpoint_for_claims_on_named_checkpoints(tmp_path, monkeypatch):
+    """What a reproduce claim calls: on_disk first (no network), then the run directory, reused."""
+    from sinkexp.hf.command import measure_checkpoint
+    from sinkexp.hf.sources import on_disk
+    from sinkexp.runfiles import RunFiles
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = tiny("gpt2", tmp_path / "g")
+    assert on_disk(str(folder)) and not on_disk("EleutherAI/pythia-14m", "step1000")
+    run = measure_checkpoint(str(folder), tmp_path / "run", n=3, seq_len=8)
+    summary = RunFiles(run).summary
+    assert summary["step"] == -1 and set(summary["sink_rate"]) == {"0", "1", "model"}
+    assert measure_checkpoint(str(folder), tmp_path / "run", n=3, seq_len=8) == run    # finished: reused
+
+
 def not_a_causal_lm(tmp_path):
     from transformers import T5Config
 

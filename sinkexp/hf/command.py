@@ -126,13 +126,13 @@ def measure_into(job: Job) -> dict:
 INPUTS = "inputs.npz"     # the measured token ids, (n, seq_len): what `sinkexp measure` read
 
 
-def run_job(job: Job) -> bool:
+def run_job(job: Job, quiet: bool = False) -> bool:
     """Measure one job into its directory unless it is finished; True when it is finished."""
     from sinkexp.evaluate.tables import format_summary
     from sinkexp.rundir import RunBusy, RunDirError, check_run_dir, mark_failed, take_lock
 
     if check_run_dir(job.run_dir, job.digest) is not None:
-        print(f"{job.run_dir}: finished already (DONE); skipped")
+        print(f"{job.run_dir}: finished already (DONE); skipped", file=sys.stderr if quiet else sys.stdout)
         return True
     job.run_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -157,9 +157,23 @@ def run_job(job: Job) -> bool:
         return False
     finally:
         os.close(lock)
-    print(format_summary(result).replace("on the held-out batch", "on the measured text"))
-    print(f"run directory: {job.run_dir}")
+    if not quiet:
+        print(format_summary(result).replace("on the held-out batch", "on the measured text"))
+        print(f"run directory: {job.run_dir}")
     return True
+
+
+def measure_checkpoint(model: str, run_dir: Path, revision: str | None = None, **settings) -> Path:
+    """Measure one checkpoint into `run_dir` (nothing to do when a finished run of the same
+    settings is there) and return it; read its tables with runfiles.RunFiles(run_dir). For claims
+    on named open checkpoints (sinkexp reproduce): ConfigError when the model is not on the machine
+    (sources.on_disk says so first) or a setting is bad, RuntimeError when the measurement failed."""
+    argv = [f"model={model}", f"dir={run_dir}", *([f"revision={revision}"] if revision else []),
+            *(f"{key}={value}" for key, value in settings.items())]
+    _, (job,) = plan(argv)
+    if not run_job(job, quiet=True):
+        raise RuntimeError(f"{job.run_dir}: the measurement did not finish (FAILED says why)")
+    return job.run_dir
 
 
 def main(argv: list[str]) -> int:

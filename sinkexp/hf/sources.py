@@ -61,6 +61,22 @@ def _snapshot(model: str, revision: str | None, weights: bool) -> Path:
     return folder
 
 
+def on_disk(model: str, revision: str | None = None) -> bool:
+    """Whether `model` (a folder, or a hub id at `revision` in the Hugging Face cache) has its
+    config and weights on this machine, without the network: what a claim on a named checkpoint
+    checks before it runs ("not run" otherwise)."""
+    from huggingface_hub import snapshot_download
+
+    path = Path(model).expanduser()
+    if path.exists():
+        return (path / "config.json").is_file() and bool(weight_files(path))
+    try:
+        folder = Path(snapshot_download(model, revision=revision, local_files_only=True))
+    except (OSError, ValueError):
+        return False
+    return (folder / "config.json").is_file() and bool(weight_files(folder))
+
+
 def weight_files(folder: Path) -> list[Path]:
     for pattern in WEIGHT_FILES:
         found = sorted(folder.glob(pattern))
