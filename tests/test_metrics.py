@@ -125,6 +125,9 @@ def test_stable_rank_closed_forms():
     torch.testing.assert_close(M.stable_rank(rank_one), torch.tensor([1.0]))
     orthonormal = torch.eye(4).expand(2, 1, 4, 4)
     torch.testing.assert_close(M.stable_rank(orthonormal), torch.tensor([4.0]))
+    diverged = orthonormal.clone()
+    diverged[0, 0, 0, 0] = float("inf")                   # a diverged run's update: NaN, no LAPACK error
+    assert M.stable_rank(diverged).isnan().all()
 
 
 def test_qk_spectrum_of_a_known_bilinear_form():

@@ -152,9 +152,10 @@ def stable_rank(update: torch.Tensor) -> torch.Tensor:
     # ||U||_2^2 is the largest eigenvalue of the smaller Gram matrix (T x T or d x d): one small
     # symmetric eigenproblem per head and sequence instead of an SVD of the T x d matrix.
     gram = update @ update.transpose(-2, -1) if update.shape[-2] <= update.shape[-1] else update.transpose(-2, -1) @ update
-    frobenius = gram.diagonal(dim1=-2, dim2=-1).sum(-1)
-    spectral = torch.linalg.eigvalsh(gram)[..., -1]
-    return (frobenius / spectral).mean(0)
+    finite = gram.isfinite().all(dim=-1).all(dim=-1)                         # a diverged run's: NaN, not a LAPACK error
+    spectral = torch.linalg.eigvalsh(torch.where(finite[..., None, None], gram, 0.0))[..., -1]
+    ratio = gram.diagonal(dim1=-2, dim2=-1).sum(-1) / spectral
+    return torch.where(finite, ratio, torch.nan).mean(0)
 
 
 def qk_spectrum(w_q: torch.Tensor, w_k: torch.Tensor, n_heads: int, top: int = 3) -> torch.Tensor:
