@@ -70,6 +70,7 @@ def test_captured_attention_is_transformers_eager_attention(kind, tmp_path):
     reference = eager(input_ids=inputs, output_attentions=True, output_hidden_states=True)
     torch.testing.assert_close(logits, reference.logits)
     for layer in range(2):
+        assert all(name.startswith(f"blocks.{layer}.") for name in captured[layer])   # one layer's taps at a time
         torch.testing.assert_close(captured[layer][f"blocks.{layer}.attn.weights"], reference.attentions[layer])
         if layer == 0:   # the stream after block 0 (the last hidden state has the final norm applied)
             torch.testing.assert_close(captured[0]["blocks.0.resid_post"], reference.hidden_states[1])
