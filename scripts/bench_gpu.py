@@ -33,10 +33,10 @@ from pathlib import Path
 
 import torch
 
-from sinkexp.launch import compose_config
+from sinkexp.compose import compose_config
 from sinkexp.provenance import device_name
 from sinkexp.evaluate.tables import format_summary
-from sinkexp.config import replica_configs
+from sinkexp.config import run_configs
 from sinkexp.runner import make_trainer, resolve_device, run
 
 
@@ -95,7 +95,7 @@ def bench_replicas(ks: list[int], chunks: list[int], device: torch.device, secon
         for K in sorted({1, *ks}):
             cfg = compose_config("task=trigger", f"train.replicas={K}", f"train.compile={compile}",
                               f"train.data_chunk={chunk}")
-            _, trainer = make_trainer(replica_configs(cfg), device)
+            _, trainer = make_trainer(run_configs(cfg), device)
             rate = steps_per_second(trainer, device, seconds)
             launches = launches_per_step(trainer, device)
             lone_rate = lone_rate or rate
@@ -122,7 +122,7 @@ def bench_packs(device: torch.device, seconds: float, rounds: int = 2) -> list[d
     rows = []
     for name, (overrides, seeds) in GRIDS.items():
         cfg = compose_config(*overrides, f"train.replicas={seeds}", f"device={device}")
-        members = replica_configs(cfg)
+        members = run_configs(cfg)
         _, packed = make_trainer(members, device)
         _, lone = make_trainer(members[:1], device)
         lone_rate = packed_rate = 0.0

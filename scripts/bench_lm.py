@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench import busy_cores, time_sides
+from sinkexp.benchmark import load, time_sides, validity
 from sinkexp.evaluate.evaluator import evaluate
-from sinkexp.launch import compose_config
+from sinkexp.compose import compose_config
 from sinkexp.model import Transformer
 from sinkexp.model.attention import rotary
 from sinkexp.tasks import held_out_batch
@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    load = busy_cores()
+    before = load()
     cfg, task, project, reference = build()
     trainer = Trainer(project, task, cfg.train, torch.Generator().manual_seed(0), torch.device("cpu"))
     ref_optimizer = make_optimizer(reference.parameters(), cfg.train)
@@ -129,7 +129,6 @@ def main() -> None:
 
     sides = {"reference": reference_step, "project": project_step}
     timings = time_sides(sides, args.steps, args.reps)
-    load = max(load, busy_cores())
     m = cfg.model
     print(f"task=lm defaults: {m.n_layers} layers x {m.n_heads} heads, d_model {m.d_model}, batch "
           f"{cfg.train.batch_size} x {cfg.task.seq_len} bytes; {args.threads} threads; project evaluates every "
@@ -137,8 +136,7 @@ def main() -> None:
     for side, rates in timings.items():
         print(f"{side:>10}: {statistics.median(rates):6.2f} steps/s  (reps: {', '.join(f'{r:.2f}' for r in rates)})")
     ratio = statistics.median(timings["project"]) / statistics.median(timings["reference"])
-    print(f"project / reference: {ratio:.3f}x" + ("" if load < 0.25 else
-          f"  INVALID: other processes used {load:.2f} cores; rerun on a quiet machine"))
+    print(f"project / reference: {ratio:.3f}x" + validity([before, load()]))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ def worker(task: str, seed: int, steps: int) -> None:
     import torch
 
     from sinkexp.allocator import keep_freed_memory
-    from sinkexp.launch import compose_config
+    from sinkexp.compose import compose_config
     from sinkexp.runner import make_trainer
 
     how = keep_freed_memory()          # as `sinkexp train` does before it builds anything

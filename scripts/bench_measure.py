@@ -18,11 +18,10 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
-import time
 
 import torch
 
-from bench import busy_cores
+from sinkexp.benchmark import load, machine, time_sides, validity
 from sinkexp.hf.measure import load_model, measure
 
 
@@ -59,24 +58,15 @@ def main() -> None:
         return eager(input_ids=inputs, output_attentions=True, use_cache=False).attentions
 
     sides = {"reference": reference, "measure": lambda: measure(ours, inputs, chunk=args.chunk)}
-    for side in sides.values():     # warm-up
-        side()
-    seconds = {side: [] for side in sides}
-    load = busy_cores()
-    for _ in range(args.reps):
-        for side, run in sides.items():
-            start = time.perf_counter()
-            run()
-            seconds[side].append(time.perf_counter() - start)
-    load = max(load, busy_cores())
+    before = load()
+    seconds = {side: [1 / rate for rate in rates] for side, rates in time_sides(sides, 1, args.reps, warmup=1).items()}
     median = {side: statistics.median(values) for side, values in seconds.items()}
-    print(f"torch {torch.__version__}, {args.threads} threads, other processes' load {load:.2f} cores"
-          + ("  INVALID: the machine is busy" if load > 0.25 else ""))
+    print(machine(args.threads))
     print(f"Pythia-70M-shaped GPT-NeoX (random weights), {args.n} x {args.seq_len} tokens, chunk {args.chunk or args.n}")
     for side, values in seconds.items():
         print(f"  {side:<10} {median[side]:7.3f} s per pass (median of {args.reps}: "
               + ", ".join(f"{v:.3f}" for v in values) + ")")
-    print(f"measure / reference: {median['measure'] / median['reference']:.2f}x")
+    print(f"measure / reference: {median['measure'] / median['reference']:.2f}x" + validity([before, load()]))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ timed at one thread, as a parallel-launcher job runs it (seeds, structure draws 
 settings a pack may vary aside: they cost the same): the training step (the project's own Trainer,
 data drawn inside) and one evaluation (all captures and metrics), best of --reps, and the matmul
 FLOPs of one step, forward and backward. The timing, FLOPs and jobs are `sinkexp reproduce --plan`'s
-(sinkexp/reproduce/plan.py); this script adds the floor and the measured runs beside them.
+(sinkexp/reproduce/estimate.py); this script adds the floor and the measured runs beside them.
 From those, per experiment:
 
     predicted job-s = sum over its runs of (steps x step time + evaluations x evaluation time)
@@ -22,26 +22,20 @@ quiet machine; it prints the other processes' load.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 import torch
 
 from sinkexp.allocator import keep_freed_memory
-from sinkexp.launch import compose_config
-from sinkexp.config import training_flops
-from sinkexp.reproduce import plan
+from sinkexp.benchmark import matmul_peak
+from sinkexp.cost import training_flops
+from sinkexp.reproduce import estimate
+from sinkexp.reproduce.execute import plan_experiments
 from sinkexp.reproduce.papers import PAPERS
 from sinkexp.threads import busy_cores
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def measured_seconds(folder: Path) -> tuple[float, int]:
@@ -60,24 +54,25 @@ def main() -> None:
     args = parser.parse_args()
     keep_freed_memory()                      # as every `sinkexp train` job does
     torch.set_num_threads(1)
-    bench = load_script("bench")
     load = busy_cores(1.0) or 0.0
-    peak = max(bench.matmul_peak(1) for _ in range(3))
+    peak = max(matmul_peak(1) for _ in range(3))
     print(f"one thread; matmul peak (fp32, 512x512) {peak:.1f} GFLOP/s per core; {args.cores} parallel jobs; "
           f"other processes' load {load:.2f} cores")
 
+    timings = estimate.Calibrations(torch.device("cpu"), Path(tempfile.mkdtemp()) / "calibration.json", fresh=True)
     papers = list(PAPERS.values()) if args.papers == ["all"] else [PAPERS[name] for name in args.papers]
     rows = []
     for paper in papers:
         for exp in paper.experiments:
             row = {"experiment": f"{paper.name}/{exp.name}", "runs": 0, "predicted_s": 0.0, "train_s": 0.0,
                    "eval_s": 0.0, "gflop": 0.0}
-            for job, runs in plan.jobs_of(exp, [], pack=False):
-                cfg = compose_config(*job)
-                step_s, eval_s = plan.calibrate(cfg, torch.device("cpu"), args.reps)
+            planned = plan_experiments([paper], [], Path(tempfile.mkdtemp()), pack=False)[paper.name, exp.name]
+            for job in planned.jobs:
+                cfg, runs = job.config, len(job.run_dirs)
+                step_s, eval_s = timings.timings(cfg)
                 row["runs"] += runs
                 row["train_s"] += runs * cfg.train.steps * step_s
-                row["eval_s"] += runs * plan.evaluations(cfg) * eval_s
+                row["eval_s"] += runs * estimate.evaluations(cfg) * eval_s
                 row["gflop"] += runs * cfg.train.steps * training_flops(cfg) / 1e9
             row["predicted_s"] = row["train_s"] + row["eval_s"]
             row["floor_s"] = row["gflop"] / (peak * args.cores)

@@ -4,7 +4,7 @@
 see sinkexp/load.py. It is imported on first use, so that `sinkexp --version` stays instant.
 """
 __version__ = "0.1.0"
-__all__ = ["Run", "load_run"]
+__all__ = ["LoadedRun", "load_run"]
 
 
 def __getattr__(name: str):

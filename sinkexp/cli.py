@@ -7,7 +7,7 @@
     sinkexp measure [-m] MODEL [KEY=VALUE]            the same metrics on Hugging Face checkpoints (sinkexp/hf/)
     sinkexp export RUN_DIR [OUT]                      a finished model=llama run as a LlamaForCausalLM folder
 
-`train` checks every override first (every combination of a sweep; preflight.py), so a typo, a
+`train` checks every override first (every combination of a sweep; plan.py), so a typo, a
 wrong type or an impossible setting ends with one line naming the key and its valid choices, exit
 code 2, and no directory written. Only then does Hydra run the job(s); the exit code is 1 when a
 run did not finish. torch is imported only where needed, so `sinkexp --help` answers at once.
@@ -39,21 +39,11 @@ options:
                              (eval "$(sinkexp -sc install=bash)")"""
 
 
-HIDDEN_GROUPS = ("task_scale", "hydra")   # chosen by scale= and Hydra's own options, not by the user directly
-
-
 def help_groups() -> str:
-    """`group: option, ...` for every user-facing config group (configs/<group>/*.yaml)."""
-    from importlib.resources import files
+    """`group: option, ...` for every user-facing config group (configs/<group>/*.yaml, the scales)."""
+    from sinkexp.config import group_options
 
-    from sinkexp.config import CONFIG_MODULE
-
-    root = files(CONFIG_MODULE)
-    lines = []
-    for group in sorted(entry.name for entry in root.iterdir() if entry.is_dir() and entry.name not in HIDDEN_GROUPS
-                        and not entry.name.startswith("_")):
-        options = sorted(f.name.removesuffix(".yaml") for f in root.joinpath(group).iterdir() if f.name.endswith(".yaml"))
-        lines.append(f"{group}: {', '.join(options)}")
+    lines = [f"{group}: {', '.join(options)}" for group, options in group_options().items()]
     lines.append("hydra/launcher: parallel, slurm, submitit_local (installed with the parallel / slurm extras)")
     return "\n".join(lines) + "\n"
 
@@ -72,7 +62,9 @@ def train(argv: list[str]) -> int:
     """`sinkexp train`: plan (every job checked: one line and exit 2 on a bad value), then launch."""
     from hydra._internal.utils import get_args_parser
 
-    from sinkexp.launch import as_hydra_override, hydra_main, launch, plan
+    from sinkexp.compose import as_hydra_override
+    from sinkexp.launch import hydra_main, launch
+    from sinkexp.plan import plan
 
     argv = [as_hydra_override(arg) for arg in argv]
     args = get_args_parser().parse_args(argv)
@@ -120,7 +112,7 @@ def hugging_face(module: str, argv: list[str]) -> int:
     return importlib.import_module(f"sinkexp.hf.{module}").main(argv)
 
 
-def run(argv: list[str]) -> int:
+def invoke(argv: list[str]) -> int:
     """The command `sinkexp ARGV...`; returns its exit status (0 done, 1 a run or claim failed, 2 bad input)."""
     from sinkexp import __version__
 
@@ -144,7 +136,7 @@ def run(argv: list[str]) -> int:
 
 
 def main() -> None:
-    sys.exit(run(sys.argv[1:]))
+    sys.exit(invoke(sys.argv[1:]))
 
 
 if __name__ == "__main__":

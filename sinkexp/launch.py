@@ -1,109 +1,46 @@
-"""The launch boundary: from KEY=VALUE overrides to trained run directories.
+"""Running a plan's jobs (sinkexp/plan.py): the boundary between a command and a training process.
 
-    planned = plan(["task=trigger", "attn=softmax,relu"], multirun=True)   # checks every job once
-    code = launch(planned)                                                # Hydra runs the jobs
+    code = launch(plan(["task=trigger", "attn=softmax,relu"], multirun=True))
 
-`plan` composes and checks every job before anything runs (preflight.py), so a bad value ends with
-one ConfigError line and no directory written; `launch` hands the same overrides to Hydra, whose
-launcher (basic, parallel, SLURM) calls `_job` once per job. `_job` is where a job meets the
-process: the allocator, the thread count, the GPU it takes, its replicas' directories, and the
-mapping of errors to one line. `sinkexp train` (cli.py) and `sinkexp reproduce` both come through
-here, so every job is checked once and runs the same way.
+A single run, and a sweep with Hydra's basic launcher, run each planned job in this process
+(`execute`); a sweep with another launcher (hydra/launcher=parallel, slurm, submitit_local) hands the
+plan's jobs to that Hydra launcher, whose workers call `PlannedJobs` with the job number; `sinkexp
+reproduce`'s pool calls `execute` in its own workers. Every path ends in `run_job`, where a job
+meets the process: the allocator, the thread count, the GPU it takes, its runs, and the mapping of
+errors to one line. Each job runs as a Hydra job (Hydra's run_job with the planned config: its log
+file, .hydra/), with the config the plan checked: nothing is composed or validated again here.
 """
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import signal
 import sys
 from dataclasses import dataclass
-from pathlib import Path
+from functools import partial
 
-import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp.config import CONFIG_MODULE
+from sinkexp.plan import Job, Plan, dir_overrides
+from sinkexp.runfiles import finished
 
 log = logging.getLogger("sinkexp")
-
-
-@dataclass(frozen=True)
-class Job:
-    """One checked job: the overrides that run it alone, the runs it writes (a pack's: several), and
-    their training FLOPs (config.training_flops x steps: how much work it is)."""
-    overrides: tuple[str, ...]
-    runs: tuple[tuple[Path, str], ...]   # (run directory, config hash)
-    flops: float
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Checked jobs, ready for Hydra: its overrides, and every job with the run directories it writes."""
-    overrides: tuple[str, ...]
-    multirun: bool
-    jobs: tuple[Job, ...]
-
-    @property
-    def argv(self) -> list[str]:
-        return ["-m"] * self.multirun + list(self.overrides)
-
-    @property
-    def runs(self) -> tuple[tuple[Path, str], ...]:
-        """(run directory, config hash) of every run, replicas and packs included."""
-        return tuple(run for job in self.jobs for run in job.runs)
-
-
-def plan(overrides: list[str], multirun: bool) -> Plan:
-    """Compose and check every job `overrides` describe (ConfigError: one line naming the key)."""
-    from sinkexp.preflight import preflight
-
-    overrides = [as_hydra_override(o) for o in overrides]
-    overrides += pack_first_values(overrides)
-    jobs = preflight(overrides, multirun)
-    return Plan(tuple(overrides), multirun, tuple(Job(tuple(job), tuple(runs), flops) for job, runs, flops in jobs))
-
-
-def pack_first_values(overrides: list[str]) -> list[str]:
-    """`pack={key: [a, b]}` makes key=a the job's own value (an override appended for each packed
-    key), so that the job's config is its pack's first run and Hydra's folder for the job (its log,
-    .hydra/) is that run's directory. ConfigError for a key both swept and packed."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from sinkexp.errors import ConfigError
-
-    def parse(override: str):
-        try:
-            return parser.parse_override(override)
-        except Exception:                 # preflight reports an override it cannot parse, in one line
-            return None
-
-    parser = OverridesParser.create()
-    packs = [parse(o) for o in overrides if o.split("=", 1)[0].lstrip("+~") == "pack"]
-    packs = [o.value() for o in packs if o is not None and isinstance(o.value(), dict)]
-    if not packs:                         # anything else in `pack` is refused by config.replica_configs
-        return []
-    swept = {o.key_or_group for o in map(parse, overrides) if o is not None and o.is_sweep_override()}
-    firsts = []
-    for value in packs[-1:]:              # the last `pack=` wins, as for any key
-        for key, values in value.items():
-            if key in swept:
-                raise ConfigError(f"{key} is both swept and packed (pack={value}); give its values in one place")
-            if isinstance(values, list) and values:
-                firsts.append(f"{key}={values[0]}")
-    return firsts
-
-
-def as_hydra_override(arg: str) -> str:
-    """`experiment=NAME` means what Hydra spells `+experiment=NAME` (the group is not in the defaults)."""
-    return "+" + arg if arg.startswith("experiment=") else arg
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 
 
 def launch(planned: Plan) -> int:
-    """Run a plan's jobs through Hydra; 0 when every planned run finished, else 1 (a sweep says
-    how many did not, and why)."""
-    hydra_main(planned.argv)
+    """Run a plan's jobs; 0 when every planned run finished, else 1 (a sweep says how many did
+    not, and why)."""
+    _handle_sigterm()
+    launcher = str(planned.master.hydra.launcher.get("_target_", BASIC_LAUNCHER))
+    if planned.multirun and launcher != BASIC_LAUNCHER:
+        hydra_launch(planned, parallel="joblib" in launcher)
+    else:
+        for job in planned.jobs:
+            execute(job, sweep=planned.multirun)
     unfinished = [run_dir for run_dir, digest in planned.runs if not finished(run_dir, digest)]
     if unfinished and planned.multirun:
         failed = sum((run_dir / "FAILED").exists() for run_dir in unfinished)
@@ -113,47 +50,57 @@ def launch(planned: Plan) -> int:
     return 1 if unfinished else 0
 
 
-def hydra_main(argv: list[str], prog: str = "sinkexp train") -> None:
-    """Hydra's own entry with `argv` as its command line (its flags too: -m, --cfg, --help, -sc)."""
-    from sinkexp.config import register_schema
-    from sinkexp.rundir import register_resolvers
+def execute(job: Job, sweep: bool, parallel: bool = False) -> None:
+    """One planned job in this process, as a Hydra job: Hydra's run_job makes its folder, opens its
+    log and sets HydraConfig from the planned config; a single run's bug is raised again."""
+    from hydra._internal.callbacks import Callbacks
+    from hydra.core.utils import JobRuntime, setup_globals
+    from hydra.core.utils import run_job as hydra_run_job
+    from hydra.types import HydraContext
 
-    register_schema()
-    register_resolvers()
-    _handle_sigterm()
-    sys.argv = [prog, *argv]      # Hydra parses sys.argv; a single run's meta.json records it
-    _job()
-
-
-def compose_config(*overrides: str):
-    """A validated Config from KEY=VALUE overrides, composed as `sinkexp train` composes it, without
-    running anything (for tests, scripts and `reproduce --plan`); ConfigError, one line, on a bad one."""
-    from hydra import compose, initialize_config_module
-
-    from sinkexp.config import from_dictconfig, register_schema
-    from sinkexp.errors import ConfigError
-    from sinkexp.preflight import _explain
-    from sinkexp.rundir import register_resolvers
-
-    register_schema()
-    register_resolvers()
-    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
-        try:
-            composed = compose("config", overrides=list(overrides))
-        except ConfigError:
-            raise
-        except Exception as err:        # Hydra's composition errors: one line naming the key
-            raise _explain(list(overrides), err) from None
-        return from_dictconfig(composed)
+    setup_globals()                  # Hydra's resolvers, as in a Hydra app (a pool worker is not one)
+    JobRuntime.instance().set("name", str(job.composed.hydra.job.name))
+    keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if sweep else ("hydra.run.dir", None)
+    returned = hydra_run_job(task_function=partial(_body, job, parallel), config=copy.deepcopy(job.composed),
+                             job_dir_key=keys[0], job_subdir_key=keys[1],
+                             hydra_context=HydraContext(config_loader=None, callbacks=Callbacks()))
+    returned.return_value        # raises the job's exception (run_job keeps it)
 
 
-def finished(run_dir: Path, digest: str) -> bool:
-    from sinkexp.runfiles import META, read_json, status
+def _body(job: Job, parallel: bool, _task_cfg: DictConfig) -> None:
+    run_job(job, parallel)
 
-    try:
-        return status(run_dir) == "done" and read_json(run_dir / META).get("config_hash") == digest
-    except (OSError, ValueError):
-        return False
+
+@dataclass
+class PlannedJobs:
+    """The task function a Hydra launcher calls in its workers: the plan's job of Hydra's job
+    number (the launcher composed the job again only to set Hydra's folders and log)."""
+    jobs: tuple[Job, ...]
+    parallel: bool
+
+    def __call__(self, _task_cfg: DictConfig) -> None:
+        run_job(self.jobs[HydraConfig.get().job.num], self.parallel)
+
+
+def hydra_launch(planned: Plan, parallel: bool) -> None:
+    """The plan's jobs through the Hydra launcher its config chose (joblib, submitit), in plan order."""
+    from hydra._internal.callbacks import Callbacks
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.plugins import Plugins
+    from hydra.types import HydraContext
+
+    from sinkexp.compose import initialized
+
+    master = copy.deepcopy(planned.master)
+    master.hydra.mode = RunMode.MULTIRUN
+    with initialized():
+        context = HydraContext(config_loader=GlobalHydra.instance().config_loader(), callbacks=Callbacks(master))
+        HydraConfig.instance().set_config(master)
+        launcher = Plugins.instance().instantiate_launcher(hydra_context=context, config=master,
+                                                           task_function=PlannedJobs(planned.jobs, parallel))
+        # Each job's own overrides, its directories as the plan made them, and the mode Hydra's multirun sets.
+        launcher.launch([[*job.overrides, *dir_overrides(job, True), "hydra.mode=MULTIRUN"] for job in planned.jobs],
+                        initial_job_idx=0)
 
 
 class Terminated(KeyboardInterrupt):
@@ -172,9 +119,8 @@ def _handle_sigterm() -> None:
         pass
 
 
-@hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base="1.3")
-def _job(dict_cfg: DictConfig) -> None:
-    """One Hydra job: train its run (or its replicas' runs) and print each new run's table.
+def run_job(job: Job, parallel: bool) -> None:
+    """One job: train its run (or its replicas' runs) and print each new run's table.
 
     A run that cannot go on ends with one line on stderr: in a sweep the other jobs go on, and
     `launch` counts the runs that did not finish."""
@@ -182,67 +128,78 @@ def _job(dict_cfg: DictConfig) -> None:
 
     from sinkexp import preemption
     from sinkexp.allocator import keep_freed_memory
-    from sinkexp.config import from_dictconfig, replica_configs
     from sinkexp.evaluate.tables import format_summary
-    from sinkexp.rundir import RunBusy, RunDirError, replica_run_dirs
-    from sinkexp.runfiles import NoSpace, status
-    from sinkexp.runner import run_seeds
+    from sinkexp.runfiles import status
+    from sinkexp.runner import train_together
     from sinkexp.threads import choose_threads
-    from sinkexp.train import Diverged
 
     # A submitit job's pre-timeout signal checkpoints, then requeues (preemption.py). watch() keeps
     # submitit's SIGTERM handler for the requeue to restore, so it comes before ours.
     preemption.watch()
     _handle_sigterm()
     allocator = keep_freed_memory()   # before this job allocates its model and batches
-    cfg = from_dictconfig(dict_cfg)
     hydra_cfg = HydraConfig.get()
     sweep = hydra_cfg.mode == RunMode.MULTIRUN
-    parallel = "joblib" in str(hydra_cfg.launcher.get("_target_", ""))
-    threads, why = choose_threads(cfg.threads, parallel)
+    threads, why = choose_threads(job.configs[0].threads, parallel)
     torch.set_num_threads(threads)   # before this job's first tensor operation
-    cfg.device = spread_over_gpus(cfg.device, hydra_cfg)
-    cfgs = replica_configs(cfg)     # the first is the job's own config (plan: pack_first_values)
-    dirs = [Path(hydra_cfg.runtime.output_dir)]
-    if len(cfgs) > 1:   # the other runs' directories, as each would be named alone
-        full = OmegaConf.create({**OmegaConf.to_container(dict_cfg, resolve=False),
-                                 "hydra": OmegaConf.to_container(hydra_cfg, resolve=False)})
-        dirs += replica_run_dirs(full, sweep, cfgs[1:])
-    # Hydra's own record of the job (hydra.output_subdir is null so that Hydra never rewrites a
-    # directory this run may not touch); written when the run starts.
-    hydra_files = {"config.yaml": OmegaConf.to_yaml(dict_cfg),
-                   "hydra.yaml": OmegaConf.to_yaml(OmegaConf.create({"hydra": OmegaConf.to_container(hydra_cfg)})),
-                   "overrides.yaml": OmegaConf.to_yaml(hydra_cfg.overrides.task)}
+    device = spread_over_gpus(job.configs[0].device, hydra_cfg)
+    cfgs = [_on(cfg, device) for cfg in job.configs]
+    dirs = list(job.run_dirs)
     fresh = [status(run_dir) != "done" for run_dir in dirs]
-    where = ", ".join(map(str, dirs))
+    notes = {"threads": f"{threads} ({why}; threads=N sets it)", "argv": job_argv(hydra_cfg, sweep),
+             "allocator": allocator}
     try:
-        summaries = run_seeds(cfgs, dirs, hydra_files, notes={"threads": f"{threads} ({why}; threads=N sets it)",
-                                                              "argv": job_argv(hydra_cfg, sweep),
-                                                              "allocator": allocator})
-    except RunBusy as err:           # another process trains it: not ours to mark
-        print(f"sinkexp: {err}", file=sys.stderr)
-        return
-    except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: FAILED says so; this process stops (a sweep too)
-        how = "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C"
-        print(f"sinkexp: {where} stopped by {how} (FAILED written; the same command resumes it from its last "
-              "checkpoint)", file=sys.stderr)
-        raise SystemExit(143 if how == "SIGTERM" else 130) from None
-    except preemption.Requeue as err:
-        print(f"sinkexp: {where} {err}; submitit requeues the job, which resumes from it", file=sys.stderr)
-        preemption.requeue()         # exits this process
-    except (Diverged, RunDirError, NoSpace) as err:
-        marked = {Diverged: "FAILED written", NoSpace: "its last checkpoint kept"}.get(type(err), "nothing written")
-        print(f"sinkexp: error: {err}" + (f" ({marked}; the sweep goes on)" if sweep else ""), file=sys.stderr)
-        return
-    except Exception:
-        if not sweep:                # a single run's bug shows its traceback
-            raise
-        log.exception("run %s failed (FAILED written); the sweep goes on", where)
+        summaries = train_together(cfgs, dirs, hydra_files(job, hydra_cfg), notes)
+    except BaseException as err:
+        _stop(err, dirs, sweep)
         return
     for summary, run_dir, new in zip(summaries, dirs, fresh):
         if new:
             print(format_summary(summary))
             print(f"run directory: {run_dir}")
+
+
+def _stop(err: BaseException, dirs: list, sweep: bool) -> None:
+    """A run that cannot go on: one line on stderr (a single run's bug: its traceback)."""
+    from sinkexp import preemption
+    from sinkexp.rundir import RunBusy, RunDirError
+    from sinkexp.runfiles import NoSpace
+    from sinkexp.train import Diverged
+
+    where = ", ".join(map(str, dirs))
+    if isinstance(err, RunBusy):           # another process trains it: not ours to mark
+        print(f"sinkexp: {err}", file=sys.stderr)
+    elif isinstance(err, KeyboardInterrupt):  # Ctrl-C or SIGTERM: FAILED says so; this process stops (a sweep too)
+        how = "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C"
+        print(f"sinkexp: {where} stopped by {how} (FAILED written; the same command resumes it from its last "
+              "checkpoint)", file=sys.stderr)
+        raise SystemExit(143 if how == "SIGTERM" else 130) from None
+    elif isinstance(err, preemption.Requeue):
+        print(f"sinkexp: {where} {err}; submitit requeues the job, which resumes from it", file=sys.stderr)
+        preemption.requeue()         # exits this process
+    elif isinstance(err, (Diverged, RunDirError, NoSpace)):
+        marked = {Diverged: "FAILED written", NoSpace: "its last checkpoint kept"}.get(type(err), "nothing written")
+        print(f"sinkexp: error: {err}" + (f" ({marked}; the sweep goes on)" if sweep else ""), file=sys.stderr)
+    elif not sweep or not isinstance(err, Exception):   # a single run's bug shows its traceback
+        raise err
+    else:
+        log.exception("run %s failed (FAILED written); the sweep goes on", where, exc_info=err)
+
+
+def _on(cfg, device: str):
+    """`cfg` with the device this job takes (not part of a run's hash)."""
+    from dataclasses import replace
+
+    return cfg if device == cfg.device else replace(cfg, device=device)
+
+
+def hydra_files(job: Job, hydra_cfg) -> dict[str, str]:
+    """Hydra's own record of the job, .hydra/<name> in its run directories (hydra.output_subdir is
+    null so that Hydra never rewrites a directory this run may not touch); written when a run starts."""
+    task_cfg = {key: value for key, value in job.composed.items() if key != "hydra"}
+    return {"config.yaml": OmegaConf.to_yaml(OmegaConf.create(task_cfg)),
+            "hydra.yaml": OmegaConf.to_yaml(OmegaConf.create({"hydra": OmegaConf.to_container(hydra_cfg)})),
+            "overrides.yaml": OmegaConf.to_yaml(hydra_cfg.overrides.task)}
 
 
 def job_argv(hydra_cfg, sweep: bool) -> list[str]:
@@ -263,3 +220,17 @@ def spread_over_gpus(device: str, hydra_cfg) -> str:
             or not torch.cuda.is_available() or torch.cuda.device_count() < 2):
         return device
     return f"cuda:{hydra_cfg.job.num % torch.cuda.device_count()}"
+
+
+def hydra_main(argv: list[str], prog: str = "sinkexp train") -> None:
+    """Hydra's own entry with `argv` as its command line, for what prints rather than trains
+    (--cfg, --help, --info, -sc shell completion)."""
+    import hydra
+
+    from sinkexp.config import CONFIG_MODULE, register_schema
+    from sinkexp.rundir import register_resolvers
+
+    register_schema()
+    register_resolvers()
+    sys.argv = [prog, *argv]      # Hydra parses sys.argv
+    hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base="1.3")(lambda cfg: None)()

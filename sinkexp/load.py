@@ -19,7 +19,8 @@ import pandas as pd
 import torch
 
 from sinkexp import runfiles as F
-from sinkexp.config import Config, from_dictconfig
+from sinkexp.config import Config
+from sinkexp.validate import from_dictconfig
 from sinkexp.evaluate.evaluator import captured_forward
 from sinkexp.model import Transformer, tap_names
 from sinkexp.rundir import RunDir, RunDirError
@@ -29,7 +30,8 @@ from sinkexp.tasks.base import Batch
 
 
 @dataclass
-class Run:
+class LoadedRun:
+    """A run directory loaded back: its config, task, trained model at `step`, held-out batch, tables."""
     path: Path
     cfg: Config
     task: object
@@ -51,7 +53,7 @@ class Run:
         return RunFiles(self.path).kept_steps()
 
 
-def load_run(path, step: int | None = None, device: str = "cpu") -> Run:
+def load_run(path, step: int | None = None, device: str = "cpu") -> LoadedRun:
     """The run in `path` with its weights at `step` (default: its last checkpoint)."""
     from sinkexp.runner import resolve_device
 
@@ -72,5 +74,5 @@ def load_run(path, step: int | None = None, device: str = "cpu") -> Run:
     model.load_state_dict(state["trainer"]["model"])
     model.eval()
     batch = held_out_batch(task, cfg.eval.batch_size, cfg.eval.seed, device)
-    return Run(path=path, cfg=cfg, task=task, model=model, batch=batch, step=state["trainer"]["step"],
+    return LoadedRun(path=path, cfg=cfg, task=task, model=model, batch=batch, step=state["trainer"]["step"],
                metrics=files.metrics, losses=files.losses, summary=files.summary)

@@ -1,7 +1,7 @@
 """The run directory's lifecycle while a run trains (docs/rundir.md is the contract).
 
 - its path: the Hydra patterns in configs/config.yaml call the resolvers registered here (the run's
-  config hash, the process's UTC time, the sweep name), and `replica_run_dirs` predicts the directory
+  config hash, the process's UTC time, the sweep name), and `job_run_dirs` predicts the directory
   each run of a replica group or pack would get alone;
 - its identity: `config_hash`, over every setting that changes the result;
 - what may happen to it (`RunDir.open`): a finished run of the same config is left untouched, a
@@ -32,11 +32,12 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp.config import Config, from_dictconfig, to_dict, value_of
+from sinkexp.config import Config, to_dict, value_of
+from sinkexp.validate import from_dictconfig
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.runfiles import (ATTENTION, CHECKPOINT, CONFIG, DONE, FAILED, LATER_KEYS, LOSSES, META, METRICS,
                               SCHEMA_VERSION, SUMMARY, UNHASHED_KEYS, NoSpace, _atomic, kept_checkpoint, read_json,
-                              status, write_arrays, write_bytes, write_csv, write_json, write_text)
+                              finished, status, write_arrays, write_bytes, write_csv, write_json, write_text)
 from sinkexp.provenance import device_name, git_state, numerics, utc_now, versions
 from sinkexp.tasks import TASKS
 from sinkexp.tasks.base import data_digest
@@ -83,7 +84,7 @@ def register_resolvers() -> None:
         plain = json.dumps({key: OmegaConf.to_container(_root_[key], resolve=True) if OmegaConf.is_config(_root_[key])
                             else _root_[key] for key in _root_ if key != "hydra"}, sort_keys=True, default=str)
         if plain not in hashes:
-            hashes[plain] = config_hash(from_dictconfig(_root_))
+            hashes[plain] = config_hash(from_dictconfig(_root_, check=False))   # validated by the plan already
         return hashes[plain]
 
     resolvers = {"sinkexp_utc_now": lambda: started, "sinkexp_sweep_name": lambda name: name if name else started,
@@ -92,8 +93,8 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver(name, resolver)
 
 
-def replica_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[Path]:
-    """The run directory each of a job's runs (config.replica_configs) would get alone: Hydra's
+def job_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[Path]:
+    """The run directory each of a job's runs (config.run_configs) would get alone: Hydra's
     directory pattern resolved with that run's seed and packed values.
 
     `full` is a composed config with its hydra node (patterns unresolved).
@@ -139,7 +140,7 @@ class RunDir:
     def check(self) -> dict | None:
         """Without touching anything: the finished run's summary, None if there is work to do, or
         RunDirError if the directory belongs to another config."""
-        return check_run_dir(self.path, self.digest)
+        return existing_run(self.path, self.digest)
 
     def open(self) -> dict | None:
         finished = self.check()
@@ -159,7 +160,7 @@ class RunDir:
             self.close()
             raise
         # The rows up to the checkpoint (none without one): opened again, the run forgets what it
-        # evaluated since (runner.run_seeds restarts a pack's other runs after a divergence).
+        # evaluated since (runner.train_together restarts a pack's other runs after a divergence).
         self.metric_rows, self.loss_rows = (self.state["metric_rows"], self.state["loss_rows"]) if self.state else ([], [])
         return None
 
@@ -254,20 +255,17 @@ class RunDir:
         mark_failed(self.path, err)
 
 
-def check_run_dir(path: Path, digest: str, fix: str = "hydra.run.dir or name") -> dict | None:
-    """Without touching anything: the summary of a finished run of config hash `digest` in `path`,
-    None if there is work to do, or RunDirError if the directory belongs to another config (also
-    for `sinkexp measure`'s runs, sinkexp/hf/command.py)."""
+def existing_run(path: Path, digest: str, fix: str = "hydra.run.dir or name") -> dict | None:
+    """Without touching anything: the summary of the finished run (runfiles.finished) of config hash
+    `digest` in `path`, None if there is work to do, or RunDirError if the directory belongs to
+    another config (`fix`: the keys that choose another directory; `dir or name` for measure runs)."""
     if path.exists() and not path.is_dir():
         raise RunDirError(f"{path} is a file, not a run directory")
     recorded = read_json(path / META).get("config_hash") if (path / META).exists() else None
-    done = status(path) == "done"
     if recorded not in (None, digest):
-        raise RunDirError(f"{path} holds {'a finished run' if done else 'a run'} of another config (hash "
-                          f"{recorded}, this one {digest}); refusing to touch it: choose another {fix}")
-    if done:
-        return read_json(path / SUMMARY)
-    return None
+        raise RunDirError(f"{path} holds {'a finished run' if status(path) == 'done' else 'a run'} of another "
+                          f"config (hash {recorded}, this one {digest}); refusing to touch it: choose another {fix}")
+    return read_json(path / SUMMARY) if finished(path, digest) else None
 
 
 def mark_failed(path: Path, err: BaseException) -> None:

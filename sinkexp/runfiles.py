@@ -139,6 +139,17 @@ def status(path: Path) -> str:
     return "failed" if (Path(path) / FAILED).exists() else "incomplete"
 
 
+def finished(path: Path, digest: str | None = None) -> bool:
+    """Whether the run in `path` finished (DONE), as the run of config hash `digest` when given:
+    the one test of "finished" that the plan, the launchers, reproduce and the report share."""
+    if status(path) != "done":
+        return False
+    try:
+        return digest is None or read_json(Path(path) / META).get("config_hash") == digest
+    except (OSError, ValueError):
+        return False
+
+
 def find_runs(root: Path) -> list[Path]:
     """Every folder below (or equal to) root that holds a run's config.yaml."""
     return sorted(p.parent for p in Path(root).rglob(CONFIG) if ".hydra" not in p.parts)

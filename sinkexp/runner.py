@@ -1,8 +1,8 @@
 """Runs, start to finish: build the task and the model, train with periodic evaluation, and hand
 every table to the run directory (rundir.py decides what a directory allows and writes the files).
 
-`run` trains one config; `run_seeds` trains the configs of one job together (train.replicas, pack:
-config.replica_configs), each writing the directory it would write alone.
+`run` trains one config; `train_together` trains the configs of one job together (train.replicas, pack:
+config.run_configs: the runs of a job), each writing the directory it would write alone.
 """
 from __future__ import annotations
 
@@ -56,12 +56,12 @@ def set_precision(precision: str) -> None:
 
 def run(cfg: Config, run_dir: Path) -> dict:
     """Train and evaluate `cfg` into `run_dir`; returns the summary. Marks FAILED on any error."""
-    return run_seeds([cfg], [run_dir])[0]
+    return train_together([cfg], [run_dir])[0]
 
 
-def run_seeds(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict | None = None,
+def train_together(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict | None = None,
               notes: dict | None = None) -> list[dict]:
-    """Train configs that differ only in what a pack may vary (config.replica_configs: seeds,
+    """Train configs that differ only in what a pack may vary (config.run_configs: seeds,
     learning rates, weight decays, a task's data settings), one directory each; returns the summaries.
 
     Finished runs are skipped; the others train together, grouped by the step their checkpoint

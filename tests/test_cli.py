@@ -1,6 +1,6 @@
 """Smoke runs of the `sinkexp` command into temporary directories.
 
-Most run the command in this process (`cli.run`, the function the console script calls, with its
+Most run the command in this process (`cli.invoke`, the function the console script calls, with its
 output captured), which spares each a Python, torch and Hydra start-up; those that need a process
 of their own (the installed entry point, signals, two processes at once, the umask, shell
 completion) start one.
@@ -35,7 +35,7 @@ def sinkexp(*args, cwd, process=False):
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                code = cli.run(list(args))
+                code = cli.invoke(list(args))
             except SystemExit as exit:          # Hydra exits for --help, --cfg and a run's uncaught error
                 code = exit.code if isinstance(exit.code, int) else 1
     finally:

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from sinkexp import config as C
-from sinkexp.preflight import preflight
+from sinkexp.plan import plan
 from sinkexp.errors import ConfigError
 from sinkexp.model import AXES as MODEL_AXES
 from sinkexp.model import Transformer
@@ -116,7 +116,7 @@ def test_paper_scale_composes_for_every_task(make_config, task):
 ])
 def test_bad_input_is_one_line_naming_the_key(make_config, overrides, needles):
     with pytest.raises(ConfigError) as err:
-        preflight(overrides, multirun=False)
+        plan(overrides, multirun=False)
     message = str(err.value)
     assert "\n" not in message
     for needle in needles:
@@ -124,26 +124,58 @@ def test_bad_input_is_one_line_naming_the_key(make_config, overrides, needles):
 
 
 def test_every_job_of_a_sweep_is_checked_before_any_runs(make_config):
-    preflight(["attn=softmax,relu", "seed=0,1"], multirun=True)
+    plan(["attn=softmax,relu", "seed=0,1"], multirun=True)
     with pytest.raises(ConfigError, match="model.n_heads=3"):
-        preflight(["attn=softmax,relu", "model.n_heads=1,3"], multirun=True)
+        plan(["attn=softmax,relu", "model.n_heads=1,3"], multirun=True)
     with pytest.raises(ConfigError, match="-m"):
-        preflight(["seed=0,1"], multirun=False)
+        plan(["seed=0,1"], multirun=False)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 def test_cuda_without_a_gpu_is_refused(make_config):
     with pytest.raises(ConfigError, match="device=cuda"):
-        preflight(["device=cuda"], multirun=False)
+        plan(["device=cuda"], multirun=False)
 
 
 @pytest.mark.parametrize("task", sorted(TASKS))
-def test_task_yaml_lists_every_field_of_its_schema(task):
-    """The task section is only as overridable as its YAML: every dataclass field must be there."""
+def test_the_composed_task_section_has_every_field_of_its_schema(task):
+    """Every task key is overridable (task.KEY=VALUE, no +): the task file's first default is its schema."""
     from hydra import compose, initialize_config_module
 
-    from sinkexp.config import CONFIG_MODULE
-
-    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
+    C.register_schema()
+    with initialize_config_module(C.CONFIG_MODULE, version_base="1.3"):
         section = compose("config", overrides=[f"task={task}"]).task
     assert set(section) == set(TASKS[task].Config.__dataclass_fields__)
+
+
+@pytest.mark.parametrize("module", ["sinkexp.config", "sinkexp.report", "sinkexp.reproduce.declare"])
+def test_the_schema_and_the_report_load_no_torch(module):
+    """Tools that read only the schema or run directories answer without torch's import."""
+    import subprocess
+    import sys
+
+    code = f"import sys, {module}; print(type(sys.modules.get('torch')).__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out in ("NoneType", "_LazyModule")      # never imported, or only its lazy placeholder
+
+
+def test_no_yaml_file_repeats_a_schema_default():
+    """A group file holds only what differs from the schema (sinkexp/config.py): a task file's keys
+    from the dataclasses' defaults, an attention preset's from AttnConfig's."""
+    from importlib.resources import files
+
+    from omegaconf import OmegaConf
+
+    from sinkexp.reproduce.keys import config_keys, task_of
+
+    root = files(C.CONFIG_MODULE)
+    for path in [*root.joinpath("task").iterdir(), *root.joinpath("attn").iterdir()]:
+        if not path.name.endswith(".yaml"):
+            continue
+        node = OmegaConf.to_container(OmegaConf.load(path))
+        node = {"attn": node} if path.parent.name == "attn" else node
+        defaults = config_keys(task_of(path.name[:-5]) if path.parent.name == "task" else "trigger")
+        for section, values in node.items():
+            for key, value in (values.items() if section != "defaults" else ()):
+                default = defaults[f"{section}.{key}"]
+                assert value != (list(default) if isinstance(default, tuple) else default), f"{path.name}: {section}.{key}"

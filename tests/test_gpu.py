@@ -38,14 +38,14 @@ def test_fused_and_explicit_attention_agree_on_cuda():
 def test_replicas_on_cuda_equal_lone_runs(make_config, tmp_path):
     import pandas as pd
 
-    from sinkexp.config import replica_configs
-    from sinkexp.runner import run_seeds
+    from sinkexp.config import run_configs
+    from sinkexp.runner import train_together
 
     quick = ("train.steps=20", "eval.every=10", "train.checkpoint_every=10", "train.batch_size=16",
              "eval.batch_size=32", "model.n_heads=2", "device=cuda")
     cfg = make_config(*quick, "train.replicas=3")
-    run_seeds(replica_configs(cfg), [tmp_path / f"together{k}" for k in range(3)])
-    for k, lone in enumerate(replica_configs(cfg)):
+    train_together(run_configs(cfg), [tmp_path / f"together{k}" for k in range(3)])
+    for k, lone in enumerate(run_configs(cfg)):
         run(lone, tmp_path / f"alone{k}")     # replicas=3 is not hashed: the lone run is the same run
         together = pd.read_csv(tmp_path / f"together{k}/metrics.csv")["value"]
         alone = pd.read_csv(tmp_path / f"alone{k}/metrics.csv")["value"]
@@ -54,10 +54,10 @@ def test_replicas_on_cuda_equal_lone_runs(make_config, tmp_path):
 
 
 def test_compiled_replicas_with_cuda_graphs_match_eager(make_config):
-    from sinkexp.config import replica_configs
+    from sinkexp.config import run_configs
     from sinkexp.runner import make_trainer
 
-    trainers = [make_trainer(replica_configs(make_config("model.n_heads=2", "train.replicas=4", "device=cuda",
+    trainers = [make_trainer(run_configs(make_config("model.n_heads=2", "train.replicas=4", "device=cuda",
                                                          f"train.compile={compile}")), torch.device("cuda"))[1]
                 for compile in (False, True)]
     for _ in range(5):
@@ -69,11 +69,11 @@ def test_compiled_replicas_with_cuda_graphs_match_eager(make_config):
 @pytest.mark.parametrize("replicas", [1, 4])
 def test_training_steps_never_wait_for_the_gpu(make_config, task, replicas):
     """No host synchronisation inside a step: data, loss, clipping and optimiser stay on the device."""
-    from sinkexp.config import replica_configs
+    from sinkexp.config import run_configs
     from sinkexp.runner import make_trainer
 
     cfg = make_config(f"task={task}", "train.batch_size=16", f"train.replicas={replicas}", "device=cuda")
-    _, trainer = make_trainer(replica_configs(cfg), torch.device("cuda"))
+    _, trainer = make_trainer(run_configs(cfg), torch.device("cuda"))
     trainer.train_step()                    # the first step allocates optimiser state
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")

@@ -246,8 +246,20 @@ BAD = {   # input -> (arguments, the words the one line must hold)
     "T beyond the context": (lambda p: [str(tiny("gpt2", p / "g")), "seq_len=64"], "longer than"),
     "text too short": (lambda p: [str(tiny("gpt2", p / "g")), f"text={short_text(p)}", "seq_len=16"], "need 1600"),
     "unknown key": (lambda p: [str(tiny("gpt2", p / "g")), "sequences=5"], "choose one of: model, revision"),
-    "sweep without -m": (lambda p: ["model=a,b"], "needs -m"),
+    "sweep without -m": (lambda p: ["model=a,b"], "needs -m (sinkexp measure -m"),
+    "a directory that cannot be made": (lambda p: [str(tiny("gpt2", p / "g")), "seq_len=8", "dir=/proc/sinkexp"],
+                                        "dir=/proc/sinkexp: cannot be created"),
 }
+
+
+def test_the_command_line_reads_as_train_reads_it():
+    """compose.py's parsing and sweep order: quotes and escapes removed, the later key varying fastest."""
+    from sinkexp.hf.settings import parse
+
+    multirun, jobs = parse(["-m", "m", "text='my file.txt'", "n=3,4", "revision=null,'a b'"])
+    assert multirun and [(job["n"], job["revision"]) for job in jobs] == [("3", "null"), ("3", "a b"),
+                                                                          ("4", "null"), ("4", "a b")]
+    assert {job["model"] for job in jobs} == {"m"} and {job["text"] for job in jobs} == {"my file.txt"}
 
 
 def short_text(path):
@@ -262,6 +274,17 @@ def test_bad_input_is_one_line_exit_2_nothing_written(case, tmp_path, monkeypatc
     result = sinkexp("measure", *args(tmp_path), cwd=tmp_path)
     assert result.returncode == 2 and words in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "outputs").exists()
+
+
+def test_a_directory_of_another_settings_run_is_refused_before_anything_runs(tmp_path):
+    """plan.check_run_dir, as for `sinkexp train`: the same directory with another n is another config."""
+    folder = str(tiny("gpt2", tmp_path / "g"))
+    assert sinkexp("measure", folder, "n=3", "seq_len=8", f"dir={tmp_path / 'run'}", cwd=tmp_path).returncode == 0
+    written = {path: path.stat().st_mtime_ns for path in (tmp_path / "run").iterdir()}
+    result = sinkexp("measure", folder, "n=4", "seq_len=8", f"dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert result.returncode == 2 and "of another config" in result.stderr and "choose another dir or name" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert {path: path.stat().st_mtime_ns for path in (tmp_path / "run").iterdir()} == written
 
 
 def test_attention_that_cannot_be_captured_and_missing_transformers(tmp_path, monkeypatch):

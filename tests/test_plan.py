@@ -1,4 +1,4 @@
-"""`sinkexp reproduce --plan` (reproduce/plan.py): FLOPs as torch counts them, the pool's wall time
+"""`sinkexp reproduce --plan` (reproduce/estimate.py): FLOPs as torch counts them, the pool's wall time
 in closed form, and a plan that trains nothing."""
 import json
 from types import SimpleNamespace
@@ -7,11 +7,13 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from sinkexp.reproduce import main, plan
+from sinkexp.reproduce import estimate, estimate_papers, main
 from sinkexp.reproduce.declare import Experiment
-from sinkexp.launch import compose_config
+from sinkexp.compose import compose_config
+from sinkexp.config import run_configs
+from sinkexp.rundir import config_hash
 from sinkexp.model import Transformer
-from sinkexp.config import training_flops
+from sinkexp.cost import training_flops
 from sinkexp.tasks import TASKS
 from sinkexp.train import Trainer
 
@@ -31,34 +33,34 @@ def test_training_flops_are_what_torch_counts_for_a_step(overrides):
 
 
 def test_the_pool_takes_the_longest_jobs_first():
-    assert plan.pool_time([2, 3, 2, 3, 2], workers=2) == 7      # 3+2+2 on one worker, 3+2 on the other
-    assert plan.pool_time([5, 1, 1], workers=4) == 5
-    assert plan.pool_time([1, 1, 1], workers=1) == 3
+    assert estimate.pool_time([2, 3, 2, 3, 2], workers=2) == 7      # 3+2+2 on one worker, 3+2 on the other
+    assert estimate.pool_time([5, 1, 1], workers=4) == 5
+    assert estimate.pool_time([1, 1, 1], workers=1) == 3
 
 
 @pytest.fixture(autouse=True)
 def calibrations(monkeypatch, tmp_path):
     """Timings kept in the test's folder, never in the user's cache."""
-    monkeypatch.setattr(plan, "CALIBRATIONS", tmp_path / "cache" / "calibration.json")
-    return plan.CALIBRATIONS
+    monkeypatch.setattr(estimate, "CALIBRATIONS", tmp_path / "cache" / "calibration.json")
+    return estimate.CALIBRATIONS
 
 
 def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tmp_path, capsys, calibrations):
     exp = Experiment(name="e", overrides={"task": "trigger"}, grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)},
                      cpu={"train.steps": 100, "eval.every": 50})
     paper = SimpleNamespace(name="p", experiments=[exp])
-    real = plan.calibrate(compose_config("train.batch_size=8", "pack={seed:[0,1]}"), torch.device("cpu"))
+    real = estimate.calibrate(compose_config("train.batch_size=8", "pack={seed:[0,1]}"), torch.device("cpu"))
     assert all(seconds > 0 for seconds in real)     # a pack of two: one step, two evaluations, timed
     calibrated = []
 
     def calibrate(cfg, device):     # 10 ms a step, 0.5 s an evaluation of each run of the job
-        calibrated.append(len(plan.replica_configs(cfg)))
+        calibrated.append(len(run_configs(cfg)))
         return 0.01, 0.5 * calibrated[-1]
 
-    monkeypatch.setattr(plan, "calibrate", calibrate)
+    monkeypatch.setattr(estimate, "calibrate", calibrate)
     twice = SimpleNamespace(name="q", experiments=[Experiment(name="again", overrides=exp.overrides, grid=exp.grid,
                                                               cpu=exp.cpu)])
-    table, totals = plan.plan_table([paper, twice], ["hydra.launcher.n_jobs=2"], pack=False)
+    table, totals = estimate_papers([paper, twice], ["hydra.launcher.n_jobs=2"], pack=False)
     row = table.iloc[0]
     # A run: 100 steps x 0.01 s + 3 evaluations (0, 50, 100) x 0.5 s = 2.5 s; 6 runs on 2 workers.
     assert (row["runs"], row["copied"], row["jobs"], row["s/job"], row["job_s"]) == (6, 0, 6, 2.5, 15)
@@ -69,34 +71,34 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
     decay = SimpleNamespace(name="r", experiments=[Experiment(
         name="decay", overrides={"task": "trigger", "attn": "softmax"}, cpu=exp.cpu,
         grid={"train.weight_decay": (default, default + 0.1), "seed": (0, 1, 2)})])
-    table, totals = plan.plan_table([paper, decay], ["hydra.launcher.n_jobs=2"], pack=False)
+    table, totals = estimate_papers([paper, decay], ["hydra.launcher.n_jobs=2"], pack=False)
     assert tuple(table.iloc[1][["runs", "copied", "jobs"]]) == (6, 3, 3)
     # A run an earlier command finished (its directory anywhere below the root) costs nothing.
     finished = compose_config("task=trigger", "attn=softmax", "train.steps=100", "eval.every=50", "seed=1")
-    run_dir = tmp_path / "root" / "p" / "e" / "somewhere" / f"s1-{plan.config_hash(finished)}"
+    run_dir = tmp_path / "root" / "p" / "e" / "somewhere" / f"s1-{config_hash(finished)}"
     run_dir.mkdir(parents=True)
     (run_dir / "DONE").touch()
-    table, totals = plan.plan_table([paper], ["hydra.launcher.n_jobs=2"], pack=False, root=tmp_path / "root")
+    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False, root=tmp_path / "root")
     assert tuple(table.iloc[0][["runs", "done", "jobs", "job_s"]]) == (6, 1, 5, 12.5) and totals["done"] == 1
     assert calibrated == [1, 1]                      # softmax and relu: the seeds cost the same
-    plan.plan_table([paper], ["hydra.launcher.n_jobs=2"], pack=False)
+    estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
     assert calibrated == [1, 1]                      # the timings kept: nothing timed again
-    plan.plan_table([paper], ["hydra.launcher.n_jobs=2"], pack=False, recalibrate=True)
+    estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False, recalibrate=True)
     assert calibrated == [1, 1] * 2
-    monkeypatch.setattr(plan, "source_digest", lambda: "edited")
-    plan.plan_table([paper], ["hydra.launcher.n_jobs=2"], pack=False)
+    monkeypatch.setattr(estimate, "source_digest", lambda: "edited")
+    estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
     assert calibrated == [1, 1] * 3                  # other code: its own timings, and only those kept
     assert len(json.loads(calibrations.read_text())) == 2
     calibrated.clear()
-    table, totals = plan.plan_table([paper], ["hydra.launcher.n_jobs=2"], pack=True)
+    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=True)
     assert (table.iloc[0]["runs"], table.iloc[0]["jobs"], calibrated) == (6, 2, [3, 3])   # a pack of 3 seeds
     # scale=paper: the CPU-size timing times the ratio of FLOPs (trigger's paper sizes, 20k steps)
-    table, totals = plan.plan_table([paper], ["hydra.launcher.n_jobs=2", "scale=paper"], pack=False)
+    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2", "scale=paper"], pack=False)
     big, small = (compose_config("task=trigger", *extra) for extra in (("scale=paper",), ("train.steps=100",)))
     ratio = training_flops(big) / training_flops(small)
-    assert plan.evaluations(big) == len(range(0, big.train.steps, big.eval.every)) + 1
-    assert plan.evaluations(compose_config("train.steps=1000", "eval.every=300")) == 5   # 0, 300, 600, 900, 1000
-    assert table.iloc[0]["s/job"] == pytest.approx(ratio * (big.train.steps * 0.01 + plan.evaluations(big) * 0.5))
+    assert estimate.evaluations(big) == len(range(0, big.train.steps, big.eval.every)) + 1
+    assert estimate.evaluations(compose_config("train.steps=1000", "eval.every=300")) == 5   # 0, 300, 600, 900, 1000
+    assert table.iloc[0]["s/job"] == pytest.approx(ratio * (big.train.steps * 0.01 + estimate.evaluations(big) * 0.5))
 
     monkeypatch.chdir(tmp_path)
     assert main(["gu2025", "--plan"]) == 0            # the calibration above stands in: no model is timed

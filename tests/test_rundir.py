@@ -123,8 +123,8 @@ def test_replica_directories_are_the_pattern_resolved_with_each_seed(tmp_path):
     full = OmegaConf.create({"seed": 0, "hydra": {"run": {"dir": str(tmp_path / "r/s${seed}")},
                                                   "sweep": {"dir": str(tmp_path / "w"), "subdir": "x/s${seed}"}}})
     seeds = [SimpleNamespace(seed=seed) for seed in (3, 4, 5)]
-    assert R.replica_run_dirs(full, False, seeds[:2]) == [tmp_path / "r/s3", tmp_path / "r/s4"]
-    assert R.replica_run_dirs(full, True, seeds[2:]) == [tmp_path / "w/x/s5"]
+    assert R.job_run_dirs(full, False, seeds[:2]) == [tmp_path / "r/s3", tmp_path / "r/s4"]
+    assert R.job_run_dirs(full, True, seeds[2:]) == [tmp_path / "w/x/s5"]
 
 
 def test_atomic_writes_leave_the_old_file_when_the_write_fails(tmp_path):

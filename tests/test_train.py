@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from sinkexp import runfiles as F
-from sinkexp.config import replica_configs
+from sinkexp.config import run_configs
 from sinkexp.errors import ConfigError
 from sinkexp.replicas import PerReplicaOptimizer, ReplicaTrainer, clip_grad_norm_per_replica_
 from sinkexp.rundir import config_hash
-from sinkexp.runner import make_trainer, run, run_seeds
+from sinkexp.runner import make_trainer, run, train_together
 from sinkexp.train import Trainer, make_optimizer
 
 from conftest import QUICK
@@ -49,9 +49,9 @@ def assert_same_tables(a, b, exact=False):
 def test_k_replicas_equal_k_lone_runs(make_config, tmp_path, setting):
     cfg = make_config(*QUICK, *SETTINGS[setting], "seed=4", "train.replicas=3")
     lone = [make_config(*QUICK, *SETTINGS[setting], f"seed={seed}") for seed in (4, 5, 6)]
-    assert [c.seed for c in replica_configs(cfg)] == [4, 5, 6]
-    assert [config_hash(c) for c in replica_configs(cfg)] == [config_hash(c) for c in lone]
-    run_seeds(replica_configs(cfg), [tmp_path / f"together{k}" for k in range(3)])
+    assert [c.seed for c in run_configs(cfg)] == [4, 5, 6]
+    assert [config_hash(c) for c in run_configs(cfg)] == [config_hash(c) for c in lone]
+    train_together(run_configs(cfg), [tmp_path / f"together{k}" for k in range(3)])
     for k, lone_cfg in enumerate(lone):
         run(lone_cfg, tmp_path / f"alone{k}")
         together, alone = tmp_path / f"together{k}", tmp_path / f"alone{k}"
@@ -77,9 +77,9 @@ def test_a_packed_grid_equals_its_lone_runs(make_config, tmp_path, pack):
     extra, key, values = PACKS[pack]
     cfg = make_config(*QUICK, *extra, f"pack={{{key}:[{','.join(map(str, values))}]}}", "seed=3", "train.replicas=2")
     lone = [make_config(*QUICK, *extra, f"{key}={value}", f"seed={seed}") for value in values for seed in (3, 4)]
-    packed = replica_configs(cfg)
+    packed = run_configs(cfg)
     assert [config_hash(c) for c in packed] == [config_hash(c) for c in lone]     # the lone runs' names
-    run_seeds(packed, [tmp_path / f"together{k}" for k in range(4)])
+    train_together(packed, [tmp_path / f"together{k}" for k in range(4)])
     for k, lone_cfg in enumerate(lone):
         run(lone_cfg, tmp_path / f"alone{k}")
         assert_same_tables(tmp_path / f"together{k}", tmp_path / f"alone{k}")
@@ -96,7 +96,7 @@ def test_a_diverging_learning_rate_fails_alone_and_the_rest_of_its_pack_finishes
     cfg = make_config(*QUICK, "pack={train.lr:[1e-3,1e6]}", "seed=3", "train.replicas=2")
     dirs = [tmp_path / f"together{k}" for k in range(4)]           # lr 1e-3 seeds 3, 4; lr 1e6 seeds 3, 4
     with pytest.raises(Diverged, match=r"2 runs of the pack diverged.*together2 diverged .*now 1e\+06"):
-        run_seeds(replica_configs(cfg), dirs)
+        train_together(run_configs(cfg), dirs)
     for k in (2, 3):
         assert F.status(dirs[k]) == "failed"
         assert f"together{k} diverged" in (dirs[k] / F.FAILED).read_text().splitlines()[0]
@@ -124,7 +124,7 @@ def test_after_a_late_divergence_the_packs_other_run_resumes_from_its_checkpoint
     cfg = make_config(*QUICK, "seed=3", "train.replicas=2")
     dirs = [tmp_path / "together0", tmp_path / "together1"]
     with pytest.raises(Diverged, match=r"together1 diverged by step 15 \(a parameter is not finite\)"):
-        run_seeds(replica_configs(cfg), dirs)
+        train_together(run_configs(cfg), dirs)
     assert F.status(dirs[1]) == "failed" and F.status(dirs[0]) == "done"
     assert json.loads((dirs[0] / F.META).read_text())["resumed_from_step"] == 10
     run(make_config(*QUICK, "seed=3"), tmp_path / "alone")
@@ -148,26 +148,26 @@ def test_a_pack_refuses_what_it_cannot_vary(make_config):
 
 def test_killed_replicas_resume_together_or_alone(make_config, tmp_path, kill_at_step):
     cfg = make_config(*QUICK, "model.n_heads=2", "train.replicas=2")
-    seeds = replica_configs(cfg)
-    run_seeds(seeds, [tmp_path / "whole0", tmp_path / "whole1"])
+    seeds = run_configs(cfg)
+    train_together(seeds, [tmp_path / "whole0", tmp_path / "whole1"])
 
     for split in ("together", "mixed"):
         kill_at_step(ReplicaTrainer, 25)
         with pytest.raises(KeyboardInterrupt):
-            run_seeds(seeds, [tmp_path / f"{split}0", tmp_path / f"{split}1"])
+            train_together(seeds, [tmp_path / f"{split}0", tmp_path / f"{split}1"])
         for k in range(2):
             assert (tmp_path / f"{split}{k}/FAILED").exists()
     kill_at_step(ReplicaTrainer, None)
 
     # Both resume from their step-20 checkpoints, together: the same computation as uninterrupted.
-    run_seeds(seeds, [tmp_path / "together0", tmp_path / "together1"])
+    train_together(seeds, [tmp_path / "together0", tmp_path / "together1"])
     for k in range(2):
         assert_same_tables(tmp_path / f"together{k}", tmp_path / f"whole{k}", exact=True)
     # Seed 1 resumes alone from the checkpoint the replicas wrote; then the pair is rerun: seed 1 is
     # finished and left untouched, seed 0 resumes by itself.
     run(seeds[1], tmp_path / "mixed1")
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "mixed1").iterdir()}
-    run_seeds(seeds, [tmp_path / "mixed0", tmp_path / "mixed1"])
+    train_together(seeds, [tmp_path / "mixed0", tmp_path / "mixed1"])
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "mixed1").iterdir()} == stamps
     for k in range(2):
         assert json.loads((tmp_path / f"mixed{k}" / F.META).read_text())["resumed_from_step"] == 20
@@ -242,7 +242,7 @@ def test_compiled_training_step_matches_eager(make_config, K):
     def trainer(compile):
         cfg = make_config(*QUICK, "model.n_heads=2", "task.seq_len=16", f"train.replicas={K}",
                           f"train.compile={compile}")
-        return make_trainer(replica_configs(cfg), torch.device("cpu"))[1]
+        return make_trainer(run_configs(cfg), torch.device("cpu"))[1]
 
     eager, compiled = trainer(False), trainer(True)
     for _ in range(5):
@@ -257,14 +257,14 @@ def test_compiled_training_step_matches_eager(make_config, K):
 def test_chunked_data_resumes_to_the_same_tables(make_config, tmp_path, kill_at_step, replicas):
     """data_chunk=4 with checkpoints every 10 steps draws 4, 4, 2 steps per interval, so a run
     killed at step 25 resumes from step 20 drawing exactly what the uninterrupted run drew."""
-    seeds = replica_configs(make_config(*QUICK, "train.data_chunk=4", f"train.replicas={replicas}"))
+    seeds = run_configs(make_config(*QUICK, "train.data_chunk=4", f"train.replicas={replicas}"))
     trainer = ReplicaTrainer if replicas > 1 else Trainer
-    run_seeds(seeds, [tmp_path / f"whole{k}" for k in range(replicas)])
+    train_together(seeds, [tmp_path / f"whole{k}" for k in range(replicas)])
     kill_at_step(trainer, 25)
     with pytest.raises(KeyboardInterrupt):
-        run_seeds(seeds, [tmp_path / f"split{k}" for k in range(replicas)])
+        train_together(seeds, [tmp_path / f"split{k}" for k in range(replicas)])
     kill_at_step(trainer, None)
-    run_seeds(seeds, [tmp_path / f"split{k}" for k in range(replicas)])
+    train_together(seeds, [tmp_path / f"split{k}" for k in range(replicas)])
     for k in range(replicas):
         assert_same_tables(tmp_path / f"split{k}", tmp_path / f"whole{k}", exact=True)
 

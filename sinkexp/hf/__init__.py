@@ -15,8 +15,10 @@ from sinkexp.errors import ConfigError
 
 def require_transformers() -> None:
     """ConfigError naming the extra to install when transformers cannot be imported."""
+    import importlib
+
     try:
-        import transformers  # noqa: F401
+        importlib.import_module("transformers")
     except ImportError:
         raise ConfigError("transformers is not installed; `sinkexp measure` and `sinkexp export` need the hf "
                           "extra: pip install -e .[hf]") from None

@@ -51,7 +51,7 @@ def model_identity(folder: Path, cfg: S.MeasureConfig) -> str:
 
 
 def plan_job(cfg: S.MeasureConfig, multirun: bool, started: str) -> Job:
-    from sinkexp.rundir import RunDirError, check_run_dir
+    from sinkexp.plan import check_run_dir
     from sinkexp.runner import resolve_device
     from sinkexp.tasks.base import data_digest
 
@@ -61,10 +61,7 @@ def plan_job(cfg: S.MeasureConfig, multirun: bool, started: str) -> Job:
     resolve_device(cfg.device)
     digest = S.config_hash(cfg, model_identity(folder, cfg), data_digest("text", cfg.text))
     where = S.run_dir(cfg, multirun, digest, started)
-    try:
-        check_run_dir(where, digest, fix="dir= or name=")
-    except RunDirError as err:
-        raise ConfigError(str(err)) from None
+    check_run_dir(where, digest, key="dir")
     step = S.checkpoint_step(cfg, config)
     return Job(cfg, folder, digest, where, inputs, step, S.as_written(cfg, step, config))
 
@@ -129,9 +126,9 @@ INPUTS = "inputs.npz"     # the measured token ids, (n, seq_len): what `sinkexp 
 def run_job(job: Job, quiet: bool = False) -> bool:
     """Measure one job into its directory unless it is finished; True when it is finished."""
     from sinkexp.evaluate.tables import format_summary
-    from sinkexp.rundir import RunBusy, RunDirError, check_run_dir, mark_failed, take_lock
+    from sinkexp.rundir import RunBusy, RunDirError, existing_run, mark_failed, take_lock
 
-    if check_run_dir(job.run_dir, job.digest) is not None:
+    if F.finished(job.run_dir, job.digest):
         print(f"{job.run_dir}: finished already (DONE); skipped", file=sys.stderr if quiet else sys.stdout)
         return True
     job.run_dir.mkdir(parents=True, exist_ok=True)
@@ -141,12 +138,16 @@ def run_job(job: Job, quiet: bool = False) -> bool:
         print(f"sinkexp: {err}", file=sys.stderr)
         return False
     try:
-        if check_run_dir(job.run_dir, job.digest) is not None:   # finished by another process meanwhile
+        if F.finished(job.run_dir, job.digest):            # finished by another process since the first look
             return True
+        existing_run(job.run_dir, job.digest, fix="dir or name")   # or another config's run put there since the plan
         for stale in job.run_dir.glob(".*.tmp"):
             stale.unlink(missing_ok=True)
         (job.run_dir / F.FAILED).unlink(missing_ok=True)
         result = measure_into(job)
+    except RunDirError as err:                                 # not this run's directory: nothing marked
+        print(f"sinkexp: error: {err}", file=sys.stderr)
+        return False
     except KeyboardInterrupt as err:
         mark_failed(job.run_dir, err)
         raise

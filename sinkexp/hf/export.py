@@ -35,12 +35,13 @@ BOS_TOKEN = "<bos>"
 
 def check_run(run_dir: Path):
     """The finished run's config, if a LlamaForCausalLM computes its model (ConfigError otherwise)."""
-    from sinkexp.config import from_dictconfig, value_of
-    from sinkexp.runfiles import CONFIG, RunFiles, status
+    from sinkexp.config import value_of
+    from sinkexp.validate import from_dictconfig
+    from sinkexp.runfiles import CONFIG, RunFiles, finished
 
     if not (run_dir / CONFIG).is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no {CONFIG})")
-    if status(run_dir) != "done":
+    if not finished(run_dir):
         raise ConfigError(f"{run_dir} is not a finished run (no DONE); export a finished one")
     cfg = from_dictconfig(RunFiles(run_dir).config)
     for key, wanted in LLAMA.items():

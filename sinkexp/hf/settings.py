@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import json
 import re
 from dataclasses import dataclass
@@ -40,8 +39,9 @@ UNHASHED = ("step", "device", "dir", "name")    # a label and bookkeeping: the s
 
 
 def parse(argv: list[str]) -> tuple[bool, list[dict[str, str]]]:
-    """(multirun, one {key: value text} per job) from `[-m] [MODEL] [KEY=VALUE ...]`."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    """(multirun, one {key: value text} per job) from `[-m] [MODEL] [KEY=VALUE ...]`, read and
+    expanded as `sinkexp train` reads its overrides (compose.py: Hydra's grammar and sweep order)."""
+    from sinkexp.compose import expand, parse as parse_overrides
 
     multirun = any(arg in ("-m", "--multirun") for arg in argv)
     args = [arg for arg in argv if arg not in ("-m", "--multirun")]
@@ -49,23 +49,13 @@ def parse(argv: list[str]) -> tuple[bool, list[dict[str, str]]]:
     if len(bare) > 1:
         raise ConfigError(f"one MODEL at a time ({', '.join(bare)}); sweep several with -m model=A,B")
     args = [f"model={arg}" if "=" not in arg else arg for arg in args]
-    try:
-        overrides = OverridesParser.create().parse_overrides(args)
-    except Exception as err:
-        raise ConfigError(f"cannot parse the overrides ({str(err).splitlines()[0]}); quote values with spaces or "
-                          "special characters, e.g. text='my file.txt'") from None
-    choices = []
-    for override in overrides:
-        key = override.key_or_group
-        if key not in KEYS:
-            raise choices_error("key", key, KEYS)
-        if override.is_sweep_override():
-            if not multirun:
-                raise ConfigError(f"{override.input_line}: a sweep needs -m (sinkexp measure -m ...)")
-            choices.append([(key, value) for value in override.sweep_string_iterator()])
-        else:
-            choices.append([(key, override.get_value_element_as_str())])
-    return multirun, [dict(combination) for combination in itertools.product(*choices)]
+    for override in parse_overrides(args):
+        if override.key_or_group not in KEYS:
+            raise choices_error("key", override.key_or_group, KEYS)
+    jobs = expand(args, multirun, params={}, command="sinkexp measure")
+    # Hydra's values (quotes and escapes removed), as text for `typed`: null is "null", 3 is "3".
+    return multirun, [{o.key_or_group: "null" if o.value() is None else str(o.value()) for o in parse_overrides(job)}
+                      for job in jobs]
 
 
 def typed(values: dict[str, str]) -> MeasureConfig:

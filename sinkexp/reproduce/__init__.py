@@ -6,7 +6,7 @@ claims of three kinds, criteria) and measures.py. The command works in four room
 
     declare.py   what a paper may say; references are checked when the paper is imported
     execute.py   every job planned (checked) first, then each experiment's sweep run through launch
-    plan.py      --plan: the jobs, their FLOPs and a predicted wall time from a short calibration
+    estimate.py  --plan: the planned jobs, their FLOPs and a predicted wall time from a short calibration
     verdicts.py  each claim's value on every run it selects, and its verdict
     write.py     claims.csv, REPORT.md, figures, and with --docs the results page and README headline
 
@@ -40,7 +40,7 @@ def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROO
     from sinkexp.reproduce.execute import (chose_launcher, packs_pay, plan_experiments, planned_dirs, run_experiment,
                                            run_pool)
     from sinkexp.reproduce.verdicts import check_claims
-    from sinkexp.reproduce.write import figures, passing, table_text, write_report
+    from sinkexp.reproduce.write import figures, passing, table_text, write_claims_report
 
     plans = plan_experiments(papers, overrides, root, packs_pay(overrides) if pack is None else pack)
     planned = {key: planned_dirs(plan) for key, plan in plans.items()}   # claims read only these runs
@@ -50,19 +50,42 @@ def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROO
             for exp in paper.experiments:
                 seconds[paper.name, exp.name] = run_experiment(paper, exp, plans[paper.name, exp.name], root)
     else:                               # every job through one pool, one progress line
-        from sinkexp.reproduce.plan import plan_table
-        predicted = plan_table(papers, overrides, pack, root=root)[1]["job_seconds"]   # for the time left
-        seconds = run_pool(plans, root, overrides, predicted)
+        from sinkexp.reproduce.estimate import estimate
+        predicted = estimate(plans, overrides, root, cpu_plans=cpu_twins(papers, plans, overrides, root, pack))
+        seconds = run_pool(plans, root, overrides, predicted[1]["job_seconds"])    # for the time left
     for paper in papers:
         for name, path in figures(paper, root).items():
             reports[paper.name, name] = path
         results += [result.row(paper) for result in check_claims(paper, root, planned)]
     rows = pd.DataFrame(results)
     out = root / papers[0].name if len(papers) == 1 else root
-    report = write_report(papers, rows, out, root, command, seconds, reports)
+    report = write_claims_report(papers, rows, out, root, command, seconds, reports)
     print(table_text(rows))
     print(f"{passing(rows)}; wall time {time.perf_counter() - started:.0f} s; report: {report}")
     return rows
+
+
+def cpu_twins(papers: list[Paper], plans: dict, overrides: list[str], root: Path, pack: bool | None) -> dict:
+    """The experiments planned at scale=cpu, whose jobs the estimate times for a larger scale's
+    (estimate.py); the plans themselves at scale=cpu."""
+    from sinkexp.compose import key_of
+    from sinkexp.reproduce.execute import packs_pay, plan_experiments, scale_of
+
+    if scale_of(overrides) == "cpu":
+        return plans
+    at_cpu = [o for o in overrides if key_of(o) != "scale"]
+    return plan_experiments(papers, at_cpu, root, packs_pay(overrides) if pack is None else pack)
+
+
+def estimate_papers(papers: list[Paper], overrides: list[str], pack: bool | None = None, recalibrate: bool = False,
+                    root: Path = OUTPUT_ROOT) -> tuple[pd.DataFrame, dict]:
+    """`--plan`: every experiment planned, and the jobs' predicted cost (estimate.py); nothing trains."""
+    from sinkexp.reproduce.estimate import estimate
+    from sinkexp.reproduce.execute import packs_pay, plan_experiments
+
+    pack = packs_pay(overrides) if pack is None else pack
+    plans = plan_experiments(papers, overrides, root, pack)
+    return estimate(plans, overrides, root, recalibrate, cpu_twins(papers, plans, overrides, root, pack))
 
 
 def list_papers(papers: dict[str, Paper]) -> str:
@@ -116,9 +139,9 @@ def main(argv: list[str]) -> int:
         print("sinkexp: error: --recalibrate goes with --plan (it times the plan's jobs again)", file=sys.stderr)
         return 2
     if planning:
-        from sinkexp.reproduce.plan import format_plan, plan_table
+        from sinkexp.reproduce.estimate import format_estimate
         try:
-            print(format_plan(*plan_table(papers, overrides, pack, recalibrate, OUTPUT_ROOT)))
+            print(format_estimate(*estimate_papers(papers, overrides, pack, recalibrate)))
         except ConfigError as err:
             print(f"sinkexp: error: {err}", file=sys.stderr)
             return 2

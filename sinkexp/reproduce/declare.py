@@ -18,7 +18,7 @@ experiment runs at with `scale=cpu` (the default); `scale=paper` drops them, so 
 
 `Paper(...)` checks its references when the paper file is imported, before anything trains: the
 experiments a claim names, the metrics its measure reads (the registry in evaluate/tables.py),
-every config key it or a grid names (keys.py: the schema, read from configs/ without torch), and that a
+every config key it or a grid names (keys.py: the schema, read without torch), and that a
 claim's `where` values are values its experiments run. A mistake raises DeclarationError: one
 line naming the paper, the claim or experiment, and the key.
 """

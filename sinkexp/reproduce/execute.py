@@ -1,16 +1,16 @@
 """Running a paper's experiments: each one sweep into outputs/reproduce/<paper>/<experiment>/.
 
-`plan_experiments` checks every job of every experiment (launch.plan: composed and preflighted
+`plan_experiments` checks every job of every experiment (sinkexp/plan.py: composed and validated
 once) before anything trains, so a bad override stops the whole command at once. `run_pool` then
-runs every job of every experiment through one pool of processes (one per core), longest first,
-so no core idles at an experiment's end, and keeps one progress line for the whole command. With a
-launcher the user chose (hydra/launcher=slurm, ...), `run_experiment` hands each experiment's plan
-to launch instead. A rerun skips finished runs and resumes interrupted ones.
+runs every planned job of every experiment through one pool of processes (one per core), longest
+first, so no core idles at an experiment's end, and keeps one progress line for the whole command;
+each worker runs the planned job itself (launch.execute), nothing composed again. With a launcher
+the user chose (hydra/launcher=slurm, ...), `run_experiment` hands each experiment's plan to
+launch instead. A rerun skips finished runs and resumes interrupted ones.
 """
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import multiprocessing
 import os
@@ -20,15 +20,17 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-from sinkexp.launch import Job, Plan, compose_config, finished, launch, plan
+from sinkexp.compose import key_of, last_value
+from sinkexp.config import task_of
+from sinkexp.launch import launch
+from sinkexp.plan import Job, Plan, plan
 from sinkexp.reproduce.declare import Experiment, Paper
-from sinkexp.runfiles import DONE
+from sinkexp.runfiles import DONE, finished
 
 
 def scale_of(overrides: list[str]) -> str:
     """The `scale` the user chose (cpu by default): it picks the experiments' sizes too."""
-    chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "scale"]
-    return chosen[-1] if chosen else "cpu"
+    return last_value(overrides, "scale", "cpu")
 
 
 def packed_keys(exp: Experiment, given: set[str]) -> tuple[str, ...]:
@@ -39,13 +41,7 @@ def packed_keys(exp: Experiment, given: set[str]) -> tuple[str, ...]:
 
     if any(f"train.{key}" in {**exp.overrides, **exp.grid} for key in PENALTIES):
         return ()
-    return tuple(key for key in exp.grid if key in packable_keys(task_name(exp.task)) and key not in given)
-
-
-@functools.lru_cache(maxsize=None)
-def task_name(group: str) -> str:
-    """The task a task config group chooses (damping_dynamics -> damping)."""
-    return compose_config(f"task={group}").task.name
+    return tuple(key for key in exp.grid if key in packable_keys(task_of(exp.task)) and key not in given)
 
 
 def packs_pay(overrides: list[str]) -> bool:
@@ -54,24 +50,26 @@ def packs_pay(overrides: list[str]) -> bool:
     model-steps/s of one run at a time, measured on reproduce's own grids)."""
     from sinkexp.runner import resolve_device
 
-    chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "device"]
-    return resolve_device(chosen[-1] if chosen else "auto").type == "cuda"
+    return resolve_device(last_value(overrides, "device", "auto")).type == "cuda"
 
 
 def workers_for(overrides: list[str]) -> int:
     """Jobs at once in reproduce's pool: hydra.launcher.n_jobs=N if given, else one per usable core."""
-    chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra.launcher.n_jobs"]
-    if chosen and int(chosen[-1]) > 0:
-        return int(chosen[-1])
+    chosen = int(last_value(overrides, "hydra.launcher.n_jobs", "0"))
+    if chosen > 0:
+        return chosen
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def experiment_overrides(exp: Experiment, folder: Path, overrides: list[str], pack: bool = False) -> list[str]:
     """One experiment's sweep overrides: the user's win over its own, key by key; with `pack`, the
-    grid keys a job can train together go into one `pack=` (the same run directories)."""
-    given = {o.split("=", 1)[0] for o in overrides}
+    grid keys a job can train together go into one `pack=` (the same run directories).
+    hydra.launcher.n_jobs is reproduce's own pool size unless the user chose a launcher."""
+    given = set(map(key_of, overrides))
     keys = packed_keys(exp, given) if pack else ()
-    own = [o for o in exp.argv(scale_of(overrides), keys) if o.split("=", 1)[0] not in given]
+    own = [o for o in exp.argv(scale_of(overrides), keys) if key_of(o) not in given]
+    if not chose_launcher(overrides):
+        overrides = [o for o in overrides if key_of(o) != "hydra.launcher.n_jobs"]
     return [f"hydra.sweep.dir={folder}", *own, *overrides]
 
 
@@ -93,11 +91,12 @@ def finished_runs(root: Path) -> dict[str, Path]:
     config and seed, so a name found twice is the same run (the first in sorted order kept)."""
     found: dict[str, Path] = {}
     for done in sorted(root.rglob(DONE)) if root.is_dir() else ():
-        found.setdefault(done.parent.name, done.parent)
+        if finished(done.parent):
+            found.setdefault(done.parent.name, done.parent)
     return found
 
 
-def copy_finished_twins(run_dirs: set[Path], root: Path) -> None:
+def copy_finished_runs(run_dirs: set[Path], root: Path) -> None:
     """Into each planned run directory that does not exist yet, copy a finished run of the same
     config from elsewhere below `root` (finished_runs), so that runs one experiment repeats from
     another (barbero2025's 64-token context is guo2024's one-layer backcopy) train once. The copy
@@ -119,14 +118,14 @@ def run_experiment(paper: Paper, exp: Experiment, planned: Plan, root: Path) -> 
     that fails is left to the verdicts (its claims FAIL with the reason), so the others go on."""
     print(f"== {paper.name} / {exp.name}", flush=True)
     started = time.perf_counter()
-    copy_finished_twins(planned_dirs(planned), root)
+    copy_finished_runs(planned_dirs(planned), root)
     launch(planned)
     return time.perf_counter() - started
 
 
 def chose_launcher(overrides: list[str]) -> bool:
-    return any(o.startswith(("hydra/launcher=", "hydra.launcher.")) and not o.startswith("hydra.launcher.n_jobs")
-               for o in overrides)
+    keys = map(key_of, overrides)
+    return any(key.startswith(("hydra/launcher", "hydra.launcher.")) and key != "hydra.launcher.n_jobs" for key in keys)
 
 
 def _quiet_worker() -> None:
@@ -134,17 +133,17 @@ def _quiet_worker() -> None:
     os.environ["TQDM_DISABLE"] = "1"
 
 
-def _run_job(argv: list[str]) -> tuple[float, str]:
-    """One job in a pool worker, as `sinkexp train -m ARGV` runs it (a sweep of one job, so its run
-    directories are the sweep's); returns (seconds, what it wrote to stderr: one line per problem).
-    Its own output (tables, Hydra's lines) is in each run's train.log."""
-    from sinkexp.launch import hydra_main
+def _run_job(job: Job) -> tuple[float, str]:
+    """One planned job in a pool worker, as a job of a sweep (one torch thread unless `threads=` is
+    set); returns (seconds, what it wrote to stderr: one line per problem). Its own output
+    (tables, log lines) is in each run's train.log."""
+    from sinkexp.launch import execute
 
     err = io.StringIO()
     started = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         try:
-            hydra_main(["-m", *argv])
+            execute(job, sweep=True, parallel=True)
         except SystemExit:              # Ctrl-C or SIGTERM: the job wrote FAILED and said so
             pass
     return time.perf_counter() - started, err.getvalue()
@@ -152,7 +151,7 @@ def _run_job(argv: list[str]) -> tuple[float, str]:
 
 class Progress:
     """One line for the whole command: runs done of all, failures, elapsed time and the time left:
-    the plan's predicted job-seconds still to run (plan.py), over the workers, times how long the
+    the predicted job-seconds still to run (estimate.py), over the workers, times how long the
     finished jobs took against their prediction. Rewritten in place on a terminal; elsewhere (a log
     file) printed at most once a minute and at the end."""
 
@@ -199,7 +198,7 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
     config and seed) copies them after it, unless it has started them itself (an interrupted
     command), which it then resumes."""
     for planned in jobs.values():
-        copy_finished_twins(planned_dirs(planned), root)
+        copy_finished_runs(planned_dirs(planned), root)
     todo: list[tuple[tuple[str, str], Job]] = []
     done_runs, queued, twins = 0, set(), []
     for key, planned in jobs.items():
@@ -221,12 +220,11 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
     workers = workers_for(overrides)
     progress = Progress(done_runs + sum(len(job.runs) for _, job in todo) + sum(len(job.runs) for job in twins),
                         done_runs, sum(prediction(job) for _, job in todo), workers)
-    threads = [] if any(o.split("=", 1)[0] == "threads" for o in overrides) else ["threads=1"]   # one core per job
     seconds = {key: 0.0 for key in jobs}
     progress.show()
     context = multiprocessing.get_context("spawn")   # a fresh interpreter: no forked OpenMP or CUDA state
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_quiet_worker) as pool:
-        futures = {pool.submit(_run_job, [*job.overrides, *threads]): (key, job) for key, job in todo}
+        futures = {pool.submit(_run_job, job): (key, job) for key, job in todo}
         try:
             for future in as_completed(futures):
                 key, job = futures[future]
@@ -243,7 +241,7 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
             pool.shutdown(wait=True, cancel_futures=True)
             raise
     for planned in jobs.values():
-        copy_finished_twins(planned_dirs(planned), root)
+        copy_finished_runs(planned_dirs(planned), root)
     progress.done += sum(len(job.runs) for job in twins)
     progress.failed += sum(not finished(run_dir, digest) for job in twins for run_dir, digest in job.runs)
     progress.show(final=True)

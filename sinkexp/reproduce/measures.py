@@ -99,16 +99,20 @@ def final(metric: str, layer: int | str = 0, query_type: str = "all") -> Measure
     return Measure(f"{layer} over layers of {metric}[{query_type}]", extreme, (metric,))
 
 
-def head_extreme(metric: str, layer: int, query_type: str = "all", how: str = "max") -> Measure:
-    """The extreme over one layer's heads of a final per-head value (metrics.csv, last step)."""
+def head_extreme(metric: str, layer: int | str, query_type: str = "all", how: str = "max") -> Measure:
+    """The extreme over one layer's heads (layer "all": every layer's) of a final per-head value
+    (metrics.csv, last step)."""
     def extreme(run: FinishedRun) -> float:
         m = run.metrics
-        rows = m[(m["step"] == m["step"].max()) & (m["metric"] == metric) & (m["layer"] == layer)
+        layers = m["layer"] >= 0 if layer == "all" else m["layer"] == layer
+        rows = m[(m["step"] == m["step"].max()) & (m["metric"] == metric) & layers
                  & (m["query_type"] == query_type) & (m["head"] >= 0)]
         if not len(rows):
             raise MissingValue(f"{run.label} has no per-head {metric}[layer {layer}, {query_type}]")
         return float(rows["value"].agg(how))
-    return Measure(f"{how} over heads of {metric}[layer {layer}, {query_type}]", extreme, (metric,))
+    where = "every layer's heads" if layer == "all" else f"heads of {metric}[layer {layer}, {query_type}]"
+    return Measure(f"{how} over {where}" + (f" of {metric}[{query_type}]" if layer == "all" else ""), extreme,
+                   (metric,))
 
 
 def loss_ratio(query_type: str) -> Measure:

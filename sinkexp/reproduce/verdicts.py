@@ -103,7 +103,7 @@ def trend(claim: Trend, chosen: list[FinishedRun], others: dict[str, FinishedRun
                                          [claim.measure.of(run) for run in runs]) for name, runs in draws.items()})
 
 
-def evaluate(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> Result:
+def judge(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> Result:
     """The claim's value on every run it selects, or the problem that prevents it. `where` selects
     among the runs of the claim's own experiments, `against` among those of `against_in`."""
     arms = [claim.where] + ([claim.against] if isinstance(claim, Paired) else [])
@@ -151,7 +151,7 @@ def check_claims(paper: Paper, root: Path, planned: dict | None = None) -> list[
     for claim in paper.claims:
         runs = [run for name in claim.experiments for run in loaded[name][0]]
         table = pd.concat([loaded[name][1] for name in claim.experiments], ignore_index=True)
-        result = evaluate(claim, runs, table)
+        result = judge(claim, runs, table)
         failed = [premise for premise in claim.premises if not results[premise].passed]
         if failed and not result.problem:
             # the values are still shown; the claim cannot hold without its premise

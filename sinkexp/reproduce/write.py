@@ -71,7 +71,7 @@ def figures(paper: Paper, root: Path) -> dict[str, Path]:
             for exp in paper.experiments if (root / paper.name / exp.name).is_dir()}
 
 
-def write_report(papers: list[Paper], rows: pd.DataFrame, out: Path, root: Path, command: str, seconds: dict,
+def write_claims_report(papers: list[Paper], rows: pd.DataFrame, out: Path, root: Path, command: str, seconds: dict,
                  reports: dict) -> Path:
     """claims.csv and REPORT.md into `out` (runs below root/<paper>/<experiment>/; links relative to `out`)."""
     write_csv(out / CLAIMS, rows)

@@ -30,8 +30,7 @@ import json
 from dataclasses import dataclass
 from typing import Optional
 
-import torch
-import torch.nn.functional as F
+from sinkexp.lazy import torch
 
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.tasks.base import Batch, Dims, read_data_file
@@ -230,7 +229,7 @@ class BackcopyTask:
             tokens[:, t + 1] = torch.where(self.is_trigger[current], tokens[:, t - 1], drawn)
 
     def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
-        return F.cross_entropy(pred.transpose(1, 2), batch.targets, reduction="none")   # (B, L)
+        return torch.nn.functional.cross_entropy(pred.transpose(1, 2), batch.targets, reduction="none")   # (B, L)
 
     def baseline_loss(self, batch: Batch) -> torch.Tensor:
         """The oracle: 0 after a trigger, H(P(. | x_t)) otherwise, H(first) at BOS."""

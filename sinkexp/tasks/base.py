@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
+from sinkexp.lazy import torch
 
 from sinkexp.errors import ConfigError
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
+from sinkexp.lazy import torch
 
 from sinkexp.errors import ConfigError
 from sinkexp.tasks.base import Batch, Dims, direction, mse

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import NormalDist
 
-import torch
+from sinkexp.lazy import torch
 
 from sinkexp.errors import ConfigError
 from sinkexp.tasks.base import Batch, Dims, direction, mse

@@ -29,8 +29,7 @@ import gzip
 import lzma
 from dataclasses import dataclass
 
-import torch
-import torch.nn.functional as F
+from sinkexp.lazy import torch
 
 from sinkexp.errors import ConfigError
 from sinkexp.tasks.base import Batch, Dims, data_path, read_data_file
@@ -143,7 +142,7 @@ class LMTask:
         starts = torch.randint(len(stream) - self.window + 1, (batch_size,), generator=generator, device=stream.device)
         tokens = stream[starts[:, None] + torch.arange(self.window, device=stream.device)].long()   # (B, window)
         if self.cfg.bos:
-            tokens = F.pad(tokens, (1, 0), value=BOS)
+            tokens = torch.nn.functional.pad(tokens, (1, 0), value=BOS)
         B, L = batch_size, self.seq_len
         query_type = torch.zeros(B, L, dtype=torch.long, device=tokens.device)
         query_type[:, 0] = -1
@@ -155,7 +154,7 @@ class LMTask:
         return self.sample(batch_size, generator, device, split="held_out")
 
     def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
-        return F.cross_entropy(pred.transpose(1, 2), batch.targets, reduction="none")   # (B, L) nats per byte
+        return torch.nn.functional.cross_entropy(pred.transpose(1, 2), batch.targets, reduction="none")   # (B, L) nats per byte
 
     def baseline_loss(self, batch: Batch) -> torch.Tensor:
         """-log P(next | current) under the training split's bigram model; the unigram after the

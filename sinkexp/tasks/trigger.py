@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
+from sinkexp.lazy import torch
 
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.tasks.base import Batch, Dims, mse

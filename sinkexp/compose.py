@@ -1,0 +1,157 @@
+"""Hydra composition, in one place: overrides read with Hydra's own parser, a sweep expanded as
+Hydra's basic sweeper expands it, each job's config composed, and a composition error turned into
+one line naming the key.
+
+    with initialized():
+        jobs = expand(overrides, multirun=True, params={})      # [["attn=softmax", "seed=0"], ...]
+        full = compose(jobs[0])                                  # Hydra's config, its hydra node included
+    cfg = compose_config("task=damping", "seed=1")               # a validated Config, for tests and scripts
+
+Nothing here runs a job: sinkexp/plan.py composes every job of a command once and checks it.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections import OrderedDict
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
+from omegaconf import DictConfig, OmegaConf
+
+from sinkexp.config import CONFIG_MODULE, Config, register_schema
+from sinkexp.errors import ConfigError, choices_error, omegaconf_message
+
+PARSE_HINT = "quote values with spaces or special characters, e.g. key='a b'"
+
+
+@contextlib.contextmanager
+def initialized():
+    """Hydra's config search path set to configs/ (sinkexp.conf), the schema and sinkexp's resolvers
+    registered; inside a Hydra app already initialised, that one is used."""
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from sinkexp.rundir import register_resolvers
+
+    register_schema()
+    register_resolvers()
+    if GlobalHydra.instance().is_initialized():
+        yield
+        return
+    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
+        yield
+
+
+def parse(overrides: list[str]) -> list[Override]:
+    """Hydra's reading of KEY=VALUE overrides; ConfigError, one line, for one it cannot parse."""
+    try:
+        return OverridesParser.create().parse_overrides(list(overrides))
+    except Exception as err:
+        raise ConfigError(f"cannot parse the overrides ({str(err).splitlines()[0]}); {PARSE_HINT}") from None
+
+
+def key_of(override: str) -> str:
+    """The key (or config group) an override sets, without Hydra's +/~ prefix."""
+    return parse([override])[0].key_or_group
+
+
+def last_value(overrides: list[str], key: str, default: str | None = None) -> str | None:
+    """The value the last override of `key` gives it, as text (default: none sets it)."""
+    given = [o for o in parse(overrides) if o.key_or_group == key and not o.is_delete()]
+    return given[-1].get_value_element_as_str() if given else default
+
+
+def as_hydra_override(arg: str) -> str:
+    """`experiment=NAME` means what Hydra spells `+experiment=NAME` (the group is not in the defaults)."""
+    return "+" + arg if arg.startswith("experiment=") else arg
+
+
+def expand(overrides: list[str], multirun: bool, params: dict, command: str = "sinkexp train") -> list[list[str]]:
+    """Every combination of a sweep's values, as lists of plain KEY=VALUE overrides, in the order
+    of Hydra's basic sweeper: the config's own hydra.sweeper.params (an experiment's grid) first,
+    the command line after, a key given in both taking the command line's values in its place.
+    `command` names the command in the error for a sweep without -m (`sinkexp measure` too)."""
+    parsed = parse([f"{key}={value}" for key, value in params.items()] * multirun + list(overrides))
+    choices: OrderedDict[str, list[str]] = OrderedDict()
+    for override in parsed:
+        key = override.get_key_element()
+        if override.is_sweep_override():
+            if not multirun:
+                raise ConfigError(f"{override.input_line}: a sweep needs -m ({command} -m ...)")
+            choices[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            choices[key] = [override.input_line]
+    return [list(combination) for combination in itertools.product(*choices.values())]
+
+
+def compose(overrides: list[str]) -> DictConfig:
+    """Hydra's composed config of one job (its hydra node included), inside `initialized()`;
+    ConfigError, one line naming the key, for anything Hydra refuses."""
+    from hydra import compose as hydra_compose
+
+    try:
+        return hydra_compose("config", overrides=list(overrides), return_hydra_config=True)
+    except ConfigError:
+        raise
+    except Exception as err:
+        raise explain(list(overrides), err) from None
+
+
+def compose_config(*overrides: str) -> Config:
+    """A validated Config from KEY=VALUE overrides, composed as `sinkexp train` composes a job,
+    without running anything (for tests, scripts and `reproduce --plan`)."""
+    from sinkexp.validate import from_dictconfig
+
+    with initialized():
+        return from_dictconfig(compose([as_hydra_override(o) for o in overrides]))
+
+
+def explain(overrides: list[str], err: Exception) -> ConfigError:
+    """A Hydra composition error as one line naming the key and what is valid there."""
+    from hydra import compose as hydra_compose
+    from hydra.core.global_hydra import GlobalHydra
+
+    loader = GlobalHydra.instance().config_loader()
+    parsed = parse(overrides)
+    chosen = []                                         # group choices (hydra/launcher too), checked first
+    for override in parsed:
+        if _is_group(loader, override.key_or_group):
+            options = loader.get_group_options(override.key_or_group)
+            if override.value() not in options:
+                return choices_error(override.key_or_group, override.value(), options)
+            chosen.append(override.input_line)
+    base = hydra_compose("config", overrides=chosen, return_hydra_config=True)
+    for override in parsed:
+        key = override.key_or_group
+        if not _is_group(loader, key) and not override.is_add() and OmegaConf.select(base, key, default=KeyError) is KeyError:
+            parent, _, leaf = key.rpartition(".")
+            node = OmegaConf.select(base, parent) if parent else base
+            valid = sorted(str(k) for k in node.keys()) if isinstance(node, DictConfig) else []
+            where = f"under '{parent}'" if parent else "at the top level"
+            return ConfigError(f"{key}: unknown key; valid keys {where}: {', '.join(valid)}")
+    return ConfigError(omegaconf_message(err.__cause__ or err))
+
+
+def _is_group(loader, key: str) -> bool:
+    """Whether `key` names a config group (attn, hydra/launcher, ...) rather than a key."""
+    parent, _, leaf = key.rpartition("/")
+    return "." not in key and leaf in loader.list_groups(parent)
+
+
+def pack_first_values(overrides: list[str]) -> list[str]:
+    """`pack={key: [a, b]}` makes key=a the job's own value (an override appended for each packed
+    key), so that the job's config is its pack's first run and the job's folder (its log, .hydra/)
+    is that run's directory. ConfigError for a key both swept and packed."""
+    parsed = parse(overrides)
+    packs = [o.value() for o in parsed if o.key_or_group == "pack" and isinstance(o.value(), dict)]
+    if not packs:                         # anything else in `pack` is refused by config.run_configs
+        return []
+    swept = {o.key_or_group for o in parsed if o.is_sweep_override()}
+    firsts = []
+    for key, values in packs[-1].items():  # the last `pack=` wins, as for any key
+        if key in swept:
+            raise ConfigError(f"{key} is both swept and packed (pack={packs[-1]}); give its values in one place")
+        if isinstance(values, list) and values:
+            firsts.append(f"{key}={values[0]}")
+    return firsts

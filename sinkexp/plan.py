@@ -1,0 +1,183 @@
+"""The plan of a command: every job its overrides describe, composed and checked once, before
+anything runs.
+
+    planned = plan(["task=trigger", "attn=softmax,relu"], multirun=True)
+    planned.jobs[1].configs, planned.jobs[1].run_dirs, planned.jobs[1].flops
+    code = launch(planned)                   # sinkexp/launch.py runs the planned jobs
+
+A job is what one process trains: one run, or the runs trained together by a pack or by
+train.replicas (config.run_configs), each into the directory it would have alone. Before the
+first job runs, every job of a sweep is composed (compose.py) and validated (validate.py) once; it
+must fit the device's memory and have run directories that can be created and hold no other
+config's run. Any problem is a ConfigError: one line naming the key, and nothing written.
+Everything downstream reads the plan: the launchers, `sinkexp reproduce`'s pool and its `--plan`.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from sinkexp.compose import as_hydra_override, compose, expand, initialized, pack_first_values, parse
+from sinkexp.config import Config, run_configs, value_of
+from sinkexp.cost import memory_estimate, training_flops
+from sinkexp.errors import ConfigError
+from sinkexp.rundir import RunDirError, config_hash, existing_run, job_run_dirs
+from sinkexp.runner import resolve_device
+from sinkexp.validate import from_dictconfig
+
+
+
+@dataclass(frozen=True)
+class Job:
+    """One checked job: its own overrides, Hydra's config of it (directories literal), and the runs
+    it trains (one, or a pack's or replicas'), each with its directory and config hash."""
+    number: int                      # its place in the plan (Hydra's hydra.job.num)
+    overrides: tuple[str, ...]       # KEY=VALUE that make this job alone (the sweep's values chosen)
+    composed: DictConfig             # Hydra's composed config of the job, hydra node included
+    config: Config                   # its validated config (a pack's or replicas' as given)
+    configs: tuple[Config, ...]      # its runs' configs (config.run_configs); the first is the job's own
+    run_dirs: tuple[Path, ...]
+    digests: tuple[str, ...]
+    flops: float                     # training FLOPs of its runs (cost.training_flops x steps)
+
+    @property
+    def runs(self) -> tuple[tuple[Path, str], ...]:
+        return tuple(zip(self.run_dirs, self.digests))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A command's checked jobs, and its config without sweeps (`master`: the launcher Hydra's
+    settings choose, an experiment's grid)."""
+    overrides: tuple[str, ...]
+    multirun: bool
+    jobs: tuple[Job, ...]
+    master: DictConfig
+
+    @property
+    def runs(self) -> tuple[tuple[Path, str], ...]:
+        """(run directory, config hash) of every run, replicas and packs included."""
+        return tuple(run for job in self.jobs for run in job.runs)
+
+
+def is_hydra_override(key: str) -> bool:
+    return key.startswith(("hydra.", "hydra/"))
+
+
+def plan(overrides: list[str], multirun: bool) -> Plan:
+    """Compose and check every job `overrides` describe (ConfigError: one line naming the key)."""
+    overrides = [as_hydra_override(o) for o in overrides]
+    overrides += pack_first_values(overrides)
+    parsed = parse(overrides)
+    own = [o.input_line for o in parsed if not is_hydra_override(o.key_or_group)]
+    hydra_own = [o.input_line for o in parsed if is_hydra_override(o.key_or_group)]
+    with initialized():
+        master = compose([o.input_line for o in parsed if not o.is_sweep_override()])
+        params = dict(master.hydra.sweeper.params or {}) if multirun else {}
+        composed = []
+        for job in expand(own, multirun, params):
+            full = compose(job + hydra_own)
+            cfg = from_dictconfig(full)          # validate.py: one line naming the key
+            check_memory(cfg, resolve_device(cfg.device))
+            composed.append((job, full, cfg))
+        if any(cfg.train.replicas > 1 or cfg.pack for _, _, cfg in composed):
+            check_shared_dirs([(full, cfg) for _, full, cfg in composed], multirun)
+        # Directories after every job has validated: a bad value is reported first, whichever job has it.
+        jobs = tuple(planned_job(number, job, full, cfg, multirun)
+                     for number, (job, full, cfg) in enumerate(composed))
+    return Plan(tuple(overrides), multirun, jobs, master)
+
+
+def planned_job(number: int, job: list[str], full: DictConfig, cfg: Config, multirun: bool) -> Job:
+    """The job's runs with their checked directories, written into its config as literal paths (a
+    launcher that composes the job again, in another process, resolves no pattern)."""
+    check_patterns(full, multirun)
+    run_cfgs = run_configs(cfg)
+    run_dirs = job_run_dirs(full, multirun, run_cfgs)
+    digests = [config_hash(run_cfg) for run_cfg in run_cfgs]
+    for run_dir, digest in zip(run_dirs, digests):
+        check_run_dir(run_dir, digest)
+    with open_dict(full.hydra):
+        full.hydra.mode = RunMode.MULTIRUN if multirun else RunMode.RUN
+        full.hydra.job.num, full.hydra.job.id = number, f"job_id_for_{number}"   # as Hydra's basic launcher
+        for key, value in literal_dirs(full, run_dirs[0], multirun).items():
+            OmegaConf.update(full, key, value, merge=False)
+    return Job(number, tuple(job), full, cfg, tuple(run_cfgs), tuple(run_dirs), tuple(digests),
+               sum(training_flops(run_cfg) * run_cfg.train.steps for run_cfg in run_cfgs))
+
+
+def literal_dirs(full: DictConfig, run_dir: Path, multirun: bool) -> dict[str, str]:
+    """The directory keys of a job whose (first) run goes to `run_dir`, as literal paths."""
+    if not multirun:
+        return {"hydra.run.dir": str(run_dir)}
+    sweep_dir = Path(str(OmegaConf.select(full, "hydra.sweep.dir"))).absolute()
+    return {"hydra.sweep.dir": str(sweep_dir), "hydra.sweep.subdir": os.path.relpath(run_dir, sweep_dir)}
+
+
+def dir_overrides(job: Job, multirun: bool) -> list[str]:
+    """The job's literal directory keys as overrides (for a launcher that composes it again)."""
+    keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if multirun else ("hydra.run.dir",)
+    return [f"{key}={OmegaConf.select(job.composed, key)}" for key in keys]
+
+
+def check_patterns(full: DictConfig, multirun: bool) -> None:
+    """An empty pattern would put the run's files into the current folder, among the user's own."""
+    keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if multirun else ("hydra.run.dir",)
+    for key in keys:
+        if not str(OmegaConf.select(full, key)).strip():
+            raise ConfigError(f"{key} is empty; give a directory (a run never writes into the current folder)")
+
+
+def check_run_dir(path: Path, digest: str, key: str = "hydra.run.dir") -> None:
+    """Refuse a directory that cannot be created or holds another config's run (config hash
+    `digest`); `key` is the setting that chooses the directory (`dir` for `sinkexp measure`)."""
+    for parent in [path, *path.parents]:     # the nearest folder that exists is where mkdir would fail
+        if parent.exists():
+            break
+    resolved = parent.resolve()       # /proc, /sys, /dev pass os.access for root, yet hold no run
+    if parent != path and (not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK)
+                           or resolved.parts[1:2] in (("proc",), ("sys",), ("dev",))):
+        raise ConfigError(f"{key}={path}: cannot be created ({parent} is not a writable folder)")
+    try:
+        existing_run(path, digest, fix=f"{key} or name")
+    except RunDirError as err:
+        raise ConfigError(str(err)) from None
+
+
+def check_memory(cfg: Config, device: torch.device) -> None:
+    need = memory_estimate(cfg)
+    if device.type == "cuda":
+        have = torch.cuda.get_device_properties(device).total_memory
+    else:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > have:
+        m, t = cfg.model, cfg.train
+        raise ConfigError(f"model.n_layers={m.n_layers} model.d_model={m.d_model} train.batch_size={t.batch_size} "
+                          f"eval.batch_size={cfg.eval.batch_size} train.replicas={t.replicas} need at least "
+                          f"{need / 2**30:.3g} GiB (weights, optimiser state, activations); {device} has "
+                          f"{have / 2**30:.3g} GiB: choose smaller sizes")
+
+
+def check_shared_dirs(jobs: list[tuple[DictConfig, Config]], multirun: bool) -> None:
+    """Refuse runs of a job (replicas, a pack) that would share a run directory, within one job or
+    across a sweep's jobs."""
+    owner: dict[Path, tuple[int, str]] = {}       # run directory -> (job number, which run)
+    for number, (full, cfg) in enumerate(jobs):
+        K = cfg.train.replicas
+        run_cfgs = run_configs(cfg)
+        for run_cfg, run_dir in zip(run_cfgs, job_run_dirs(full, multirun, run_cfgs)):
+            which = " ".join([f"seed={run_cfg.seed}", *(f"{key}={value_of(run_cfg, key)}"
+                                                         for key in cfg.pack or {} if key != "seed")])
+            if run_dir in owner and owner[run_dir][0] == number:
+                raise ConfigError(f"train.replicas={K}: {owner[run_dir][1]} and {which} would share the run "
+                                  f"directory {run_dir}; the directory pattern (hydra.run.dir or "
+                                  "hydra.sweep.subdir) must contain ${seed} and the config hash")
+            if run_dir in owner:
+                raise ConfigError(f"train.replicas={K}: {which} would be trained by two jobs of this sweep; "
+                                  f"choose seeds train.replicas apart (e.g. seed=0,{K},{2 * K})")
+            owner[run_dir] = (number, which)

@@ -1,0 +1,53 @@
+"""The scale ladder of the language-model claims: sinkexp's own experiment set, not a paper.
+
+Where does this machine's reach end? `task=lm` (model=llama) at sizes above the CPU defaults, with
+the measures the LM claims of sun2026, gu2025 and barbero2025 read, three seeds per rung. The rungs
+and their order are sinkexp's choice: the defaults (sun2026's pre-norm LM runs, copied where
+`reproduce sun2026` has finished them), then Gu et al.'s training recipe at the same compute, then
+that recipe with 4x the steps or twice the width (training FLOPs per run: `reproduce ladder --plan`).
+Gu et al.'s recipe is read from their code (sail-sg/Attention-Sink): every config sets min_lr equal
+to learning_rate, so after the warm-up the rate is constant (their text says cosine); weight decay
+0.5 gave their largest sink rate (41% against 18% at 0.1, their Table 2).
+
+Each rung asks whether the phenomena the LM claims need form at its size: a head whose sink score
+alpha_s exceeds 0.3 (Gu et al.'s and Barbero et al.'s epsilon), and a massive activation of at
+least 100x the median entry (sinkexp's threshold, as sun2026's; i.i.d. Gaussian entries of the
+stream's shape give ~7: docs/metrics.md). All claims are extensions. Findings: docs/findings/ladder.md.
+"""
+from sinkexp.reproduce.declare import Experiment, Paper, Value, at_least
+from sinkexp.reproduce.measures import final, head_extreme
+
+SEEDS = {"seed": (0, 1, 2)}
+GU = {"train.schedule": "constant"}
+GU_DECAY = {**GU, "train.weight_decay": 0.5}
+RUNGS = {                                       # each: the overrides of task=lm's defaults
+    "defaults": {},                             # 4 x 4, d_model 64, 2000 steps of 32 x 128 bytes, cosine
+    "constant_lr": GU,                          # Gu's schedule, the same compute
+    "constant_lr_wd0.5": GU_DECAY,              # and Gu's most sinking weight decay
+    "constant_lr_wd0.5_steps_8000": {**GU_DECAY, "train.steps": 8000},   # 4x the bytes
+    "constant_lr_wd0.5_d128": {**GU_DECAY, "model.d_model": 128},        # ~3.5x the parameters
+}
+SINK = head_extreme("sink_attn", "all", "text")
+SPIKE = final("massive_ratio", "max")
+
+
+def rung_claims(rung: str) -> tuple:
+    return (
+        Value(name=f"{rung}_sinks", kind="extension",
+              statement="Some head of the LM sinks on the first token (its mean attention there > 0.3).",
+              source="Gu et al. 2025 / Barbero et al. 2025: a sink is alpha_s > 0.3", paper_value="> 0.3",
+              experiment=rung, measure=SINK, criterion=at_least(0.3)),
+        Value(name=f"{rung}_spikes", kind="extension",
+              statement="The LM grows a massive activation (max |h| >= 100 x median |h| after some block).",
+              source="sinkexp's threshold (sun2026's)", paper_value="-", experiment=rung, measure=SPIKE,
+              criterion=at_least(100.0)),
+    )
+
+
+PAPER = Paper(
+    name="ladder",
+    title="The LM claims' measures up a scale ladder (sinkexp's own, task=lm)",
+    experiments=tuple(Experiment(name=rung, overrides={"task": "lm", **extra}, grid=SEEDS)
+                      for rung, extra in RUNGS.items()),
+    claims=tuple(claim for rung in RUNGS for claim in rung_claims(rung)),
+)

@@ -1,0 +1,90 @@
+"""The plan and the launch: each job composed and validated once per command, run from the plan
+without composing again, and run directories whose names outlive the code that wrote them."""
+import hydra
+import pytest
+
+from sinkexp import cli
+from sinkexp import validate as validate_module
+from sinkexp.launch import execute
+from sinkexp.plan import plan
+from sinkexp.rundir import config_hash
+from sinkexp.runfiles import CONFIG, finished, status
+
+from conftest import QUICK
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Count Hydra's compositions and sinkexp's validations in this process."""
+    calls = {"composed": 0, "validated": []}
+    compose, validate = hydra.compose, validate_module.validate
+
+    def counting_compose(*args, **kwargs):
+        calls["composed"] += 1
+        return compose(*args, **kwargs)
+
+    def counting_validate(cfg):
+        calls["validated"].append((cfg.attn.name, cfg.seed))
+        return validate(cfg)
+
+    monkeypatch.setattr(hydra, "compose", counting_compose)
+    monkeypatch.setattr(validate_module, "validate", counting_validate)
+    return calls
+
+
+def test_a_sweep_composes_and_validates_each_job_once(tmp_path, monkeypatch, counted):
+    monkeypatch.chdir(tmp_path)
+    assert cli.train(["-m", "attn=softmax,relu", "seed=0,1", "name=once", *QUICK]) == 0
+    # one composition without the sweep (its launcher, an experiment's grid), then one per job
+    assert counted["composed"] == 1 + 4
+    assert sorted(counted["validated"]) == [("relu", 0), ("relu", 1), ("softmax", 0), ("softmax", 1)]
+    assert len([p for p in (tmp_path / "outputs/sweeps/once").rglob("DONE")]) == 4
+
+
+def test_a_planned_job_runs_without_composing_again(tmp_path, monkeypatch):
+    """What reproduce's pool workers do: run the planned job as it is."""
+    planned = plan([f"hydra.sweep.dir={tmp_path}", "seed=3", *QUICK], multirun=True)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("composed again")
+
+    monkeypatch.setattr(hydra, "compose", refuse)
+    monkeypatch.setattr(validate_module, "validate", refuse)
+    (job,) = planned.jobs
+    execute(job, sweep=True, parallel=True)
+    (run_dir, digest), = job.runs
+    assert finished(run_dir, digest) and (run_dir / "train.log").exists() and (run_dir / ".hydra/config.yaml").exists()
+
+
+@pytest.mark.parametrize("overrides,digest", [
+    (("task=trigger",), "96365c1e"), (("task=damping",), "a98183c9"),
+    (("task=backcopy", "attn=relu", "scale=paper"), "85ed3860"), (("task=lm",), "62b3b899"),
+    (("task=broadcast", "attn=sink_kv"), "ea8ef7c7"), (("task=damping_dynamics", "scale=paper"), "f166ca3c")])
+def test_run_names_do_not_change_with_the_code(make_config, overrides, digest):
+    """Config hashes of the defaults as the first one-home-per-default commit found them: a run
+    directory written before keeps its name, so it is found finished and not trained again."""
+    assert config_hash(make_config(*overrides)) == digest
+
+
+def test_a_run_written_before_later_keys_existed_loads_and_is_skipped(tmp_path, monkeypatch, make_config):
+    """runfiles.LATER_KEYS: a config.yaml without the keys added since reads them at their earlier
+    value, and the planned run of the same config finds the directory finished."""
+    from omegaconf import OmegaConf
+
+    from sinkexp import load_run
+    from sinkexp.runfiles import LATER_KEYS
+
+    overrides = [f"hydra.sweep.dir={tmp_path}", *QUICK]
+    (job,) = plan(overrides, multirun=True).jobs
+    execute(job, sweep=True)
+    run_dir = job.run_dirs[0]
+    old = OmegaConf.load(run_dir / CONFIG)
+    for key in LATER_KEYS:                     # as a run of the first release wrote it
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(old, parent) if parent else old
+        if leaf in node:
+            del node[leaf]
+    OmegaConf.save(old, run_dir / CONFIG)
+    assert load_run(run_dir).cfg == make_config(*QUICK)
+    (again,) = plan(overrides, multirun=True).jobs
+    assert again.run_dirs == job.run_dirs and status(run_dir) == "done" and finished(run_dir, again.digests[0])
