@@ -40,8 +40,8 @@ def alternate(sides: dict, reps: int) -> dict:
     return results
 
 
-def time_sides(sides: dict[str, Callable[[], None]], steps: int, reps: int) -> dict[str, list[float]]:
-    """steps/s of each side's step function per repetition: three warm-up steps each, then `reps`
+def time_sides(sides: dict[str, Callable[[], None]], steps: int, reps: int, warmup: int = 3) -> dict[str, list[float]]:
+    """steps/s of each side's step function per repetition: `warmup` steps each, then `reps`
     alternating repetitions of `steps` steps."""
     def timed(step: Callable[[], None]) -> Callable[[], float]:
         def rate() -> float:

@@ -26,7 +26,7 @@ from sinkexp.config import Config, run_configs, value_of
 from sinkexp.cost import training_flops
 from sinkexp.errors import ConfigError
 from sinkexp.memory import check_plan
-from sinkexp.rundir import RunDir, RunDirError, job_run_dirs
+from sinkexp.rundir import RunDir, RunDirError, config_hash, existing_run, job_run_dirs
 from sinkexp.validate import from_dictconfig
 
 
@@ -98,7 +98,9 @@ def planned_job(number: int, job: list[str], full: DictConfig, cfg: Config, mult
     check_patterns(full, multirun)
     run_cfgs = run_configs(cfg)
     run_dirs = job_run_dirs(full, multirun, run_cfgs)
-    digests = [check_run_dir(run_dir, run_cfg, multirun) for run_cfg, run_dir in zip(run_cfgs, run_dirs)]
+    digests = [config_hash(run_cfg) for run_cfg in run_cfgs]
+    for run_cfg, run_dir, digest in zip(run_cfgs, run_dirs, digests):
+        check_run_dir(run_dir, digest, "hydra.sweep.dir" if multirun else "hydra.run.dir", run_cfg)
     with open_dict(full.hydra):
         full.hydra.mode = RunMode.MULTIRUN if multirun else RunMode.RUN
         full.hydra.job.num, full.hydra.job.id = number, f"job_id_for_{number}"   # as Hydra's basic launcher
@@ -130,22 +132,23 @@ def check_patterns(full: DictConfig, multirun: bool) -> None:
             raise ConfigError(f"{key} is empty; give a directory (a run never writes into the current folder)")
 
 
-def check_run_dir(path: Path, cfg: Config, multirun: bool) -> str:
-    """Refuse a directory that cannot be created or holds another config's run; returns the hash."""
+def check_run_dir(path: Path, digest: str, key: str = "hydra.run.dir", cfg: Config | None = None) -> None:
+    """Refuse a directory that cannot be created or holds another config's run (config hash
+    `digest`); `key` is the setting that chooses the directory (`dir` for `sinkexp measure`)."""
     for parent in [path, *path.parents]:     # the nearest folder that exists is where mkdir would fail
         if parent.exists():
             break
     resolved = parent.resolve()       # /proc, /sys, /dev pass os.access for root, yet hold no run
     if parent != path and (not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK)
                            or resolved.parts[1:2] in (("proc",), ("sys",), ("dev",))):
-        raise ConfigError(f"{path} cannot be created ({parent} is not a writable folder); choose another "
-                          + ("hydra.sweep.dir" if multirun else "hydra.run.dir"))
-    run_dir = RunDir(path, cfg)
+        raise ConfigError(f"{path} cannot be created ({parent} is not a writable folder); choose another {key}")
     try:
-        run_dir.check()
+        if cfg is not None:        # a training run: RunDir also names a run of this config on the other device kind
+            RunDir(path, cfg).check()
+        else:
+            existing_run(path, digest, fix=f"{key} or name")
     except RunDirError as err:
         raise ConfigError(str(err)) from None
-    return run_dir.digest
 
 
 def check_shared_dirs(jobs: list[tuple[DictConfig, Config]], multirun: bool) -> None:

@@ -39,7 +39,7 @@ from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.faults import note, run_file_error
 from sinkexp.runfiles import (ATTENTION, CHECKPOINT, CONFIG, DONE, FAILED, LATER_KEYS, LOSSES, META, METRICS,
                               SCHEMA_VERSION, SUMMARY, UNHASHED_KEYS, RunDirError, _atomic, kept_checkpoint,
-                              read_json, status, take_lock, write_arrays, write_bytes, write_csv, write_json,
+                              finished, read_json, status, take_lock, write_arrays, write_bytes, write_csv, write_json,
                               write_text)
 from sinkexp.provenance import device_name, git_state, numerics, utc_now, versions
 from sinkexp.tasks import TASKS
@@ -138,21 +138,15 @@ class RunDir:
     def check(self) -> dict | None:
         """Without touching anything: the finished run's summary, None if there is work to do, or
         RunDirError if the directory belongs to another config."""
-        if self.path.exists() and not self.path.is_dir():
-            raise RunDirError(f"{self.path} is a file, not a run directory")
-        recorded = read_json(self.path / META).get("config_hash") if (self.path / META).exists() else None
-        done = status(self.path) == "done"
-        if recorded not in (None, self.digest):
+        try:
+            return existing_run(self.path, self.digest, fix="hydra.run.dir (a sweep: name or hydra.sweep.dir)")
+        except RunDirError:
             other = "cpu" if self.kind == "cuda" else "cuda"
-            if recorded == config_hash(self.cfg, other):   # this config, trained on the other device kind
+            if read_json(self.path / META).get("config_hash") == config_hash(self.cfg, other):   # this config, other kind
                 raise RunDirError(f"{self.path} holds a run of this config trained on {other}, this one trains on "
-                                  f"{self.kind} (device={self.cfg.device}); runs never change device kind: use device={other}")
-            raise RunDirError(f"{self.path} holds {'a finished run' if done else 'a run'} of another config (hash "
-                              f"{recorded}, this one {self.digest}); refusing to touch it: choose another "
-                              "hydra.run.dir (a sweep: name or hydra.sweep.dir)")
-        if done:
-            return read_json(self.path / SUMMARY)
-        return None
+                                  f"{self.kind} (device={self.cfg.device}); runs never change device kind: use "
+                                  f"device={other}") from None
+            raise
 
     def open(self) -> dict | None:
         finished = self.check()
@@ -270,12 +264,29 @@ class RunDir:
         write_text(self.path / DONE, utc_now() + "\n")
 
     def fail(self, err: BaseException) -> None:
-        """FAILED with the reason first and the traceback after; never next to DONE. `err` carries a
-        note saying whether FAILED was written (faults.marked: launch._stop's line says it)."""
-        try:
-            if status(self.path) != "done":
-                write_text(self.path / FAILED,
-                           f"{err.__class__.__name__}: {err}\n\n" + "".join(traceback.format_exception(err)))
-                note(err, "FAILED written")
-        except OSError as fault:      # a full disk has no room for the marker either
-            note(err, f"FAILED could not be written either: {run_file_error(fault).cause}")
+        """FAILED with the reason first and the traceback after; never next to DONE (mark_failed)."""
+        mark_failed(self.path, err)
+
+
+def existing_run(path: Path, digest: str, fix: str = "hydra.run.dir or name") -> dict | None:
+    """Without touching anything: the summary of the finished run (runfiles.finished) of config hash
+    `digest` in `path`, None if there is work to do, or RunDirError if the directory belongs to
+    another config (`fix`: the keys that choose another directory; `dir or name` for measure runs)."""
+    if path.exists() and not path.is_dir():
+        raise RunDirError(f"{path} is a file, not a run directory")
+    recorded = read_json(path / META).get("config_hash") if (path / META).exists() else None
+    if recorded not in (None, digest):
+        raise RunDirError(f"{path} holds {'a finished run' if status(path) == 'done' else 'a run'} of another "
+                          f"config (hash {recorded}, this one {digest}); refusing to touch it: choose another {fix}")
+    return read_json(path / SUMMARY) if finished(path, digest) else None
+
+
+def mark_failed(path: Path, err: BaseException) -> None:
+    """FAILED with the reason first and the traceback after; never next to DONE. `err` carries a
+    note saying whether FAILED was written (faults.marked: launch._stop's line says it)."""
+    try:
+        if status(path) != "done":
+            write_text(path / FAILED, f"{err.__class__.__name__}: {err}\n\n" + "".join(traceback.format_exception(err)))
+            note(err, "FAILED written")
+    except OSError as fault:      # a full disk has no room for the marker either
+        note(err, f"FAILED could not be written either: {run_file_error(fault).cause}")

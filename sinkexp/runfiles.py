@@ -219,6 +219,12 @@ def setting(settings: dict, key: str):
     return LATER_KEYS.get(key) if missing else value
 
 
+def last_step(settings: dict) -> int:
+    """The step a finished run's tables end at: train.steps, or a `sinkexp measure` run's `step`; -1: unknown."""
+    value = settings.get("step" if settings.get("command") == "measure" else "train.steps")
+    return -1 if value is None or (isinstance(value, float) and math.isnan(value)) else int(value)
+
+
 def read_final(run: Path, steps: int) -> pd.DataFrame:
     """A finished run's final values, after checking that its files agree: metrics.csv, losses.csv
     and summary.json all end at train.steps. Raises ValueError saying what is wrong."""
@@ -250,7 +256,7 @@ def collect(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         if row["status"] != "done":
             continue
         try:
-            final = read_final(run, int(row.get("train.steps", -1)))
+            final = read_final(run, last_step(row))
         except ValueError as err:
             row.update(status="damaged", reason=str(err))
             continue

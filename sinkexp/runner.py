@@ -51,17 +51,9 @@ def train_together(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict |
     """
     runs = [RunDir(path, cfg, hydra_files, notes) for cfg, path in zip(cfgs, run_dirs)]
     device = start_device(cfgs, runs)
-    summaries: dict[int, dict] = {}
-    groups: dict[int, list[int]] = defaultdict(list)
     try:
-        for i, run_dir in enumerate(runs):
-            finished = run_dir.open()
-            if finished is not None:
-                print(f"{run_dir.path} is finished already (hash {run_dir.digest}); left untouched")
-                summaries[i] = finished
-            else:
-                groups[run_dir.resume_step].append(i)
-        pending, diverged = list(groups.values()), []
+        summaries, pending = open_runs(runs)
+        diverged = []
         while pending:
             group = pending.pop(0)
             try:
@@ -107,6 +99,21 @@ def start_device(cfgs: list[Config], runs: list[RunDir]) -> torch.device | None:
     configure(device, cfgs[0].precision)
     check_start(cfgs[0], device, len(cfgs))
     return device
+
+
+def open_runs(runs: list[RunDir]) -> tuple[dict[int, dict], list[list[int]]]:
+    """Open each run's directory: (the finished runs' summaries by index, the others grouped by the
+    step their checkpoint holds, so that each group resumes together)."""
+    summaries: dict[int, dict] = {}
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i, run_dir in enumerate(runs):
+        finished = run_dir.open()
+        if finished is not None:
+            print(f"{run_dir.path} is finished already (hash {run_dir.digest}); left untouched")
+            summaries[i] = finished
+        else:
+            groups[run_dir.resume_step].append(i)
+    return summaries, list(groups.values())
 
 
 def explain_divergence(err: Diverged, run_dir: RunDir, pack: bool) -> Diverged:
