@@ -18,6 +18,11 @@ layers, 3 decays x 3 seeds) and gamma grid (fesser2026, damping dynamics, 4 gamm
 one pack (`pack=`, a ReplicaTrainer) against its runs trained one at a time: model-steps/s, best of
 two alternating rounds of --seconds each.
 
+Part 4, deterministic kernels: a lone model's steps/s with torch.use_deterministic_algorithms on
+(what a CUDA run uses: devices.configure) and off, on the trigger defaults (T 32) and on backcopy with
+T 256 (where the fused attention's backward would otherwise split keys across blocks); the ratio is
+the speed an exactly resumable run costs. Alternating rounds, the best of each side.
+
 Part 2, the source's damping run: `sinkexp train task=damping scale=paper` (30k steps x batch 1024,
 evaluation every 1000 steps) with train.data_chunk=--damping-chunk, in-process into a temporary
 directory, with its wall time (target: at most a minute on an H200; the source reports about 4
@@ -33,11 +38,13 @@ from pathlib import Path
 
 import torch
 
+from sinkexp.benchmark import alternate
 from sinkexp.compose import compose_config
 from sinkexp.provenance import device_name
 from sinkexp.evaluate.tables import format_summary
 from sinkexp.config import run_configs
-from sinkexp.runner import make_trainer, resolve_device, run
+from sinkexp.devices import configure, resolve_device
+from sinkexp.runner import make_trainer, run
 
 
 def synchronize(device: torch.device) -> None:
@@ -125,15 +132,39 @@ def bench_packs(device: torch.device, seconds: float, rounds: int = 2) -> list[d
         members = run_configs(cfg)
         _, packed = make_trainer(members, device)
         _, lone = make_trainer(members[:1], device)
-        lone_rate = packed_rate = 0.0
-        for _ in range(rounds):
-            lone_rate = max(lone_rate, steps_per_second(lone, device, seconds))
-            packed_rate = max(packed_rate, len(members) * steps_per_second(packed, device, seconds))
+        rates = alternate({"lone": lambda: steps_per_second(lone, device, seconds),
+                           "packed": lambda: len(members) * steps_per_second(packed, device, seconds)}, rounds)
+        lone_rate, packed_rate = max(rates["lone"]), max(rates["packed"])
         rows.append({"grid": name, "overrides": list(overrides), "runs": len(members),
                      "lone_model_steps_per_s": lone_rate, "packed_model_steps_per_s": packed_rate,
                      "packed_over_lone": packed_rate / lone_rate})
         print(f"{name} grid ({len(members)} runs: {' '.join(overrides)} train.replicas={seeds}): one at a time "
               f"{lone_rate:8.1f} model-steps/s, packed {packed_rate:8.1f} ({packed_rate / lone_rate:.2f}x)", flush=True)
+    return rows
+
+
+# Part 4: lone models where deterministic mode may cost speed (T 256: the attention backward's key splits).
+DETERMINISM = {"trigger T32": ("task=trigger",),
+               "backcopy T256": ("task=backcopy", "task.seq_len=256", "model.n_heads=4", "train.batch_size=32")}
+
+
+def bench_determinism(device: torch.device, seconds: float, rounds: int = 2) -> list[dict]:
+    """steps/s of a lone model with deterministic kernels on and off, alternating `rounds` times."""
+    rows = []
+    for name, overrides in DETERMINISM.items():
+        _, trainer = make_trainer([compose_config(*overrides, f"device={device}")], device)
+
+        def measured(deterministic: bool) -> float:
+            torch.use_deterministic_algorithms(deterministic)
+            return steps_per_second(trainer, device, seconds)
+
+        rates = alternate({True: lambda: measured(True), False: lambda: measured(False)}, rounds)
+        rate = {side: max(values) for side, values in rates.items()}      # the best round of each side
+        configure(device, "exact")             # back to what a run on this device uses
+        rows.append({"model": name, "overrides": list(overrides), "deterministic_steps_per_s": rate[True],
+                     "free_steps_per_s": rate[False], "deterministic_over_free": rate[True] / rate[False]})
+        print(f"{name}: deterministic {rate[True]:8.1f} steps/s, not {rate[False]:8.1f} "
+              f"({rate[True] / rate[False]:.2f}x)", flush=True)
     return rows
 
 
@@ -164,13 +195,16 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     device = resolve_device(args.device)
+    configure(device, "exact")      # as a run on this device: deterministic kernels on CUDA, exact fp32
     name = device_name(device)
     print(f"device {device} ({name}), torch {torch.__version__}, CUDA {torch.version.cuda}, "
-          f"compile {args.compile}, fp32 matmuls (TF32 {torch.backends.cuda.matmul.allow_tf32})", flush=True)
+          f"compile {args.compile}, fp32 matmuls (TF32 {torch.backends.cuda.matmul.allow_tf32}), "
+          f"deterministic {torch.are_deterministic_algorithms_enabled()}", flush=True)
     results = {"device": str(device), "device_name": name, "torch": torch.__version__, "compile": args.compile,
                "replicas": bench_replicas([int(k) for k in args.ks.split(",")],
                                           [int(c) for c in args.chunks.split(",")], device, args.seconds, args.compile),
                "packs": bench_packs(device, args.seconds),
+               "determinism": bench_determinism(device, args.seconds),
                "damping": bench_damping(device, args.damping_steps, args.damping_chunk, args.compile)}
     if args.json:
         with open(args.json, "w") as handle:

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Create .venv and install sinkexp with its test tools; safe to run again.
-# torch: a machine with an NVIDIA driver gets PyPI's default (CUDA) build; any other machine gets
-# torch==2.13.0, which on the project's CPU machines is the local CPU build (seconds, no download).
+# Create .venv and install sinkexp with its test tools and the hf extra (transformers, for
+# `sinkexp measure`; it does not pull torch); safe to run again.
+# torch: the tested version (2.13.0), as scripts/torch_choice.sh picks it for this machine: a CUDA
+# build that the NVIDIA driver nvidia-smi reports can run, else the CPU build (on the project's CPU
+# machines the local file: seconds, no download). An environment that has torch keeps it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || "${PYTHON:-python3}" -m venv .venv
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
-  if command -v nvidia-smi >/dev/null 2>&1; then
-    .venv/bin/pip install -q torch
-  else
-    .venv/bin/pip install -q torch==2.13.0
-  fi
+  choice=$(bash scripts/torch_choice.sh)
+  # shellcheck disable=SC2086  # the choice is pip arguments (a pin, and an index for CUDA 12 drivers)
+  .venv/bin/pip install -q $choice
 fi
-.venv/bin/pip install -q -e ".[dev]"
+.venv/bin/pip install -q -e ".[dev,hf]"

@@ -1,7 +1,7 @@
 """What the benchmark scripts share (scripts/bench*.py, scripts/profile_reproduce.py): timing
-sides of a comparison in alternation, the machine's matmul peak, and whether other processes made
-a measurement invalid. The FLOPs of a step are the library's (sinkexp/cost.py); the load probe is
-the one the thread choice uses (sinkexp/threads.py)."""
+sides of a comparison in alternation (`alternate`, `time_sides`), the machine's matmul peak, and
+whether other processes made a measurement invalid. The FLOPs of a step are the library's
+(sinkexp/cost.py); the load probe is the one the thread choice uses (sinkexp/threads.py)."""
 from __future__ import annotations
 
 import os
@@ -30,20 +30,31 @@ def matmul_peak(threads: int, size: int = 512, repeats: int = 50) -> float:
     return 2 * size ** 3 * repeats / (time.perf_counter() - start) / 1e9
 
 
-def time_sides(sides: dict[str, Callable[[], None]], steps: int, reps: int) -> dict[str, list[float]]:
-    """steps/s of each side's step function per repetition: three warm-up steps each, then `reps`
-    alternating repetitions of `steps` steps, so that drift in the machine hits every side alike."""
-    timings: dict[str, list[float]] = {side: [] for side in sides}
-    for step in sides.values():
-        for _ in range(3):
-            step()
+def alternate(sides: dict, reps: int) -> dict:
+    """Each side's measurement (a function returning a number) `reps` times, the sides in
+    alternation, so that drift in the machine hits every side alike; {side: [one per repetition]}."""
+    results: dict = {side: [] for side in sides}
     for _ in range(reps):
-        for side, step in sides.items():
+        for side, measure in sides.items():
+            results[side].append(measure())
+    return results
+
+
+def time_sides(sides: dict[str, Callable[[], None]], steps: int, reps: int, warmup: int = 3) -> dict[str, list[float]]:
+    """steps/s of each side's step function per repetition: `warmup` steps each, then `reps`
+    alternating repetitions of `steps` steps."""
+    def timed(step: Callable[[], None]) -> Callable[[], float]:
+        def rate() -> float:
             start = time.perf_counter()
             for _ in range(steps):
                 step()
-            timings[side].append(steps / (time.perf_counter() - start))
-    return timings
+            return steps / (time.perf_counter() - start)
+        return rate
+
+    for step in sides.values():
+        for _ in range(3):
+            step()
+    return alternate({side: timed(step) for side, step in sides.items()}, reps)
 
 
 def load(seconds: float = 1.0) -> float:

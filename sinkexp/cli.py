@@ -4,6 +4,8 @@
     sinkexp report DIR                                one table and figures for every run below DIR
     sinkexp reproduce PAPER|all|--list [KEY=VALUE]    a paper's experiments and claims (sinkexp/reproduce/)
     sinkexp intervene RUN_DIR [--layer L]             causal interventions on a finished run (interventions.py)
+    sinkexp measure [-m] MODEL [KEY=VALUE]            the same metrics on Hugging Face checkpoints (sinkexp/hf/)
+    sinkexp export RUN_DIR [OUT]                      a finished model=llama run as a LlamaForCausalLM folder
 
 `train` checks every override first (every combination of a sweep; plan.py), so a typo, a
 wrong type or an impossible setting ends with one line naming the key and its valid choices, exit
@@ -29,6 +31,8 @@ commands:
   report     collect the runs below a directory into summary.csv and figures (sinkexp report DIR)
   reproduce  run a paper's experiments and check its claims (sinkexp reproduce PAPER|all|--list)
   intervene  causal interventions on a finished run's sink (sinkexp intervene RUN_DIR [--layer L])
+  measure    sinkexp's metrics on a Hugging Face causal LM (sinkexp measure MODEL; needs pip install -e .[hf])
+  export     a finished model=llama run as a Hugging Face LlamaForCausalLM folder (sinkexp export RUN_DIR [OUT])
 options:
   --version                  print the version
   -sc install=bash|zsh|fish  print a shell-completion script for sinkexp train's overrides
@@ -94,6 +98,20 @@ def complete(argv: list[str]) -> int:
     return train(argv)
 
 
+def hugging_face(module: str, argv: list[str]) -> int:
+    """`measure` and `export` (sinkexp/hf/), which need the optional transformers (the hf extra)."""
+    import importlib
+
+    from sinkexp.hf import require_transformers
+
+    try:
+        require_transformers()
+    except ConfigError as err:
+        print(f"sinkexp: error: {err}", file=sys.stderr)
+        return 2
+    return importlib.import_module(f"sinkexp.hf.{module}").main(argv)
+
+
 def invoke(argv: list[str]) -> int:
     """The command `sinkexp ARGV...`; returns its exit status (0 done, 1 a run or claim failed, 2 bad input)."""
     from sinkexp import __version__
@@ -109,7 +127,8 @@ def invoke(argv: list[str]) -> int:
     command, rest = argv[0], argv[1:]
     commands = {"train": train, "report": lambda args: __import__("sinkexp.report").report.main(args),
                 "reproduce": lambda args: __import__("sinkexp.reproduce").reproduce.main(args),
-                "intervene": lambda args: __import__("sinkexp.interventions").interventions.main(args)}
+                "intervene": lambda args: __import__("sinkexp.interventions").interventions.main(args),
+                "measure": lambda args: hugging_face("command", args), "export": lambda args: hugging_face("export", args)}
     if command not in commands:
         print(f"sinkexp: error: unknown command {command!r}; choose one of: {', '.join(commands)}", file=sys.stderr)
         return 2

@@ -67,17 +67,18 @@ def as_hydra_override(arg: str) -> str:
     return "+" + arg if arg.startswith("experiment=") else arg
 
 
-def expand(overrides: list[str], multirun: bool, params: dict) -> list[list[str]]:
+def expand(overrides: list[str], multirun: bool, params: dict, command: str = "sinkexp train") -> list[list[str]]:
     """Every combination of a sweep's values, as lists of plain KEY=VALUE overrides, in the order
     of Hydra's basic sweeper: the config's own hydra.sweeper.params (an experiment's grid) first,
-    the command line after, a key given in both taking the command line's values in its place."""
+    the command line after, a key given in both taking the command line's values in its place.
+    `command` names the command in the error for a sweep without -m (`sinkexp measure` too)."""
     parsed = parse([f"{key}={value}" for key, value in params.items()] * multirun + list(overrides))
     choices: OrderedDict[str, list[str]] = OrderedDict()
     for override in parsed:
         key = override.get_key_element()
         if override.is_sweep_override():
             if not multirun:
-                raise ConfigError(f"{override.input_line}: a sweep needs -m (sinkexp train -m ...)")
+                raise ConfigError(f"{override.input_line}: a sweep needs -m ({command} -m ...)")
             choices[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
         else:
             choices[key] = [override.input_line]

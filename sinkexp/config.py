@@ -118,10 +118,10 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     seed: int = 0
-    device: str = "auto"         # auto | cpu | cuda | cuda:N; not part of the config hash
+    device: str = "auto"         # auto | cpu | cuda | cuda:N; hashed as its kind, a CUDA run only (rundir.config_hash)
     name: Optional[str] = None   # sweep name (folder under outputs/sweeps); not part of the hash
     threads: Optional[int] = None  # torch threads per job; None: 1 under the parallel launcher, else torch's
-    precision: str = "exact"     # exact | tf32: float32 matmuls on NVIDIA GPUs (runner.set_precision)
+    precision: str = "exact"     # exact | tf32: float32 matmuls on NVIDIA GPUs (devices.configure)
     pack: Any = None             # {key: [values]}: runs trained together in one process (run_configs); not hashed
 
 

@@ -174,22 +174,37 @@ def without_bos(run) -> dict[str, float]:
 
 
 def main(argv: list[str]) -> int:
-    """`sinkexp intervene RUN_DIR [--layer L ...] [--seed N]`: the table for a finished run."""
+    """`sinkexp intervene RUN_DIR [--layer L ...] [--seed N] [--unfinished]`: the table for a
+    finished run, or with --unfinished for an unfinished one at its last checkpoint (the step said)."""
     import argparse
     import sys
 
+    from sinkexp.faults import run_file_error
     from sinkexp.load import load_run
+    from sinkexp.runfiles import FAILED, status
 
     parser = argparse.ArgumentParser(prog="sinkexp intervene", description=__doc__.splitlines()[0])
     parser.add_argument("run", help="a run directory")
     parser.add_argument("--layer", type=int, nargs="*", default=None, help="layers (default: every layer)")
     parser.add_argument("--seed", type=int, default=0, help="draws the random non-sink keys")
+    parser.add_argument("--unfinished", action="store_true", help="read a run that has not finished (FAILED or "
+                        "incomplete) at its last checkpoint")
     args = parser.parse_args(argv)
     try:
         run = load_run(args.run)
-    except (FileNotFoundError, RuntimeError) as err:
-        print(f"sinkexp: error: {err}", file=sys.stderr)
+        state = status(run.path)
+        why = "FAILED: " + (run.path / FAILED).read_text().partition("\n")[0] if state == "failed" else state
+    except (OSError, RuntimeError) as err:
+        reason = run_file_error(err, doing="read") if isinstance(err, OSError) and err.errno else err
+        print(f"sinkexp: error: {reason}", file=sys.stderr)
         return 2
+    if state != "done":
+        read = f"its last checkpoint, step {run.step} of train.steps={run.cfg.train.steps}"
+        if not args.unfinished:
+            print(f"sinkexp: error: {run.path} has not finished ({why}); finish it with the sinkexp train command "
+                  f"that started it, or pass --unfinished to read {read}", file=sys.stderr)
+            return 2
+        print(f"{run.path} has not finished ({why}): reading {read}")
     n_layers = len(run.model.blocks)
     layers = range(n_layers) if args.layer is None else args.layer
     bad = [layer for layer in layers if not 0 <= layer < n_layers]

@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 import signal
 import sys
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from sinkexp import preemption
+from sinkexp.faults import marked, run_file_error
+from sinkexp.follow import followed
 from sinkexp.plan import Job, Plan, dir_overrides
 from sinkexp.runfiles import finished
 
@@ -32,8 +35,8 @@ BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 
 
 def launch(planned: Plan) -> int:
-    """Run a plan's jobs; 0 when every planned run finished, else 1 (a sweep says how many did
-    not, and why)."""
+    """Run a plan's jobs; 0 when every planned run ends finished, whoever trained it (a run skipped
+    because another process trains it is waited for), else 1 (a sweep says how many did not, and why)."""
     _handle_sigterm()
     launcher = str(planned.master.hydra.launcher.get("_target_", BASIC_LAUNCHER))
     if planned.multirun and launcher != BASIC_LAUNCHER:
@@ -41,13 +44,30 @@ def launch(planned: Plan) -> int:
     else:
         for job in planned.jobs:
             execute(job, sweep=planned.multirun)
-    unfinished = [run_dir for run_dir, digest in planned.runs if not finished(run_dir, digest)]
+    try:
+        unfinished = [run_dir for run_dir, digest in planned.runs if not finished_elsewhere(run_dir, digest)]
+    except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM: this command stops waiting; the other process goes on
+        stop = preemption.Interrupted.at(err)
+        print(f"sinkexp: {stop} while waiting for another process's runs; they go on there", file=sys.stderr)
+        return 128 + stop.signum
     if unfinished and planned.multirun:
         failed = sum((run_dir / "FAILED").exists() for run_dir in unfinished)
         print(f"sinkexp: {len(unfinished)} of {len(planned.runs)} runs did not finish: {failed} failed (FAILED in "
-              f"the directory), {len(unfinished) - failed} refused, skipped or stopped (see the lines above)",
+              f"the directory), {len(unfinished) - failed} refused or stopped (see the lines above)",
               file=sys.stderr)
     return 1 if unfinished else 0
+
+
+def finished_elsewhere(run_dir: Path, digest: str) -> bool:
+    """Whether a run ends finished (runfiles.finished), whoever trains it: a run whose lock another
+    process holds (RunBusy: skipped here) is waited for first, then read."""
+    from sinkexp.runfiles import wait_for_lock
+
+    if finished(run_dir, digest):
+        return True
+    wait_for_lock(run_dir, lambda holder: print(f"sinkexp: waiting for {holder}, which trains {run_dir}",
+                                                file=sys.stderr))
+    return finished(run_dir, digest)
 
 
 def execute(job: Job, sweep: bool, parallel: bool = False) -> None:
@@ -103,13 +123,10 @@ def hydra_launch(planned: Plan, parallel: bool) -> None:
                         initial_job_idx=0)
 
 
-class Terminated(KeyboardInterrupt):
+def _terminate(signum, frame) -> None:
     """SIGTERM (`kill`, `scancel`): stops a run as Ctrl-C does, FAILED written. A submitit job's
     pre-timeout signal requeues instead (preemption.py)."""
-
-
-def _terminate(signum, frame) -> None:
-    raise Terminated("stopped by SIGTERM")
+    raise preemption.Interrupted(signal.SIGTERM)
 
 
 def _handle_sigterm() -> None:
@@ -126,7 +143,6 @@ def run_job(job: Job, parallel: bool) -> None:
     `launch` counts the runs that did not finish."""
     import torch
 
-    from sinkexp import preemption
     from sinkexp.allocator import keep_freed_memory
     from sinkexp.evaluate.tables import format_summary
     from sinkexp.runfiles import status
@@ -147,7 +163,7 @@ def run_job(job: Job, parallel: bool) -> None:
     dirs = list(job.run_dirs)
     fresh = [status(run_dir) != "done" for run_dir in dirs]
     notes = {"threads": f"{threads} ({why}; threads=N sets it)", "argv": job_argv(hydra_cfg, sweep),
-             "allocator": allocator}
+             "allocator": allocator, **followed(job.composed)}
     try:
         summaries = train_together(cfgs, dirs, hydra_files(job, hydra_cfg), notes)
     except BaseException as err:
@@ -161,25 +177,25 @@ def run_job(job: Job, parallel: bool) -> None:
 
 def _stop(err: BaseException, dirs: list, sweep: bool) -> None:
     """A run that cannot go on: one line on stderr (a single run's bug: its traceback)."""
-    from sinkexp import preemption
-    from sinkexp.rundir import RunBusy, RunDirError
-    from sinkexp.runfiles import NoSpace
+    from sinkexp.errors import ConfigError
+    from sinkexp.runfiles import RunBusy, RunDirError
     from sinkexp.train import Diverged
 
     where = ", ".join(map(str, dirs))
-    if isinstance(err, RunBusy):           # another process trains it: not ours to mark
-        print(f"sinkexp: {err}", file=sys.stderr)
-    elif isinstance(err, KeyboardInterrupt):  # Ctrl-C or SIGTERM: FAILED says so; this process stops (a sweep too)
-        how = "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C"
-        print(f"sinkexp: {where} stopped by {how} (FAILED written; the same command resumes it from its last "
-              "checkpoint)", file=sys.stderr)
-        raise SystemExit(143 if how == "SIGTERM" else 130) from None
+    if isinstance(err, RunBusy):           # another process trains it: not ours to mark (launch waits for it)
+        print(f"sinkexp: {err}; skipped here", file=sys.stderr)
+    elif isinstance(err, KeyboardInterrupt):  # Ctrl-C, SIGTERM, SIGUSR2: FAILED says so; the process stops
+        stop = preemption.Interrupted.at(err)
+        print(f"sinkexp: {where} {stop} ({marked(err)}; the same command resumes it from its last checkpoint)",
+              file=sys.stderr)
+        raise SystemExit(128 + stop.signum) from None
     elif isinstance(err, preemption.Requeue):
         print(f"sinkexp: {where} {err}; submitit requeues the job, which resumes from it", file=sys.stderr)
         preemption.requeue()         # exits this process
-    elif isinstance(err, (Diverged, RunDirError, NoSpace)):
-        marked = {Diverged: "FAILED written", NoSpace: "its last checkpoint kept"}.get(type(err), "nothing written")
-        print(f"sinkexp: error: {err}" + (f" ({marked}; the sweep goes on)" if sweep else ""), file=sys.stderr)
+    # OSError: a fault on a run's files (faults.py); ConfigError: the device, checked as the job starts
+    elif isinstance(err, (Diverged, RunDirError, OSError, ConfigError)):
+        reason = run_file_error(err) if isinstance(err, OSError) else err
+        print(f"sinkexp: error: {reason} ({marked(err)}{'; the sweep goes on' if sweep else ''})", file=sys.stderr)
     elif not sweep or not isinstance(err, Exception):   # a single run's bug shows its traceback
         raise err
     else:
@@ -187,7 +203,8 @@ def _stop(err: BaseException, dirs: list, sweep: bool) -> None:
 
 
 def _on(cfg, device: str):
-    """`cfg` with the device this job takes (not part of a run's hash)."""
+    """`cfg` with the GPU this job takes: the device kind the plan hashed stays (auto and cuda spread
+    over GPUs only where CUDA is usable), and the GPU's index is not part of a run's hash."""
     from dataclasses import replace
 
     return cfg if device == cfg.device else replace(cfg, device=device)
@@ -209,17 +226,13 @@ def job_argv(hydra_cfg, sweep: bool) -> list[str]:
 
 
 def spread_over_gpus(device: str, hydra_cfg) -> str:
-    """Local multirun jobs on a machine with several GPUs take GPU (job number mod GPU count).
+    """A sweep's jobs on a machine with several GPUs take GPU (job number mod GPU count), among the
+    GPUs CUDA_VISIBLE_DEVICES leaves (a SLURM allocation's); devices.job_device decides."""
+    from sinkexp.devices import job_device, usable_gpus
 
-    Left alone: an explicit device, single runs, one GPU, and jobs whose scheduler already chose
-    (CUDA_VISIBLE_DEVICES set, as SLURM does).
-    """
-    import torch
-
-    if (device != "auto" or hydra_cfg.mode != RunMode.MULTIRUN or "CUDA_VISIBLE_DEVICES" in os.environ
-            or not torch.cuda.is_available() or torch.cuda.device_count() < 2):
+    if hydra_cfg.mode != RunMode.MULTIRUN:
         return device
-    return f"cuda:{hydra_cfg.job.num % torch.cuda.device_count()}"
+    return job_device(device, hydra_cfg.job.num, usable_gpus())
 
 
 def hydra_main(argv: list[str], prog: str = "sinkexp train") -> None:

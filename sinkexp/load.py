@@ -5,9 +5,10 @@
     pred, cache = run.forward(["blocks.0.attn.weights"])                 # one captured forward pass
     run.metrics, run.losses, run.summary                                 # the tables as written
 
-The model is rebuilt from config.yaml and loaded from the checkpoint (the last one, or
-checkpoints/step_<N>.pt from train.keep_checkpoints) with the same safe loader training uses. The
-held-out batch is the evaluation batch of the run (same seed, same task structure). Interventions
+The model is rebuilt from config.yaml, on the device kind the run trained on (meta.json), and loaded
+from the checkpoint (the last one, or checkpoints/step_<N>.pt from train.keep_checkpoints) with the
+same safe loader training uses. The held-out batch is the evaluation batch of the run (same seed,
+same task structure, drawn by a generator of the same kind). Interventions
 (`sinkexp.model.intervene`) work on `run.model` as on any model.
 """
 from __future__ import annotations
@@ -53,20 +54,29 @@ class LoadedRun:
         return RunFiles(self.path).kept_steps()
 
 
-def load_run(path, step: int | None = None, device: str = "cpu") -> LoadedRun:
+def load_run(path, step: int | None = None, device: str | None = None) -> LoadedRun:
     """The run in `path` with its weights at `step` (default: its last checkpoint; 0: the untrained
-    model, rebuilt from the run's seed when no checkpoint of step 0 was kept)."""
-    from sinkexp.runner import resolve_device
+    model, rebuilt from the run's seed when no checkpoint of step 0 was kept), on `device`
+    (default: the kind it trained on, cuda or cpu). RunDirError for a device of another kind: the
+    held-out batch would then come from another generator, not the one the run was evaluated on."""
+    from sinkexp.devices import device_kind, resolve_device, usable_gpus
 
     path = Path(path)
     if not (path / F.CONFIG).exists():
         raise FileNotFoundError(f"{path} is not a run directory (no {F.CONFIG})")
     files = RunFiles(path)
     cfg = from_dictconfig(files.config)
-    device = resolve_device(device)
-    task = TASKS[cfg.task.name](cfg.task)
+    trained = ((files.meta or {}).get("device") or {}).get("resolved") or "cpu"     # e.g. cuda:0
+    kind = device_kind(trained)
+    why = f"{path} was trained on {trained}, so it loads on {kind} only (its held-out batch comes from a {kind} generator)"
+    if device_kind(device or trained) != kind:
+        raise RunDirError(f"{why}; drop device={device}")
+    if kind == "cuda" and not usable_gpus():
+        raise RunDirError(f"{why}; this machine has no usable GPU")
+    device = resolve_device(device or kind)
     name = F.CHECKPOINT if step is None else F.kept_checkpoint(step)
-    state = RunDir(path, cfg).load_checkpoint(name)
+    state = RunDir(path, cfg, kind=kind).load_checkpoint(name)
+    task = TASKS[cfg.task.name](cfg.task)
     if state is None and step == 0:   # untrained: initialised exactly as training initialised it (runner.make_trainer)
         torch.manual_seed(cfg.seed)
         state = {"trainer": {"step": 0, "model": Transformer(cfg.model, cfg.attn, task).state_dict()}}

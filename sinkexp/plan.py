@@ -18,16 +18,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from sinkexp.compose import as_hydra_override, compose, expand, initialized, pack_first_values, parse
 from sinkexp.config import Config, run_configs, value_of
-from sinkexp.cost import memory_estimate, training_flops
+from sinkexp.cost import training_flops
 from sinkexp.errors import ConfigError
-from sinkexp.rundir import RunDir, RunDirError, job_run_dirs
-from sinkexp.runner import resolve_device
+from sinkexp.memory import check_plan
+from sinkexp.rundir import RunDir, RunDirError, config_hash, existing_run, job_run_dirs
 from sinkexp.validate import from_dictconfig
 
 
@@ -83,7 +82,7 @@ def plan(overrides: list[str], multirun: bool) -> Plan:
         for job in expand(own, multirun, params):
             full = compose(job + hydra_own)
             cfg = from_dictconfig(full)          # validate.py: one line naming the key
-            check_memory(cfg, resolve_device(cfg.device))
+            check_plan(cfg, overrides, multirun)   # fits the device it will train on (memory.py)
             composed.append((job, full, cfg))
         if any(cfg.train.replicas > 1 or cfg.pack for _, _, cfg in composed):
             check_shared_dirs([(full, cfg) for _, full, cfg in composed], multirun)
@@ -99,7 +98,9 @@ def planned_job(number: int, job: list[str], full: DictConfig, cfg: Config, mult
     check_patterns(full, multirun)
     run_cfgs = run_configs(cfg)
     run_dirs = job_run_dirs(full, multirun, run_cfgs)
-    digests = [check_run_dir(run_dir, run_cfg) for run_cfg, run_dir in zip(run_cfgs, run_dirs)]
+    digests = [config_hash(run_cfg) for run_cfg in run_cfgs]
+    for run_cfg, run_dir, digest in zip(run_cfgs, run_dirs, digests):
+        check_run_dir(run_dir, digest, "hydra.sweep.dir" if multirun else "hydra.run.dir", run_cfg)
     with open_dict(full.hydra):
         full.hydra.mode = RunMode.MULTIRUN if multirun else RunMode.RUN
         full.hydra.job.num, full.hydra.job.id = number, f"job_id_for_{number}"   # as Hydra's basic launcher
@@ -131,35 +132,23 @@ def check_patterns(full: DictConfig, multirun: bool) -> None:
             raise ConfigError(f"{key} is empty; give a directory (a run never writes into the current folder)")
 
 
-def check_run_dir(path: Path, cfg: Config) -> str:
-    """Refuse a directory that cannot be created or holds another config's run; returns the hash."""
+def check_run_dir(path: Path, digest: str, key: str = "hydra.run.dir", cfg: Config | None = None) -> None:
+    """Refuse a directory that cannot be created or holds another config's run (config hash
+    `digest`); `key` is the setting that chooses the directory (`dir` for `sinkexp measure`)."""
     for parent in [path, *path.parents]:     # the nearest folder that exists is where mkdir would fail
         if parent.exists():
             break
     resolved = parent.resolve()       # /proc, /sys, /dev pass os.access for root, yet hold no run
     if parent != path and (not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK)
                            or resolved.parts[1:2] in (("proc",), ("sys",), ("dev",))):
-        raise ConfigError(f"hydra.run.dir={path}: cannot be created ({parent} is not a writable folder)")
-    run_dir = RunDir(path, cfg)
+        raise ConfigError(f"{path} cannot be created ({parent} is not a writable folder); choose another {key}")
     try:
-        run_dir.check()
+        if cfg is not None:        # a training run: RunDir also names a run of this config on the other device kind
+            RunDir(path, cfg).check()
+        else:
+            existing_run(path, digest, fix=f"{key} or name")
     except RunDirError as err:
         raise ConfigError(str(err)) from None
-    return run_dir.digest
-
-
-def check_memory(cfg: Config, device: torch.device) -> None:
-    need = memory_estimate(cfg)
-    if device.type == "cuda":
-        have = torch.cuda.get_device_properties(device).total_memory
-    else:
-        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    if need > have:
-        m, t = cfg.model, cfg.train
-        raise ConfigError(f"model.n_layers={m.n_layers} model.d_model={m.d_model} train.batch_size={t.batch_size} "
-                          f"eval.batch_size={cfg.eval.batch_size} train.replicas={t.replicas} need at least "
-                          f"{need / 2**30:.3g} GiB (weights, optimiser state, activations); {device} has "
-                          f"{have / 2**30:.3g} GiB: choose smaller sizes")
 
 
 def check_shared_dirs(jobs: list[tuple[DictConfig, Config]], multirun: bool) -> None:

@@ -1,16 +1,19 @@
-"""A scheduler's pre-timeout or preemption signal: checkpoint where the run is, then requeue.
+"""A scheduler's pre-timeout or preemption signal: checkpoint where the run is, then requeue; and
+the signals that stop a run (`Interrupted`).
 
 Under submitit (hydra/launcher=slurm or submitit_local) the scheduler sends a signal (USR2 unless
 SUBMITIT_PREEMPT_SIGNAL names another) some time before it kills a job. submitit's own handler
 would resubmit the job at once, losing the steps since the last checkpoint. `watch()` puts a
 handler in its place that only records the request; the training loop asks `requested()` at every
-step and, at the next step that has no data drawn ahead, writes a checkpoint and raises `Requeue`;
-`requeue()` then hands over to submitit's handler, which resubmits the job (while the launcher's
+step and, at the next step that has no data drawn ahead, writes a checkpoint and raises `stopped(step)`,
+a `Requeue`; `requeue()` then hands over to submitit's handler, which resubmits the job (while the launcher's
 `max_num_timeout` budget lasts) and exits. The requeued job resumes from that checkpoint and ends
 with the tables of an uninterrupted run. docs/rundir.md ("Requeue") is the contract.
 
-SIGTERM is not this signal: outside a requeue it stops a run as Ctrl-C does, FAILED written
-(launch.py).
+Outside submitit nobody requeues: SIGUSR2 (SLURM's `--signal=USR2@N` around a plain `sinkexp train`)
+is recorded the same way, and at that step, its checkpoint written, the run stops as Ctrl-C and
+SIGTERM stop it (`Interrupted`: FAILED says by what and at which step; the same command resumes it).
+SIGTERM is not the requeue signal: outside a requeue it stops a run where it is (launch.py).
 """
 from __future__ import annotations
 
@@ -26,6 +29,28 @@ class Requeue(Exception):
         self.step = step
 
 
+class Interrupted(KeyboardInterrupt):
+    """A run stopped by a signal: Ctrl-C (SIGINT), SIGTERM (`kill`, `scancel`) where the run is, or
+    SIGUSR2 outside submitit at a checkpoint. FAILED holds the message; the process exits with
+    128 + the signal's number, as the signal's default action would."""
+
+    def __init__(self, signum: int = signal.SIGINT, step: int | None = None, checkpointed: bool = False):
+        self.signum, self.step, self.checkpointed = signum, step, checkpointed
+        how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        super().__init__(f"stopped by {how}" + (f" at step {step}" if step is not None else "")
+                         + (", a checkpoint written there" if checkpointed else ""))
+
+    def __reduce__(self):
+        return type(self), (self.signum, self.step, self.checkpointed)
+
+    @classmethod
+    def at(cls, err: KeyboardInterrupt, step: int | None = None) -> "Interrupted":
+        """`err` (a plain KeyboardInterrupt is Ctrl-C) as an Interrupted that names `step`, unless it names one."""
+        if isinstance(err, cls) and (err.step is not None or step is None):
+            return err
+        return cls(getattr(err, "signum", signal.SIGINT), step, getattr(err, "checkpointed", False))
+
+
 _request: tuple | None = None       # (signal number, frame) once the signal has arrived
 _handlers: dict = {}                # submitit's handlers, by signal, while watch() replaces them
 
@@ -35,10 +60,16 @@ def requested() -> bool:
 
 
 def watch() -> bool:
-    """Record the scheduler's signal instead of acting on it, when this process is a submitit job
-    (submitit's handler installed); returns whether it is one."""
+    """Record the scheduler's signal instead of acting on it: submitit's (its handler installed) when
+    this process is a submitit job, else SIGUSR2; returns whether it is a submitit job."""
     global _request
     if "SUBMITIT_EXECUTOR" not in os.environ:
+        try:
+            if signal.getsignal(signal.SIGUSR2) is not _record:
+                _request = None
+                signal.signal(signal.SIGUSR2, _record)
+        except ValueError:      # not the main thread (some launchers): leave the default
+            pass
         return False
     from submitit import JobEnvironment
 
@@ -55,6 +86,13 @@ def watch() -> bool:
 def _record(signum, frame) -> None:
     global _request
     _request = (signum, frame)
+
+
+def stopped(step: int) -> BaseException:
+    """What the training loop raises once it has checkpointed at `step` for the recorded signal:
+    Requeue when submitit will requeue the job, else Interrupted (the run stops, FAILED written)."""
+    signum = _request[0]
+    return Requeue(step) if signum in _handlers else Interrupted(signum, step, checkpointed=True)
 
 
 def requeue() -> None:

@@ -54,7 +54,10 @@ def device_name(device: torch.device) -> str:
 
 
 def numerics() -> dict:
-    """The process's float32 matmul settings (runner.set_precision sets them from `precision`)."""
+    """The process's float32 matmul settings and whether kernels must be deterministic
+    (devices.configure sets them from `precision` and the device), with cuBLAS's workspace setting."""
     return {"float32_matmul_precision": torch.get_float32_matmul_precision(),
             "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
+            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG")}

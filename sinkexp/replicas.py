@@ -42,6 +42,13 @@ class PerReplicaOptimizer:
         self.base_lr = [c.lr for c in cfgs]
         self.weight_decay = [c.weight_decay for c in cfgs]
         self.factor = 1.0                           # the schedule's factor (TrainLoop.set_lr_factor)
+        # The same numbers as (K,) tensors on the parameters' device, built once: a step derives its
+        # per-replica factors from them there, with its host numbers (the schedule's factor, AdamW's
+        # bias corrections) as kernel arguments, so it never copies to the device or waits for it.
+        # In double, as torch computes with its Python-number settings, rounded once to the parameters' dtype.
+        device = self.params[0].device
+        self.lr_vector, self.decay_vector = (torch.tensor(values, dtype=torch.float64, device=device)
+                                             for values in (self.base_lr, self.weight_decay))
         self.state: dict[int, dict] = {i: {} for i in range(len(self.params))}
         # Each replica's lone param_groups entry (its hyper-parameters, torch's keys), for its state_dict.
         self.groups = [make_optimizer([torch.zeros(())], c).state_dict()["param_groups"][0] for c in cfgs]
@@ -53,13 +60,13 @@ class PerReplicaOptimizer:
     @torch.no_grad()
     def step(self) -> None:
         cfg = self.cfg
-        lr = [base * self.factor for base in self.base_lr]
-        vectors: dict = {}              # one (K,) tensor per quantity and step: one copy to the device
+        lr = self.lr_vector * self.factor               # (K,) float64, on the device
+        vectors: dict = {}                              # each per-replica factor of this step, computed once
 
         def per_replica(name: str, values, p: torch.Tensor) -> torch.Tensor:
-            """Python numbers, one per replica (in double, as torch computes its own), as (K, 1, ...)."""
+            """A (K,) float64 tensor (a function making it) in p's dtype, as (K, 1, ...)."""
             if name not in vectors:
-                vectors[name] = torch.tensor(values, dtype=p.dtype, device=p.device)
+                vectors[name] = values().to(p.dtype)
             return vectors[name].view(-1, *[1] * (p.dim() - 1))
 
         for p, state in zip(self.params, self.state.values()):
@@ -67,25 +74,25 @@ class PerReplicaOptimizer:
                 continue
             g = p.grad
             if cfg.optim == "sgd":     # torch.optim.SGD: coupled weight decay, momentum without dampening
-                d_p = g.addcmul(p, per_replica("decay", self.weight_decay, p))
+                d_p = g.addcmul(p, per_replica("decay", lambda: self.decay_vector, p))
                 if cfg.momentum != 0:
                     if "momentum_buffer" not in state:
                         state["momentum_buffer"] = d_p.clone()
                     else:
                         state["momentum_buffer"].mul_(cfg.momentum).add_(d_p)
                     d_p = state["momentum_buffer"]
-                p.addcmul_(d_p, per_replica("-lr", [-a for a in lr], p))
+                p.addcmul_(d_p, per_replica("-lr", lambda: -lr, p))
                 continue
             beta1, beta2 = cfg.betas        # torch.optim.AdamW: decoupled weight decay, eps 1e-8
             if not state:
                 state.update(step=torch.tensor(0.0), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
             state["step"] += 1
-            step = state["step"].item()     # on the CPU, as torch keeps it: no wait for the device
-            p.mul_(per_replica("decay", [1 - a * wd for a, wd in zip(lr, self.weight_decay)], p))
+            step = state["step"].item()     # on the CPU, as torch keeps it (after a resume too): no wait for the device
+            p.mul_(per_replica("decay", lambda: 1 - lr * self.decay_vector, p))
             state["exp_avg"].lerp_(g, 1 - beta1)
             state["exp_avg_sq"].mul_(beta2).addcmul_(g, g, value=1 - beta2)
             denom = (state["exp_avg_sq"].sqrt() / (1 - beta2 ** step) ** 0.5).add_(1e-8)
-            step_size = per_replica(f"step size {step}", [-a / (1 - beta1 ** step) for a in lr], p)
+            step_size = per_replica(f"step size {step}", lambda: -lr / (1 - beta1 ** step), p)
             p.addcdiv_(state["exp_avg"] * step_size, denom)
 
     def replica_state_dict(self, k: int) -> dict:
@@ -103,7 +110,8 @@ class PerReplicaOptimizer:
             entries = [s["state"].get(i, s["state"].get(str(i))) for s in states]
             if entries[0] is None:
                 continue
-            self.state[i] = {key: value.clone().to(p.device) if key in SHARED_OPTIMIZER_STATE
+            # The shared step stays on the CPU, as torch's AdamW keeps it: step() reads it every step.
+            self.state[i] = {key: value.clone().cpu() if key in SHARED_OPTIMIZER_STATE
                              else torch.stack([e[key] for e in entries]).to(p.device)
                              for key, value in entries[0].items()}
 

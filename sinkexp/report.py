@@ -12,7 +12,8 @@ attention on the sink: row-normalised weights, so unnormalised variants' raw wei
 never cut off the axis; the raw weights are in summary.csv as sink_attn), and
 attention_<setting>.png (one representative seed per setting), and for models of several heads
 heads_<setting>.png (each head's sink score as a layer x head grid, each layer's massive_ratio over
-training).
+training), and for `sinkexp measure` runs of several checkpoints checkpoints.png (the sink rate, the
+first token's attention and massive_ratio against each checkpoint's training step).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import pandas as pd
 
 from sinkexp import runfiles as F
 from sinkexp.evaluate.tables import FINAL_COLUMNS
+from sinkexp.report_steps import measured_checkpoints, plot_checkpoints
 from sinkexp.runfiles import UNHASHED_KEYS, collect
 
 SHARE_LABEL = "share of attention on the sink"   # sink_share: the raw weight for softmax, row-normalised otherwise
@@ -235,9 +237,19 @@ def write_report(root: Path, out: Path | None = None) -> tuple[Path, pd.DataFram
         name = "".join(c if c.isalnum() or c in "=-." else "_" for c in label.replace(", ", "_"))
         if (root / first / F.ATTENTION).exists():
             plot_heatmaps(root / first, label, out / f"attention_{name}.png")
-        if members["model.n_layers"].iloc[0] * members["model.n_heads"].iloc[0] > 1:
+        if heads(members.iloc[0]) > 1:
             plot_heads(root / first, label, out / f"heads_{name}.png")
+    measured, lines = measured_checkpoints(runs, groups)
+    if len(measured):
+        rows = with_labels(finals, measured, lines).merge(measured[["run", "step"]], on="run")
+        plot_checkpoints(rows, colours(rows["label"]), out / "checkpoints.png")
     return out, runs, summary
+
+
+def heads(run: pd.Series) -> int:
+    """A run's heads over all layers: its model's (trained) or the measured model's (sinkexp measure)."""
+    prefix = "measured" if run.get("command") == "measure" else "model"
+    return int(run[f"{prefix}.n_layers"]) * int(run[f"{prefix}.n_heads"])
 
 
 def report(root: Path, out: Path | None = None) -> Path:

@@ -8,20 +8,19 @@
   checkpoint of the same config is resumed, anything of another config is refused; the lock keeps
   two processes from training it at once.
 
-The files themselves (names, atomic writes, reading back) are runfiles.py's, which imports no torch.
+The files themselves (names, atomic writes, the lock, reading back) are runfiles.py's, which imports
+no torch; a fault on any of them is one line naming the file (faults.py).
 
 `DONE` is written last; a failed run writes `FAILED` with the error instead; a run with neither is
 incomplete (and resumable when it has a checkpoint).
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import io
 import json
 import logging
 import os
-import platform
 import shutil
 import sys
 import traceback
@@ -32,12 +31,16 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from sinkexp import follow
 from sinkexp.config import Config, to_dict, value_of
+from sinkexp.devices import device_kind
 from sinkexp.validate import from_dictconfig
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
+from sinkexp.faults import note, run_file_error
 from sinkexp.runfiles import (ATTENTION, CHECKPOINT, CONFIG, DONE, FAILED, LATER_KEYS, LOSSES, META, METRICS,
-                              SCHEMA_VERSION, SUMMARY, UNHASHED_KEYS, NoSpace, _atomic, kept_checkpoint, read_json,
-                              status, write_arrays, write_bytes, write_csv, write_json, write_text)
+                              SCHEMA_VERSION, SUMMARY, UNHASHED_KEYS, RunDirError, _atomic, kept_checkpoint,
+                              finished, read_json, status, take_lock, write_arrays, write_bytes, write_csv, write_json,
+                              write_text)
 from sinkexp.provenance import device_name, git_state, numerics, utc_now, versions
 from sinkexp.tasks import TASKS
 from sinkexp.tasks.base import data_digest
@@ -48,13 +51,12 @@ log = logging.getLogger(__name__)
 RENAMED_KEYS = {"attn.sigmoid_bias": "attn.bias"}
 
 
-class RunDirError(RuntimeError):
-    """The run directory holds something this run must not overwrite."""
-
-
-def config_hash(cfg: Config) -> str:
-    """Eight hex digits over every setting that changes the result (not the UNHASHED_KEYS)."""
+def config_hash(cfg: Config, kind: str | None = None) -> str:
+    """Eight hex digits over every setting that changes the result (not the UNHASHED_KEYS); a CUDA run's (`kind`,
+    default: what cfg.device trains on here) also over its device kind, so CPU runs keep their names."""
     settings = to_dict(cfg)
+    if (kind or device_kind(cfg.device)) == "cuda":   # CUDA's generators draw other numbers than the CPU's
+        settings["device_kind"] = "cuda"
     files = {f"task.{key}": data_digest(f"task.{key}", getattr(cfg.task, key))
              for key in getattr(TASKS[cfg.task.name], "data_files", ()) if getattr(cfg.task, key)}
     if files:   # a data file's content is part of the run: an edited file is a new run
@@ -74,7 +76,8 @@ def config_hash(cfg: Config) -> str:
 
 
 def register_resolvers() -> None:
-    """The resolvers configs/config.yaml's directory patterns use; idempotent (one timestamp per process)."""
+    """The resolvers configs/config.yaml's directory patterns use, and the presets' values that follow
+    another key (follow.py); idempotent (one timestamp per process)."""
     if OmegaConf.has_resolver("sinkexp_utc_now"):
         return
     started = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -88,17 +91,15 @@ def register_resolvers() -> None:
         return hashes[plain]
 
     resolvers = {"sinkexp_utc_now": lambda: started, "sinkexp_sweep_name": lambda name: name if name else started,
-                 "sinkexp_config_hash": hash_of}
+                 "sinkexp_config_hash": hash_of, **follow.RESOLVERS}
     for name, resolver in resolvers.items():
         OmegaConf.register_new_resolver(name, resolver)
 
 
 def job_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[Path]:
     """The run directory each of a job's runs (config.run_configs) would get alone: Hydra's
-    directory pattern resolved with that run's seed and packed values.
-
-    `full` is a composed config with its hydra node (patterns unresolved).
-    """
+    directory pattern resolved with that run's seed and packed values. `full` is a composed config
+    with its hydra node (patterns unresolved)."""
     node = OmegaConf.create(OmegaConf.to_container(full, resolve=False))   # a copy whose values can change
     packed = list(node.get("pack") or {})
     node.pack = None
@@ -112,10 +113,6 @@ def job_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[P
     return dirs
 
 
-class RunBusy(RunDirError):
-    """Another live process holds the run directory's lock."""
-
-
 class RunDir:
     """One run's directory and the tables it accumulates.
 
@@ -127,8 +124,9 @@ class RunDir:
     """
 
     def __init__(self, path: Path, cfg: Config, hydra_files: dict[str, str] | None = None,
-                 notes: dict | None = None):
-        self.path, self.cfg, self.digest = Path(path), cfg, config_hash(cfg)
+                 notes: dict | None = None, kind: str | None = None):
+        self.path, self.cfg, self.kind = Path(path), cfg, kind or device_kind(cfg.device)   # kind: cpu | cuda
+        self.digest = config_hash(cfg, self.kind)
         self.hydra_files = hydra_files or {}     # .hydra/<name>: text, written when the run starts
         self.notes = notes or {}                 # into meta.json and the log's first lines
         self.state: dict | None = None
@@ -140,17 +138,15 @@ class RunDir:
     def check(self) -> dict | None:
         """Without touching anything: the finished run's summary, None if there is work to do, or
         RunDirError if the directory belongs to another config."""
-        if self.path.exists() and not self.path.is_dir():
-            raise RunDirError(f"{self.path} is a file, not a run directory")
-        recorded = read_json(self.path / META).get("config_hash") if (self.path / META).exists() else None
-        done = status(self.path) == "done"
-        if recorded not in (None, self.digest):
-            raise RunDirError(f"{self.path} holds {'a finished run' if done else 'a run'} of another config (hash "
-                              f"{recorded}, this one {self.digest}); refusing to touch it: choose another "
-                              "hydra.run.dir or name")
-        if done:
-            return read_json(self.path / SUMMARY)
-        return None
+        try:
+            return existing_run(self.path, self.digest, fix="hydra.run.dir (a sweep: name or hydra.sweep.dir)")
+        except RunDirError:
+            other = "cpu" if self.kind == "cuda" else "cuda"
+            if read_json(self.path / META).get("config_hash") == config_hash(self.cfg, other):   # this config, other kind
+                raise RunDirError(f"{self.path} holds a run of this config trained on {other}, this one trains on "
+                                  f"{self.kind} (device={self.cfg.device}); runs never change device kind: use "
+                                  f"device={other}") from None
+            raise
 
     def open(self) -> dict | None:
         finished = self.check()
@@ -165,7 +161,8 @@ class RunDir:
                 return finished
             for stale in self.path.glob(".*.tmp"):   # left by a write that was killed
                 stale.unlink(missing_ok=True)
-            self.state = self.load_checkpoint()
+            self.state = self.load_checkpoint(fix="move it away and run the same command again to train this run "
+                                                  "from step 0")
         except BaseException:
             self.close()
             raise
@@ -183,19 +180,24 @@ class RunDir:
     def resume_step(self) -> int:
         return self.state["trainer"]["step"] if self.state else 0
 
-    def load_checkpoint(self, name: str = CHECKPOINT) -> dict | None:
+    def load_checkpoint(self, name: str = CHECKPOINT, fix: str = "") -> dict | None:
         """The checkpoint's state, loaded as tensors and plain data only (weights_only: a crafted
-        file cannot run code); None without one."""
+        file cannot run code); None without one. RunDirError (ending with `fix`) for a file that is
+        not a checkpoint; an OSError reading it is a file fault (faults.py)."""
         checkpoint = self.path / name
         if not checkpoint.exists():
             return None
         try:
             state = torch.load(checkpoint, map_location="cpu", weights_only=True)
             recorded = state["config_hash"]
-        except Exception as err:
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else err.__class__.__name__
-            raise RunDirError(f"{checkpoint} cannot be loaded safely ({reason[:160]}); it was not executed. "
-                              "Move it away to restart this run from step 0") from None
+        except OSError:
+            raise
+        except Exception as err:      # torch's reason, its first sentence (a truncated zip, an unpickling error)
+            text = str(err).strip() or err.__class__.__name__
+            refused = text.startswith("Weights only load failed")      # an object other than tensors and plain data
+            reason = (text.partition("WeightsUnpickler error: ")[2] if refused else text).split(". ")[0].strip(" .")
+            what = "holds objects the safe loader refuses (not executed)" if refused else "is corrupt or truncated"
+            raise RunDirError(f"{checkpoint} {what}: {reason}" + (f"; {fix}" if fix else "")) from None
         if recorded != self.digest:
             raise RunDirError(f"{checkpoint} belongs to another config (hash {recorded}, "
                               f"this one {self.digest}); refusing to resume from it")
@@ -262,31 +264,29 @@ class RunDir:
         write_text(self.path / DONE, utc_now() + "\n")
 
     def fail(self, err: BaseException) -> None:
-        """FAILED with the reason first and the traceback after; never next to DONE."""
-        if status(self.path) != "done":
-            try:
-                write_text(self.path / FAILED,
-                           f"{err.__class__.__name__}: {err}\n\n" + "".join(traceback.format_exception(err)))
-            except NoSpace:           # a full disk has no room for the marker either; the error says why
-                pass
+        """FAILED with the reason first and the traceback after; never next to DONE (mark_failed)."""
+        mark_failed(self.path, err)
 
 
-def take_lock(path: Path) -> int:
-    """An exclusive flock on <path>/.lock (across nodes as far as the file system's flock goes:
-    docs/rundir.md); RunBusy if a live process holds it, RunDirError if the file system cannot lock.
-    The file keeps the last holder's pid and host, for the message."""
-    fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT, 0o666)   # the umask applies
+def existing_run(path: Path, digest: str, fix: str = "hydra.run.dir or name") -> dict | None:
+    """Without touching anything: the summary of the finished run (runfiles.finished) of config hash
+    `digest` in `path`, None if there is work to do, or RunDirError if the directory belongs to
+    another config (`fix`: the keys that choose another directory; `dir or name` for measure runs)."""
+    if path.exists() and not path.is_dir():
+        raise RunDirError(f"{path} is a file, not a run directory")
+    recorded = read_json(path / META).get("config_hash") if (path / META).exists() else None
+    if recorded not in (None, digest):
+        raise RunDirError(f"{path} holds {'a finished run' if status(path) == 'done' else 'a run'} of another "
+                          f"config (hash {recorded}, this one {digest}); refusing to touch it: choose another {fix}")
+    return read_json(path / SUMMARY) if finished(path, digest) else None
+
+
+def mark_failed(path: Path, err: BaseException) -> None:
+    """FAILED with the reason first and the traceback after; never next to DONE. `err` carries a
+    note saying whether FAILED was written (faults.marked: launch._stop's line says it)."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-        os.close(fd)
-        raise RunBusy(f"{path} is being trained by {holder}; skipped (rerun once it has finished)") from None
-    except OSError as err:        # a file system without flock (Lustre mounted noflock, ...)
-        os.close(fd)
-        raise RunDirError(f"cannot lock {path / '.lock'} ({err.strerror}): this file system does not support "
-                          "flock; put the outputs on one that does (hydra.run.dir / hydra.sweep.dir; "
-                          "docs/rundir.md)") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"pid {os.getpid()} on {platform.node()}\n".encode(), 0)
-    return fd
+        if status(path) != "done":
+            write_text(path / FAILED, f"{err.__class__.__name__}: {err}\n\n" + "".join(traceback.format_exception(err)))
+            note(err, "FAILED written")
+    except OSError as fault:      # a full disk has no room for the marker either
+        note(err, f"FAILED could not be written either: {run_file_error(fault).cause}")

@@ -3,17 +3,21 @@
 This is the one reader of a run directory (docs/rundir.md is its contract). It imports no torch
 and no model code, so `sinkexp report`, `sinkexp reproduce`'s verdicts and `load_run` read runs the
 same way, and a notebook can too. What may happen to a directory while a run trains (config hash,
-lock, checkpoint, resume) is rundir.py's job, built on these writers.
+checkpoint, resume) is rundir.py's job, built on these writers and on the lock here (`take_lock`
+while a process trains the run, `wait_for_lock` for a command whose run another process trains).
 
 Every write is atomic (a temporary file in the same folder, then os.replace), so a run killed at
-any moment leaves either the old file or the new one.
+any moment leaves either the old file or the new one, and a write that fails (a full disk, a
+read-only file system, ...) is a RunFileError naming the file, its cause and what to do (faults.py).
 """
 from __future__ import annotations
 
-import errno
+import contextlib
+import fcntl
 import json
 import math
 import os
+import platform
 import tempfile
 from dataclasses import dataclass
 from functools import cached_property
@@ -24,10 +28,12 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from sinkexp.evaluate.tables import FINAL_COLUMNS, final_values
+from sinkexp.faults import run_file_error
 
 SCHEMA_VERSION = 1
 CONFIG, META, METRICS, LOSSES, SUMMARY = "config.yaml", "meta.json", "metrics.csv", "losses.csv", "summary.json"
 CHECKPOINT, DONE, FAILED, ATTENTION = "checkpoint.pt", "DONE", "FAILED", "attention.npz"
+LOCK = ".lock"                # held by the process that trains the run (rundir.take_lock)
 KEPT = "checkpoints"          # checkpoints/step_<N>.pt with train.keep_checkpoints
 
 
@@ -59,19 +65,17 @@ def _umask() -> int:
 UMASK = _umask()
 
 
-class NoSpace(OSError):
-    """The file system is full (or the quota spent): one line naming the file; the file it would
-    have replaced is untouched, so the last checkpoint stays usable."""
-
-    def __str__(self) -> str:
-        return self.strerror          # the sentence alone, without OSError's "[Errno 28]"
+class RunDirError(RuntimeError):
+    """The run directory holds something this run must not overwrite."""
 
 
-FULL = (errno.ENOSPC, errno.EDQUOT)
+class RunBusy(RunDirError):
+    """Another live process holds the run directory's lock."""
 
 
 def _atomic(path: Path, write) -> None:
-    """Call write(temp_path), then move the temporary file over `path`; NoSpace when the disk is full."""
+    """Call write(temp_path), then move the temporary file over `path`; any OSError becomes a
+    RunFileError naming `path` (faults.py), and the file it would have replaced is untouched."""
     path = Path(path)
     tmp = None
     try:
@@ -83,10 +87,10 @@ def _atomic(path: Path, write) -> None:
         os.replace(tmp, path)
     except BaseException as err:
         if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError) and err.errno in FULL:
-            raise NoSpace(err.errno, f"no space left on the device writing {path} ({err.strerror}); free space "
-                                     "and run the same command again: a run resumes from its last checkpoint") from None
+            with contextlib.suppress(OSError):
+                Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise run_file_error(err, path, "write") from None
         raise
 
 
@@ -151,6 +155,53 @@ def finished(path: Path, digest: str | None = None) -> bool:
         return False
 
 
+def take_lock(path: Path) -> int:
+    """An exclusive flock on <path>/.lock (across nodes as far as the file system's flock goes:
+    docs/rundir.md); RunBusy if a live process holds it, RunDirError if the file system cannot lock.
+    The file keeps the last holder's pid and host, for the message."""
+    try:
+        fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o666)   # the umask applies
+    except OSError as err:
+        raise run_file_error(err, path / LOCK, "write") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise RunBusy(f"{path} is being trained by {holder}") from None
+    except OSError as err:        # a file system without flock (Lustre mounted noflock, ...)
+        os.close(fd)
+        raise RunDirError(f"cannot lock {path / LOCK} ({err.strerror}): this file system does not support "
+                          "flock; put the outputs on one that does (hydra.run.dir / hydra.sweep.dir; "
+                          "docs/rundir.md)") from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {platform.node()}\n".encode(), 0)
+    except OSError as err:        # the lock is held, but the file cannot take the holder's name
+        os.close(fd)
+        raise run_file_error(err, path / LOCK, "write") from None
+    return fd
+
+
+def wait_for_lock(path: Path, waiting=lambda holder: None) -> None:
+    """Return once no process holds the run's lock, calling waiting(holder) first if one does
+    (holder: "pid N on HOST"). At once for a run without the lock or a file system that cannot lock."""
+    try:
+        fd = os.open(Path(path) / LOCK, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            waiting(os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process")
+            fcntl.flock(fd, fcntl.LOCK_SH)
+    except OSError:           # a file system that cannot lock: no holder to wait for
+        pass
+    finally:
+        os.close(fd)
+
+
 def find_runs(root: Path) -> list[Path]:
     """Every folder below (or equal to) root that holds a run's config.yaml."""
     return sorted(p.parent for p in Path(root).rglob(CONFIG) if ".hydra" not in p.parts)
@@ -167,6 +218,12 @@ def setting(settings: dict, key: str):
     value = settings.get(key)
     missing = value is None or (isinstance(value, float) and math.isnan(value))
     return LATER_KEYS.get(key) if missing else value
+
+
+def last_step(settings: dict) -> int:
+    """The step a finished run's tables end at: train.steps, or a `sinkexp measure` run's `step`; -1: unknown."""
+    value = settings.get("step" if settings.get("command") == "measure" else "train.steps")
+    return -1 if value is None or (isinstance(value, float) and math.isnan(value)) else int(value)
 
 
 def read_final(run: Path, steps: int) -> pd.DataFrame:
@@ -200,7 +257,7 @@ def collect(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         if row["status"] != "done":
             continue
         try:
-            final = read_final(run, int(row.get("train.steps", -1)))
+            final = read_final(run, last_step(row))
         except ValueError as err:
             row.update(status="damaged", reason=str(err))
             continue

@@ -15,9 +15,10 @@ from pathlib import Path
 import torch
 
 from sinkexp.config import Config, packable_keys, to_dict
-from sinkexp.errors import ConfigError
+from sinkexp.devices import configure, resolve_device
 from sinkexp.evaluate.evaluator import evaluate, mean_attention
 from sinkexp.evaluate.tables import final_values, summary
+from sinkexp.memory import check_start
 from sinkexp.model import Transformer
 from sinkexp.preemption import Requeue, requested
 from sinkexp.rundir import RunDir
@@ -26,32 +27,6 @@ from sinkexp.replicas import ReplicaTrainer
 from sinkexp.train import Diverged, Trainer
 
 log = logging.getLogger(__name__)
-
-
-def resolve_device(requested: str) -> torch.device:
-    """The torch device for `device=...`, with an explicit index on CUDA (cuda -> cuda:0)."""
-    if requested == "auto":
-        requested = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(requested)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError(f"device={requested} is not available (torch sees no CUDA device); "
-                              "choose one of: auto, cpu")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ConfigError(f"device={requested} is not available; choose one of: auto, cpu, "
-                              + ", ".join(f"cuda:{i}" for i in range(torch.cuda.device_count())))
-        if device.index is None:
-            device = torch.device("cuda", torch.cuda.current_device())
-    return device
-
-
-def set_precision(precision: str) -> None:
-    """Float32 matmuls for this process: `exact` keeps full fp32 everywhere (TF32 off, as the Kempner
-    source forces; torch's own default leaves cuDNN's TF32 on), `tf32` lets NVIDIA GPUs from Ampere
-    on round matmul inputs to TF32 (10-bit mantissa). The CPU computes fp32 either way."""
-    tf32 = precision == "tf32"
-    torch.set_float32_matmul_precision("high" if tf32 else "highest")
-    torch.backends.cudnn.allow_tf32 = tf32
 
 
 def run(cfg: Config, run_dir: Path) -> dict:
@@ -71,24 +46,18 @@ def train_together(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict |
     the others go on from their last checkpoint (as a rerun would resume them), and Diverged is
     raised once they have finished. `hydra_files` (.hydra/<name>: text) are written into each started run;
     `notes` go into its meta.json and the first lines of its log (e.g. the thread count and why).
-    Raises RunDirError (RunBusy: another process holds a directory) before training anything.
+    Raises RunDirError (RunBusy: another process holds a directory) or ConfigError (start_device)
+    before training anything.
     """
     runs = [RunDir(path, cfg, hydra_files, notes) for cfg, path in zip(cfgs, run_dirs)]
-    summaries: dict[int, dict] = {}
-    groups: dict[int, list[int]] = defaultdict(list)
+    device = start_device(cfgs, runs)
     try:
-        for i, run_dir in enumerate(runs):
-            finished = run_dir.open()
-            if finished is not None:
-                print(f"{run_dir.path} is finished already (hash {run_dir.digest}); left untouched")
-                summaries[i] = finished
-            else:
-                groups[run_dir.resume_step].append(i)
-        pending, diverged = list(groups.values()), []
+        summaries, pending = open_runs(runs)
+        diverged = []
         while pending:
             group = pending.pop(0)
             try:
-                results = train_and_evaluate([runs[i] for i in group])
+                results = train_and_evaluate([runs[i] for i in group], device)
             except Requeue:          # checkpointed for the scheduler: incomplete, not failed
                 raise
             except Diverged as err:
@@ -110,13 +79,41 @@ def train_together(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict |
                     runs[i].fail(err)
                 raise
             summaries.update(zip(group, results))
-        if diverged:
-            raise diverged[0] if len(diverged) == 1 else Diverged(f"{len(diverged)} runs of the pack diverged, the "
-                                                                  f"others finished; the first: {diverged[0]}")
+        if diverged:            # one error, with what each run's FAILED says (RunDir.fail's notes)
+            err = diverged[0] if len(diverged) == 1 else Diverged(f"{len(diverged)} runs of the pack diverged, the "
+                                                                 f"others finished; the first: {diverged[0]}")
+            err.__notes__ = [text for each in diverged for text in getattr(each, "__notes__", ())]
+            raise err
     finally:
         for run_dir in runs:
             run_dir.close()
     return [summaries[i] for i in range(len(cfgs))]
+
+
+def start_device(cfgs: list[Config], runs: list[RunDir]) -> torch.device | None:
+    """The device the job trains on, set up for it (devices.configure) with room checked
+    (memory.check_start), before any file is written; None when every run is finished already."""
+    if all(run_dir.check() is not None for run_dir in runs):
+        return None
+    device = resolve_device(cfgs[0].device)
+    configure(device, cfgs[0].precision)
+    check_start(cfgs[0], device, len(cfgs))
+    return device
+
+
+def open_runs(runs: list[RunDir]) -> tuple[dict[int, dict], list[list[int]]]:
+    """Open each run's directory: (the finished runs' summaries by index, the others grouped by the
+    step their checkpoint holds, so that each group resumes together)."""
+    summaries: dict[int, dict] = {}
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i, run_dir in enumerate(runs):
+        finished = run_dir.open()
+        if finished is not None:
+            print(f"{run_dir.path} is finished already (hash {run_dir.digest}); left untouched")
+            summaries[i] = finished
+        else:
+            groups[run_dir.resume_step].append(i)
+    return summaries, list(groups.values())
 
 
 def explain_divergence(err: Diverged, run_dir: RunDir, pack: bool) -> Diverged:
@@ -162,11 +159,9 @@ def differing_keys(a: Config, b: Config) -> list[str]:
     return sorted(key for key in flat_a.keys() | flat_b.keys() if repr(flat_a.get(key)) != repr(flat_b.get(key)))
 
 
-def train_and_evaluate(runs: list[RunDir]) -> list[dict]:
-    """Train the runs' models together from where their checkpoints stopped; returns the summaries."""
+def train_and_evaluate(runs: list[RunDir], device: torch.device) -> list[dict]:
+    """Train the runs' models together on `device` from where their checkpoints stopped; returns the summaries."""
     cfg = runs[0].cfg
-    device = resolve_device(cfg.device)
-    set_precision(cfg.precision)
     tasks, trainer = make_trainer([run_dir.cfg for run_dir in runs], device)
     # Per run: its model as a module now, and its trainer state (a lone trainer is its own view).
     views = trainer.views() if isinstance(trainer, ReplicaTrainer) else [trainer]

@@ -8,7 +8,9 @@ train loss since the last log (a list: one entry per model); `on_checkpoint(step
 checkpoint steps (`schedule.Checkpoints`: every `checkpoint_every`, the last, `checkpoint_steps`). When
 `stop()` turns true (a scheduler's pre-timeout signal: preemption.py), the loop trains on to the
 next step with no data drawn ahead, calls `on_checkpoint(step, keep=False)` there and raises
-Requeue, so the resumed run draws what an uninterrupted one does. A lone trainer's
+Requeue (outside submitit: Interrupted), so the resumed run draws what an uninterrupted one does.
+Ctrl-C or SIGTERM leaves `fit` as preemption.Interrupted naming the step, the progress bar closed
+first, so that no message lands inside the bar's line. A lone trainer's
 `state_dict()` and a replica view's hold what that model needs to continue bit-for-bit on the same
 device (model, optimiser, data generator, step, the partial train-loss window) in one format, so a
 checkpoint written by either resumes in either.
@@ -27,7 +29,7 @@ from tqdm import tqdm
 from sinkexp import penalties
 from sinkexp.config import TrainConfig
 from sinkexp.model import capture
-from sinkexp.preemption import Requeue
+from sinkexp.preemption import Interrupted, stopped
 from sinkexp.schedule import Checkpoints, lr_factor
 from sinkexp.tasks.base import Batch
 
@@ -135,40 +137,43 @@ class TrainLoop:
         bar = tqdm(total=cfg.steps, initial=self.step, desc="train", unit="step",
                    dynamic_ncols=True, mininterval=1.0)
         scheduled = cfg.warmup > 0 or cfg.schedule != "constant"
-        while self.step < cfg.steps:
-            if scheduled:        # from the step alone: a resumed run takes the rates an uninterrupted one does
-                self.set_lr_factor(lr_factor(self.step, cfg.steps, cfg.warmup, cfg.schedule))
-            # No host synchronisation here: the loss is summed on the device and read at log time.
-            loss = self.train_step()
-            self.window_sum += loss
-            self.window_len += 1
-            self.step += 1
-            bad = ~torch.isfinite(loss) & (self.first_bad_step == 0)
-            self.first_bad_step = torch.where(bad, self.step, self.first_bad_step)
-            bar.update(1)
-            last = self.step == cfg.steps
-            log_now, eval_now = (last or self.step % every == 0 for every in (cfg.log_every, eval_every))
-            checkpoint_now = self.step in self.checkpoints
-            eval_now = eval_now or (eval_at_checkpoints and checkpoint_now)
-            if log_now or eval_now or checkpoint_now:   # nothing non-finite is logged, evaluated or saved
-                self.check_finite()
-            if log_now:
-                mean_losses = (self.window_sum / self.window_len).reshape(-1).tolist()
-                self.window_sum.zero_()
-                self.window_len = 0
-                bar.set_postfix(loss=f"{mean_losses[0]:.4g}")
-                on_log(self.step, mean_losses)
-            if eval_now:
-                on_eval(self.step)
-            if checkpoint_now:
-                on_checkpoint(self.step)
-            if not last and not self.batches and stop():
-                if not checkpoint_now:
+        try:
+            while self.step < cfg.steps:
+                if scheduled:        # from the step alone: a resumed run takes the rates an uninterrupted one does
+                    self.set_lr_factor(lr_factor(self.step, cfg.steps, cfg.warmup, cfg.schedule))
+                # No host synchronisation here: the loss is summed on the device and read at log time.
+                loss = self.train_step()
+                self.window_sum += loss
+                self.window_len += 1
+                self.step += 1
+                bad = ~torch.isfinite(loss) & (self.first_bad_step == 0)
+                self.first_bad_step = torch.where(bad, self.step, self.first_bad_step)
+                bar.update(1)
+                last = self.step == cfg.steps
+                log_now, eval_now = (last or self.step % every == 0 for every in (cfg.log_every, eval_every))
+                checkpoint_now = self.step in self.checkpoints
+                eval_now = eval_now or (eval_at_checkpoints and checkpoint_now)
+                if log_now or eval_now or checkpoint_now:   # nothing non-finite is logged, evaluated or saved
                     self.check_finite()
-                    on_checkpoint(self.step, keep=False)   # not a scheduled step: no kept copy
-                bar.close()
-                raise Requeue(self.step)
-        bar.close()
+                if log_now:
+                    mean_losses = (self.window_sum / self.window_len).reshape(-1).tolist()
+                    self.window_sum.zero_()
+                    self.window_len = 0
+                    bar.set_postfix(loss=f"{mean_losses[0]:.4g}")
+                    on_log(self.step, mean_losses)
+                if eval_now:
+                    on_eval(self.step)
+                if checkpoint_now:
+                    on_checkpoint(self.step)
+                if not last and not self.batches and stop():
+                    if not checkpoint_now:
+                        self.check_finite()
+                        on_checkpoint(self.step, keep=False)   # not a scheduled step: no kept copy
+                    raise stopped(self.step)          # Requeue, or Interrupted outside submitit
+        except KeyboardInterrupt as err:     # Ctrl-C or SIGTERM: FAILED says at which step
+            raise Interrupted.at(err, self.step) from None
+        finally:
+            bar.close()     # before anyone prints: a message never lands inside the bar's line
         elapsed = time.perf_counter() - started
         return (self.step - first) / elapsed if elapsed > 0 else float("nan")
 

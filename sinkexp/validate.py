@@ -68,7 +68,7 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"model.pos_init_std={m.pos_init_std} is not valid; it must be a finite number >= 0")
     if m.pos_into != "stream" and m.pos not in ("learned", "sinusoidal"):
         raise ConfigError(f"model.pos_into={m.pos_into} needs added positions; model.pos={m.pos} adds none "
-                          "(use model.pos=learned or sinusoidal)")
+                          "(use model.pos=learned or sinusoidal, or drop model.pos_into)")
     if m.n_registers < 0:
         raise ConfigError(f"model.n_registers={m.n_registers} is not valid; it must be >= 0")
     if m.d_model % m.n_heads:
@@ -149,8 +149,9 @@ def validate_optimizer(t: TrainConfig) -> None:
             isinstance(step, int) and not isinstance(step, bool) and step >= 1 for step in steps)):
         raise ConfigError(f"train.checkpoint_steps={steps} is not valid; choose null, log, or a list of steps >= 1 "
                           "(e.g. [10,20,50])")
-    if not 0 <= t.warmup <= t.steps:
-        raise ConfigError(f"train.warmup={t.warmup} is not valid; it must lie in [0, train.steps={t.steps}]")
+    if not 0 <= t.warmup <= t.steps:    # a preset's warm-up follows train.steps (sinkexp/follow.py); the user's does not
+        fix = f" (set train.warmup={t.steps} or less, or train.steps={t.warmup} or more)" if t.warmup > 0 else ""
+        raise ConfigError(f"train.warmup={t.warmup} is not valid; it must lie in [0, train.steps={t.steps}]{fix}")
     for key in ("train.weight_decay", "train.grad_clip"):
         if finite[key] < 0:
             raise ConfigError(f"{key}={finite[key]} is not valid; it must be >= 0"

@@ -35,6 +35,11 @@ def test_gpu_benchmark_runs_all_three_parts_on_the_cpu():
     assert [(row["grid"], row["runs"]) for row in packs] == [("weight_decay", 9), ("gamma", 12)]
     assert all(row["packed_over_lone"] == row["packed_model_steps_per_s"] / row["lone_model_steps_per_s"] > 0
                for row in packs)
+    determinism = bench_gpu.bench_determinism(torch.device("cpu"), seconds=0.0, rounds=1)
+    assert [row["model"] for row in determinism] == ["trigger T32", "backcopy T256"]
+    assert all(row["deterministic_over_free"] == row["deterministic_steps_per_s"] / row["free_steps_per_s"] > 0
+               for row in determinism)
+    assert not torch.are_deterministic_algorithms_enabled()      # left as a CPU run has it
     damping = bench_gpu.bench_damping(torch.device("cpu"), steps=2, chunk=1, compile=False)
     assert damping["batch_size"] == 1024 and damping["steps"] == 2
     assert set(damping["sink_attn_layer0"]) >= {"nop", "active"}

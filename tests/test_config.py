@@ -98,7 +98,7 @@ def test_paper_scale_composes_for_every_task(make_config, task):
     (["device=cuda:abc"], ["device=", "cuda:N"]),
     (["precision=bf16"], ["precision='bf16'", "exact", "tf32"]),
     (["hydra.run.dir="], ["hydra.run.dir is empty"]),
-    (["hydra.run.dir=/proc/sinkexp"], ["hydra.run.dir=/proc/sinkexp", "cannot be created"]),
+    (["hydra.run.dir=/proc/sinkexp"], ["/proc/sinkexp cannot be created", "choose another hydra.run.dir"]),
     (["name=../../x"], ["name=", "one folder name"]),
     (["model.n_layers=1000000000"], ["model.n_layers=1000000000", "GiB"]),
     (["train.batch_size=100000000"], ["train.batch_size=100000000", "GiB"]),
@@ -121,6 +121,49 @@ def test_bad_input_is_one_line_naming_the_key(make_config, overrides, needles):
     assert "\n" not in message
     for needle in needles:
         assert needle in message
+
+
+def test_a_sweep_into_a_folder_that_cannot_be_written_names_the_key_the_user_set():
+    with pytest.raises(ConfigError, match="^/proc/sinkexp/.* cannot be created .*; choose another hydra.sweep.dir$"):
+        plan(["hydra.sweep.dir=/proc/sinkexp", "seed=0,1"], multirun=True)
+
+
+# Config hashes name existing run directories (docs/rundir.md): these defaults' must never change,
+# whatever follows what (sinkexp/follow.py).
+PINNED = {(): "96365c1e", ("task=lm",): "62b3b899", ("task=lm", "scale=paper"): "37c6702b",
+          ("task=lm", "train.steps=100"): "4c679acd", ("task=damping",): "a98183c9", ("task=broadcast",): "d562f907",
+          ("task=backcopy",): "b37d5942", ("task=damping_dynamics",): "9026a4d8", ("model=llama",): "3c0c0569"}
+
+
+@pytest.mark.parametrize("overrides", list(PINNED), ids=lambda overrides: " ".join(overrides) or "default")
+def test_defaults_keep_their_config_hashes(make_config, overrides):
+    from sinkexp.rundir import config_hash
+
+    assert config_hash(make_config(*overrides)) == PINNED[overrides]
+
+
+def test_a_preset_value_follows_the_one_key_the_user_changed(make_config):
+    """task=lm's warm-up is at most the run's steps; damping's and broadcast's placement of added
+    positions gives way when model.pos adds none. A value the user sets never follows: two that
+    conflict are refused with one line naming both and the fix."""
+    from sinkexp.rundir import config_hash
+
+    assert make_config("task=lm", "train.steps=60").train.warmup == 60
+    assert make_config("task=lm", "train.steps=60", "scale=paper").train.warmup == 60    # the paper rung's 1000 too
+    assert make_config("task=lm", "train.steps=5000").train.warmup == 100
+    for task in ("damping", "broadcast"):
+        assert make_config(f"task={task}").model.pos_into == "first_attn"
+        for pos in ("none", "rope"):
+            followed = make_config(f"task={task}", f"model.pos={pos}")
+            assert followed.model.pos_into == "stream"      # the same run as asked for plainly, the same name
+            assert config_hash(followed) == config_hash(make_config(f"task={task}", f"model.pos={pos}",
+                                                                    "model.pos_into=stream"))
+    with pytest.raises(ConfigError, match=r"^train.warmup=100 .*train.steps=60\] \(set train.warmup=60 or less, or "
+                                          r"train.steps=100 or more\)$"):
+        make_config("task=lm", "train.steps=60", "train.warmup=100")
+    with pytest.raises(ConfigError, match="^model.pos_into=first_attn needs added positions; model.pos=none adds none "
+                                          r"\(use model.pos=learned or sinusoidal, or drop model.pos_into\)$"):
+        make_config("task=damping", "model.pos=none", "model.pos_into=first_attn")
 
 
 def test_every_job_of_a_sweep_is_checked_before_any_runs(make_config):

@@ -136,3 +136,22 @@ def test_the_command_prints_the_table_and_refuses_a_missing_layer(trained):
     bad = subprocess.run([sys.executable, "-m", "sinkexp.cli", "intervene", str(trained.path), "--layer", "3"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--layer 3 is not valid" in bad.stderr and "0..0" in bad.stderr
+
+
+def test_the_command_refuses_an_unfinished_run_unless_asked_and_then_says_which_step(make_config, tmp_path,
+                                                                                     kill_at_step, capsys):
+    from sinkexp.interventions import main
+    from sinkexp.train import Trainer
+
+    kill_at_step(Trainer, 25)                          # FAILED at step 24; the last checkpoint is step 20's
+    with pytest.raises(KeyboardInterrupt):
+        run(make_config("attn=softmax", *QUICK), tmp_path)
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"sinkexp: error: {tmp_path} has not finished (FAILED: Interrupted: stopped by Ctrl-C at step 24); "
+                   "finish it with the sinkexp train command that started it, or pass --unfinished to read its last "
+                   "checkpoint, step 20 of train.steps=30\n")
+    assert main([str(tmp_path), "--unfinished"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{tmp_path} has not finished (FAILED: Interrupted: stopped by Ctrl-C at step 24): reading "
+                          "its last checkpoint, step 20 of train.steps=30\n") and "redirect" in out

@@ -56,6 +56,35 @@ def test_a_planned_job_runs_without_composing_again(tmp_path, monkeypatch):
     assert finished(run_dir, digest) and (run_dir / "train.log").exists() and (run_dir / ".hydra/config.yaml").exists()
 
 
+def test_a_pool_worker_returns_once_a_run_another_process_trains_has_ended(tmp_path):
+    """reproduce's pool worker skips a run whose lock another process holds and returns only once that
+    process lets go, so the pool counts the run by how it ended there (as launch does)."""
+    import threading
+
+    from sinkexp.reproduce.execute import _run_job
+    from sinkexp.rundir import RunDir
+
+    (job,) = plan([f"hydra.sweep.dir={tmp_path}", *QUICK], multirun=True).jobs
+    (run_dir, digest), = job.runs
+    execute(job, sweep=True)
+    done = (run_dir / "DONE").read_text()
+    (run_dir / "DONE").unlink()             # the other process's run, its last step trained, not yet DONE
+    holder = RunDir(run_dir, job.configs[0])
+    assert holder.open() is None            # it holds the lock (another open file of this process)
+    order = []
+
+    def finish():                           # the other process ends the run, then lets go of it
+        (run_dir / "DONE").write_text(done)
+        order.append("finished there")      # before the lock goes: the worker may return at once
+        holder.close()
+
+    threading.Timer(2.0, finish).start()
+    _, err = _run_job(job)
+    order.append("worker returned")
+    assert "is being trained by" in err and "skipped here" in err, err
+    assert order == ["finished there", "worker returned"] and finished(run_dir, digest)
+
+
 @pytest.mark.parametrize("overrides,digest", [
     (("task=trigger",), "96365c1e"), (("task=damping",), "a98183c9"),
     (("task=backcopy", "attn=relu", "scale=paper"), "85ed3860"), (("task=lm",), "62b3b899"),

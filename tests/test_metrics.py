@@ -125,6 +125,9 @@ def test_stable_rank_closed_forms():
     torch.testing.assert_close(M.stable_rank(rank_one), torch.tensor([1.0]))
     orthonormal = torch.eye(4).expand(2, 1, 4, 4)
     torch.testing.assert_close(M.stable_rank(orthonormal), torch.tensor([4.0]))
+    diverged = orthonormal.clone()
+    diverged[0, 0, 0, 0] = float("inf")                   # a diverged run's update: NaN, no LAPACK error
+    assert M.stable_rank(diverged).isnan().all()
 
 
 def test_qk_spectrum_of_a_known_bilinear_form():
@@ -160,6 +163,30 @@ def test_residual_norms_and_massive_ratio():
     resid[1, 3, 0] = -9.0                                  # sequence 1's largest |h| moves to position 3
     position, channel, at_sink = M.massive_location(resid, torch.tensor([1, 1]))
     assert (position.item(), channel.item(), at_sink.item()) == (3, 0, 0.5)
+
+
+def test_qk_spectrum_through_qr_equals_the_full_svd():
+    """Random heads of dimension 8 in width 32: the D x D route gives the d x d form's singular values."""
+    generator = torch.Generator().manual_seed(0)
+    w_q, w_k = torch.randn(4 * 8, 32, generator=generator), torch.randn(4 * 8, 32, generator=generator)
+    full = torch.linalg.svdvals(w_q.view(4, 8, 32).transpose(1, 2) @ w_k.view(4, 8, 32))[:, :5]
+    torch.testing.assert_close(M.qk_spectrum(w_q, w_k, n_heads=4, top=5), full, rtol=1e-4, atol=1e-4)
+
+
+def test_key_and_value_norms_at_the_sink_per_head():
+    """Head 0: the sink key (3, 4) has norm 5, the others (1, 0) norm 1; head 1: every key (0, 2).
+    Sequence 1's sink sits at position 2, whose key is made the long one there."""
+    x = torch.zeros(2, 2, 3, 2)
+    x[:, 0] = torch.tensor([1.0, 0.0])
+    x[:, 1] = torch.tensor([0.0, 2.0])
+    x[0, 0, 0] = torch.tensor([3.0, 4.0])
+    x[1, 0, 2] = torch.tensor([3.0, 4.0])
+    at_sink, rest = M.norms_at_sink(x, torch.tensor([0, 2]))
+    torch.testing.assert_close(at_sink, torch.tensor([5.0, 2.0]))
+    torch.testing.assert_close(rest, torch.tensor([1.0, 2.0]))
+    x[1, 0, 0] = torch.tensor([0.0, 3.0])                  # a non-sink key of sequence 1: its mean (3 + 1) / 2
+    _, rest = M.norms_at_sink(x, torch.tensor([0, 2]))
+    torch.testing.assert_close(rest, torch.tensor([(1.0 + 2.0) / 2, 2.0]))
 
 
 def test_head_cancellation_closed_forms():

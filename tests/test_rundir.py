@@ -29,7 +29,8 @@ def test_killed_run_resumes_to_the_same_tables(make_config, tmp_path, kill_at_st
     kill_at_step(Trainer, 25)
     with pytest.raises(KeyboardInterrupt):
         run(cfg, tmp_path / "split")
-    assert (tmp_path / "split/FAILED").exists() and not (tmp_path / "split/DONE").exists()
+    assert (tmp_path / "split/FAILED").read_text().startswith("Interrupted: stopped by Ctrl-C at step 24\n")
+    assert not (tmp_path / "split/DONE").exists()
     kill_at_step(Trainer, None)
     run(cfg, tmp_path / "split")            # resumes from the step-20 checkpoint
     assert (tmp_path / "split/DONE").exists() and not (tmp_path / "split/FAILED").exists()
@@ -58,6 +59,7 @@ def test_a_requeue_signal_checkpoints_where_the_run_is_and_resumes_to_the_same_t
         return original(self)
 
     monkeypatch.setattr(Trainer, "train_step", train_step)
+    monkeypatch.setattr(preemption, "_handlers", {10: None})      # submitit's handler, which requeues
     with pytest.raises(preemption.Requeue, match="step 14"):
         run(cfg, tmp_path / "split")
     assert F.status(tmp_path / "split") == "incomplete"
@@ -156,18 +158,46 @@ def test_a_crafted_checkpoint_is_never_executed(make_config, tmp_path):
     cfg = make_config(*QUICK)
     marker = tmp_path / "executed"
     torch.save({"config_hash": R.config_hash(cfg), "trainer": Marker(marker)}, tmp_path / F.CHECKPOINT)
-    with pytest.raises(RunDirError, match="cannot be loaded safely") as err:
+    with pytest.raises(RunDirError, match="holds objects the safe loader refuses .not executed.: Unsupported global") as err:
         run(cfg, tmp_path)
     assert not marker.exists()
     assert "\n" not in str(err.value) and str(tmp_path / F.CHECKPOINT) in str(err.value)
     assert not (tmp_path / F.DONE).exists()
 
 
+def test_a_truncated_checkpoint_is_called_so_in_whole_sentences(make_config, tmp_path):
+    cfg = make_config(*QUICK)
+    run(cfg, tmp_path / "whole")
+    data = (tmp_path / "whole" / F.CHECKPOINT).read_bytes()
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / F.CHECKPOINT).write_bytes(data[:len(data) // 2])
+    with pytest.raises(RunDirError) as err:
+        run(cfg, tmp_path / "cut")
+    assert str(err.value) == (f"{tmp_path / 'cut' / F.CHECKPOINT} is corrupt or truncated: PytorchStreamReader failed "
+                              "reading zip archive: failed finding central directory; move it away and run the same "
+                              "command again to train this run from step 0")
+
+
+def test_waiting_for_a_lock_returns_once_its_holder_lets_go(make_config, tmp_path):
+    import threading
+    import time
+
+    F.wait_for_lock(tmp_path, lambda holder: pytest.fail("no lock file, nothing to wait for"))
+    holder = R.RunDir(tmp_path, make_config(*QUICK))
+    assert holder.open() is None                          # this process holds the lock (another open file)
+    threading.Timer(0.5, holder.close).start()
+    waited, started = [], time.monotonic()
+    F.wait_for_lock(tmp_path, waited.append)
+    assert waited == [f"pid {__import__('os').getpid()} on {__import__('platform').node()}"]
+    assert time.monotonic() - started >= 0.4
+    F.wait_for_lock(tmp_path, lambda holder: pytest.fail("released: nothing to wait for"))
+
+
 def test_a_directory_in_use_is_skipped_not_trained_twice(make_config, tmp_path):
     cfg = make_config(*QUICK)
     holder = R.RunDir(tmp_path, cfg)
     assert holder.open() is None                          # this process now holds the lock
-    with pytest.raises(R.RunBusy, match=f"pid {__import__('os').getpid()}"):
+    with pytest.raises(F.RunBusy, match=f"pid {__import__('os').getpid()}"):
         run(cfg, tmp_path)
     assert not (tmp_path / F.FAILED).exists() and not (tmp_path / F.METRICS).exists()
     holder.close()                                        # released (as a dead process's lock is)
@@ -182,7 +212,7 @@ def test_a_file_system_without_flock_stops_the_run_with_one_line(make_config, tm
     def no_flock(fd, operation):
         raise OSError(errno.ENOLCK, "No locks available")
 
-    monkeypatch.setattr(R.fcntl, "flock", no_flock)
+    monkeypatch.setattr(F.fcntl, "flock", no_flock)
     with pytest.raises(RunDirError, match="cannot lock .*No locks available.*does not support flock") as err:
         run(make_config(*QUICK), tmp_path)
     assert "\n" not in str(err.value) and not (tmp_path / F.METRICS).exists() and not (tmp_path / F.FAILED).exists()
@@ -233,4 +263,5 @@ def test_meta_records_the_float32_matmul_settings_the_run_trained_with(make_conf
         torch.set_float32_matmul_precision(before[0])
         torch.backends.cudnn.allow_tf32 = before[1]
     assert F.read_json(tmp_path / F.META)["device"]["precision"] == {
-        "float32_matmul_precision": matmul, "cuda_matmul_allow_tf32": tf32, "cudnn_allow_tf32": tf32}
+        "float32_matmul_precision": matmul, "cuda_matmul_allow_tf32": tf32, "cudnn_allow_tf32": tf32,
+        "deterministic_algorithms": False, "cublas_workspace_config": ":4096:8"}   # deterministic on CUDA only

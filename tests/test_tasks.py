@@ -248,6 +248,23 @@ def test_backcopy_multinomial_sampler_draws_the_first_releases_stream(make_confi
     assert config_hash(make_config("task=backcopy")) != "9fe29307"        # the new default is another stream
 
 
+@pytest.mark.parametrize("rows", ["gathered", "expanded"])
+def test_one_sample_draws_what_torch_multinomial_draws(rows):
+    """backcopy.one_sample (no host wait on a GPU) against torch.multinomial(p, 1): the same tokens,
+    zero-probability entries never drawn, and the generator left in the same state."""
+    from sinkexp.tasks.backcopy import one_sample
+
+    table = torch.rand(65, 65, generator=torch.Generator().manual_seed(1))
+    table[:, 3] = 0.0
+    table /= table.sum(-1, keepdim=True)
+    probs = table[torch.randint(65, (512,))] if rows == "gathered" else table[0].expand(512, -1)
+    ours, theirs = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    drawn = one_sample(probs, ours)
+    assert torch.equal(drawn, torch.multinomial(probs, 1, generator=theirs).squeeze(1))
+    assert torch.equal(ours.get_state(), theirs.get_state()) and not (drawn == 3).any()
+    assert len(set(drawn.tolist())) > 30
+
+
 @pytest.mark.parametrize("table", ["synthetic", "sparse"])
 def test_backcopy_inverse_cdf_sampler_follows_the_table(tmp_path, table):
     """Goodness of fit over ~500k transitions: every empirical transition frequency within 5 standard

@@ -2,7 +2,8 @@
 defines every metric; tables.py turns a run's rows into its final values).
 
     evaluate(model, task, batch, step)  -> metric rows + loss rows (one forward pass, captured)
-        attention_rows(...)                (step, layer, head, query_type, metric, value)
+        attention_rows(...)                (step, layer, head, query_type, metric, value), layer by layer
+                                           (layer_rows) and for the whole model (model_rows)
         loss_rows(...)                     (step, split, loss): eval/<query type>, baseline/<query type>
 
 metric rows: `head = -1` marks a value over all heads of a layer, `layer = -1` a value over the whole
@@ -74,46 +75,63 @@ class Rows(list):
             self.append((self.step, layer, -1, query_type, metric, number))
 
 
+def query_sets_of(batch, query_types) -> dict:
+    """{query type: (B, T) bool} for the types present in the batch, and "all" (every query)."""
+    query_sets = {name: batch.query_type == index for index, name in enumerate(query_types)}
+    query_sets["all"] = batch.query_type >= 0
+    return {name: queries for name, queries in query_sets.items() if queries.any()}
+
+
 def attention_rows(cache: dict, anatomy, batch, query_types, step: int) -> list[tuple]:
     """Every metric of every layer from the captured taps (`cache`, names as in CAPTURED).
 
     The model's sequence may hold registers, and its keys a slot: metrics look at the task's tokens
     (`anatomy.tokens`) and report the mass on registers and slot separately.
     """
-    query_sets = {name: batch.query_type == index for index, name in enumerate(query_types)}
-    query_sets["all"] = batch.query_type >= 0
-    query_sets = {name: queries for name, queries in query_sets.items() if queries.any()}
+    query_sets = query_sets_of(batch, query_types)
     rows = Rows(step)
-    sink_scores = []
-    for layer, parts in enumerate(anatomy.layers):
-        taps = {name: cache[f"blocks.{layer}.attn.{name}"][:, :, anatomy.tokens] for name in ATTENTION_TAPS}
-        gates = cache.get(f"blocks.{layer}.attn.gates")
-        share = M.row_share(taps["weights"])[..., anatomy.tokens]                # (B, H, T, T) share of each row
-        query_rows(rows, layer, taps["scores"], taps["weights"], share, gates, anatomy, batch, query_sets)
-        updates = M.head_values(taps["mixed"], parts.w_o)                        # (B, H, T, d_model)
-        if parts.n_heads > 1:
-            for query_type, queries in query_sets.items():
-                rows.scalar(layer, "head_cancellation", M.head_cancellation(updates, queries), query_type)
-        sink_scores.append(head_rows(rows, layer, share, taps["k"], taps["v"], updates, parts, batch.sink))
-        attn_write = cache[f"blocks.{layer}.attn.output"][:, anatomy.tokens]      # (B, T, d_model)
-        rows.scalar(layer, "common_mode", M.common_mode_fraction(attn_write))
-        if parts.has_pathway:
-            pathway_write = cache[f"blocks.{layer}.pathway.output"][:, anatomy.tokens]
-            rows.scalar(layer, "pathway_common_mode", M.common_mode_fraction(pathway_write))
-            rows.scalar(layer, "pathway_usage", M.rms_ratio(pathway_write, attn_write))
-        resid = cache[f"blocks.{layer}.resid_post"][:, anatomy.tokens]           # (B, T, d_model)
-        at_sink, rest = M.resid_norms(resid, batch.sink)
-        rows.scalar(layer, "resid_norm_sink", at_sink)
-        rows.scalar(layer, "resid_norm_rest", rest)
-        rows.scalar(layer, "massive_ratio", M.massive_ratio(resid))
-        position, channel, at_sink = M.massive_location(resid, batch.sink)
-        rows.scalar(layer, "massive_position", position)
-        rows.scalar(layer, "massive_channel", channel)
-        rows.scalar(layer, "massive_at_sink", at_sink)
+    sink_scores = [layer_rows(rows, layer, cache, anatomy, batch, query_sets) for layer in range(len(anatomy.layers))]
+    model_rows(rows, sink_scores)
+    return rows
+
+
+def model_rows(rows: Rows, sink_scores: list[torch.Tensor]) -> None:
+    """The whole model's sink rate (layer -1) from each layer's per-sequence sink scores (B, H)."""
     model_scores = torch.cat(sink_scores, dim=1)                                 # (B, layers x H)
     for eps in SINK_RATE_EPS:
         rows.scalar(-1, sink_rate_name(eps), M.sink_rate(model_scores, eps))
-    return rows
+
+
+def layer_rows(rows: Rows, layer: int, cache: dict, anatomy, batch, query_sets: dict) -> torch.Tensor:
+    """One layer's metrics from its taps in `cache` (blocks.{layer}.*); returns its sink scores per
+    sequence (B, H). One layer at a time, so a caller may drop a layer's taps once it has its rows
+    (sinkexp/hf/ measures real models layer by layer)."""
+    parts = anatomy.layers[layer]
+    taps = {name: cache[f"blocks.{layer}.attn.{name}"][:, :, anatomy.tokens] for name in ATTENTION_TAPS}
+    gates = cache.get(f"blocks.{layer}.attn.gates")
+    share = M.row_share(taps["weights"])[..., anatomy.tokens]                # (B, H, T, T) share of each row
+    query_rows(rows, layer, taps["scores"], taps["weights"], share, gates, anatomy, batch, query_sets)
+    updates = M.head_values(taps["mixed"], parts.w_o)                        # (B, H, T, d_model)
+    if parts.n_heads > 1:
+        for query_type, queries in query_sets.items():
+            rows.scalar(layer, "head_cancellation", M.head_cancellation(updates, queries), query_type)
+    sink_scores = head_rows(rows, layer, share, taps["k"], taps["v"], updates, parts, batch.sink)
+    attn_write = cache[f"blocks.{layer}.attn.output"][:, anatomy.tokens]      # (B, T, d_model)
+    rows.scalar(layer, "common_mode", M.common_mode_fraction(attn_write))
+    if parts.has_pathway:
+        pathway_write = cache[f"blocks.{layer}.pathway.output"][:, anatomy.tokens]
+        rows.scalar(layer, "pathway_common_mode", M.common_mode_fraction(pathway_write))
+        rows.scalar(layer, "pathway_usage", M.rms_ratio(pathway_write, attn_write))
+    resid = cache[f"blocks.{layer}.resid_post"][:, anatomy.tokens]           # (B, T, d_model)
+    at_sink, rest = M.resid_norms(resid, batch.sink)
+    rows.scalar(layer, "resid_norm_sink", at_sink)
+    rows.scalar(layer, "resid_norm_rest", rest)
+    rows.scalar(layer, "massive_ratio", M.massive_ratio(resid))
+    position, channel, at_sink = M.massive_location(resid, batch.sink)
+    rows.scalar(layer, "massive_position", position)
+    rows.scalar(layer, "massive_channel", channel)
+    rows.scalar(layer, "massive_at_sink", at_sink)
+    return sink_scores
 
 
 def query_rows(rows: Rows, layer: int, scores, weights, share, gates, anatomy, batch, query_sets: dict) -> None:
@@ -148,6 +166,10 @@ def head_rows(rows: Rows, layer: int, share, k, v, updates, parts, sink) -> torc
     sink_key, other_keys = M.key_alignment(k, sink)
     rows.per_head(layer, "all", "sink_key_cos", sink_key)
     rows.per_head(layer, "all", "key_cos_rest", other_keys)
+    for name, tensor in (("k", k), ("v", v)):                               # Gu et al. 2025, Fig. 2 (norms)
+        at_sink, rest = M.norms_at_sink(tensor, sink)
+        rows.per_head(layer, "all", f"{name}_norm_sink", at_sink)
+        rows.per_head(layer, "all", f"{name}_norm_rest", rest)
     rows.per_head(layer, "all", "value_norm_ratio", M.value_norm_ratio(values, sink))
     rows.per_head(layer, "all", "sink_value_norm", M.sink_value_norm(values, sink))
     rows.per_head(layer, "all", "stable_rank", M.stable_rank(updates))

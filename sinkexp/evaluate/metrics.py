@@ -156,20 +156,30 @@ def rms_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tenso
 
 def stable_rank(update: torch.Tensor) -> torch.Tensor:
     """||U||_F^2 / ||U||_2^2 of each head's update U (B, H, T, d_model), averaged over sequences, (H,)."""
-    frobenius = update.pow(2).sum(dim=(-2, -1))
-    spectral = torch.linalg.matrix_norm(update, ord=2).pow(2)
-    return (frobenius / spectral).mean(0)
+    # ||U||_2^2 is the largest eigenvalue of the smaller Gram matrix (T x T or d x d): one small
+    # symmetric eigenproblem per head and sequence instead of an SVD of the T x d matrix.
+    gram = update @ update.transpose(-2, -1) if update.shape[-2] <= update.shape[-1] else update.transpose(-2, -1) @ update
+    finite = gram.isfinite().all(dim=-1).all(dim=-1)                         # a diverged run's: NaN, not a LAPACK error
+    spectral = torch.linalg.eigvalsh(torch.where(finite[..., None, None], gram, 0.0))[..., -1]
+    ratio = gram.diagonal(dim1=-2, dim2=-1).sum(-1) / spectral
+    return torch.where(finite, ratio, torch.nan).mean(0)
 
 
 def qk_spectrum(w_q: torch.Tensor, w_k: torch.Tensor, n_heads: int, top: int = 3) -> torch.Tensor:
     """Top singular values of the bilinear form W_Q^h W_K^h^T that scores x_i against x_j, (H, top).
 
     w_q, w_k are (H * D, d_model) Linear weights, so s_ij = x_i^T (w_q_h^T w_k_h) x_j / sqrt(D).
+    The form has rank <= D: with w_q_h^T = Q_q R_q and w_k_h^T = Q_k R_k (reduced QR, Q orthonormal
+    d_model x D), w_q_h^T w_k_h = Q_q (R_q R_k^T) Q_k^T has the singular values of the D x D matrix
+    R_q R_k^T, so no d_model x d_model SVD is needed (d_model 4096: hours over a 7B model's heads).
     """
     d_model = w_q.shape[1]
-    q = w_q.view(n_heads, -1, d_model)
+    q = w_q.view(n_heads, -1, d_model)                                       # (H, D, d_model)
     k = w_k.view(n_heads, -1, d_model)
-    return torch.linalg.svdvals(q.transpose(1, 2) @ k)[:, :top]
+    if q.shape[1] >= d_model:
+        return torch.linalg.svdvals(q.transpose(1, 2) @ k)[:, :top]
+    r_q, r_k = torch.linalg.qr(q.transpose(1, 2))[1], torch.linalg.qr(k.transpose(1, 2))[1]   # (H, D, D)
+    return torch.linalg.svdvals(r_q @ r_k.transpose(1, 2))[:, :top]
 
 
 def logit_gap(scores: torch.Tensor, sink: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
@@ -183,12 +193,21 @@ def logit_gap(scores: torch.Tensor, sink: torch.Tensor, visible: torch.Tensor) -
     return at_sink(scores, sink) - mean_others
 
 
+def norms_at_sink(x: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per head, (mean over sequences of ||x_s||, mean over sequences and positions j != s of ||x_j||)
+    of per-position vectors x (B, H, S, D), e.g. keys or values; each (H,). Gu et al. 2025 (Fig. 2)
+    compare the first token's key and value norms with the others'."""
+    norms = x.norm(dim=-1)                                                   # (B, H, S)
+    B, H, S = norms.shape
+    at = norms.gather(-1, sink.view(B, 1, 1).expand(B, H, 1)).squeeze(-1)    # (B, H)
+    rest = (norms.sum(-1) - at) / (S - 1)
+    return at.mean(0), rest.mean(0)
+
+
 def resid_norms(resid: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(mean ||h_s||, mean over j != s of ||h_j||) of a residual stream (B, T, d), as scalars."""
-    norms = resid.norm(dim=-1)                                               # (B, T)
-    at = norms.gather(1, sink[:, None]).squeeze(1)
-    rest = (norms.sum(1) - at) / (norms.shape[1] - 1)
-    return at.mean(), rest.mean()
+    at, rest = norms_at_sink(resid[:, None], sink)
+    return at[0], rest[0]
 
 
 def massive_ratio(resid: torch.Tensor) -> torch.Tensor:

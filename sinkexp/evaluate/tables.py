@@ -26,7 +26,8 @@ METRICS = ("sink_attn", "sink_share", "max_inflow", "sink_match", "sink_match_se
            *map(sink_rate_name, SINK_RATE_EPS), "logit_gap", "value_norm_ratio", "sink_value_norm",
            "head_cancellation", "common_mode", "pathway_common_mode", "pathway_usage", "stable_rank",
            "qk_sigma1", "qk_sigma2", "qk_sigma3", "qk_sigma1/sigma2", "resid_norm_sink", "resid_norm_rest",
-           "massive_ratio", "massive_position", "massive_channel", "massive_at_sink", "sink_key_cos", "key_cos_rest", "slot_attn", "register_attn",
+           "massive_ratio", "massive_position", "massive_channel", "massive_at_sink", "sink_key_cos", "key_cos_rest",
+           "k_norm_sink", "k_norm_rest", "v_norm_sink", "v_norm_rest", "slot_attn", "register_attn",
            "gate", "loss_eval", "loss_baseline")
 
 

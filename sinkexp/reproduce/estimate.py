@@ -36,7 +36,7 @@ import torch
 from sinkexp.config import Config, run_configs
 from sinkexp.cost import training_flops
 from sinkexp.plan import Plan
-from sinkexp.reproduce.execute import finished_runs, scale_of, workers_for
+from sinkexp.reproduce.execute import finished_runs, pool_workers, scale_of
 
 CALIBRATION_STEPS = 3
 CALIBRATIONS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sinkexp" / "calibration.json"
@@ -141,10 +141,11 @@ def estimate(plans: dict[tuple[str, str], Plan], overrides: list[str], root: Pat
     (reproduce's progress line reads them). `cpu_plans`: the same experiments planned at scale=cpu,
     whose jobs are timed in place of a larger scale's. Runs finished anywhere below `root`
     (reproduce's output folder) are counted as done: they are not trained again."""
-    from sinkexp.runner import resolve_device
+    from sinkexp.devices import resolve_device
 
-    workers = workers_for(overrides)
-    first = next(job for planned in plans.values() for job in planned.jobs)
+    jobs = [job for planned in plans.values() for job in planned.jobs]
+    workers = pool_workers(overrides, jobs)[1]          # as run_pool sizes its pool (GPUs: by their memory)
+    first = jobs[0]
     device = resolve_device(first.config.device)
     threads = torch.get_num_threads()
     if device.type == "cpu" and workers > 1:

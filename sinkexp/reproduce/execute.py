@@ -2,11 +2,12 @@
 
 `plan_experiments` checks every job of every experiment (sinkexp/plan.py: composed and validated
 once) before anything trains, so a bad override stops the whole command at once. `run_pool` then
-runs every planned job of every experiment through one pool of processes (one per core), longest
-first, so no core idles at an experiment's end, and keeps one progress line for the whole command;
-each worker runs the planned job itself (launch.execute), nothing composed again. With a launcher
-the user chose (hydra/launcher=slurm, ...), `run_experiment` hands each experiment's plan to
-launch instead. A rerun skips finished runs and resumes interrupted ones.
+runs every planned job of every experiment through one pool of processes (one per core; on GPUs,
+each worker pinned to one GPU, as many per GPU as its free memory holds), longest first, so no
+core idles at an experiment's end, and keeps one progress line for the whole command; each worker
+runs the planned job itself (launch.execute), nothing composed again. With a launcher the user
+chose (hydra/launcher=slurm, ...), `run_experiment` hands each experiment's plan to launch
+instead. A rerun skips finished runs and resumes interrupted ones.
 """
 from __future__ import annotations
 
@@ -48,9 +49,9 @@ def packs_pay(overrides: list[str]) -> bool:
     """Whether reproduce packs its grids by default: on a GPU, where a step over many small models
     costs about what one does. On the CPU it does not pay (docs/performance.md: 0.91-1.02x the
     model-steps/s of one run at a time, measured on reproduce's own grids)."""
-    from sinkexp.runner import resolve_device
+    from sinkexp.devices import device_kind
 
-    return resolve_device(last_value(overrides, "device", "auto")).type == "cuda"
+    return device_kind(last_value(overrides, "device", "auto")) == "cuda"
 
 
 def workers_for(overrides: list[str]) -> int:
@@ -128,16 +129,33 @@ def chose_launcher(overrides: list[str]) -> bool:
     return any(key.startswith(("hydra/launcher", "hydra.launcher.")) and key != "hydra.launcher.n_jobs" for key in keys)
 
 
-def _quiet_worker() -> None:
-    """A pool worker's start: no progress bars (tqdm reads TQDM_DISABLE when imported)."""
+def _quiet_worker(gpus: list[str], counter) -> None:
+    """A pool worker's start: no progress bars (tqdm reads TQDM_DISABLE when imported), and on GPUs
+    the next GPU of `gpus` as the only one it sees (devices.pin_worker)."""
+    from sinkexp.devices import pin_worker
+
     os.environ["TQDM_DISABLE"] = "1"
+    pin_worker(gpus, counter)
+
+
+def pool_workers(overrides: list[str], jobs: list[Job]) -> tuple[list[str], int]:
+    """The GPU of each of the pool's workers and how many workers it has: on a machine with GPUs one
+    per GPU slot (memory.pool_gpus: as many per GPU as its free memory holds for the largest job's
+    floor, or hydra.launcher.n_jobs in all); on the CPU, or for one named GPU, none and workers_for."""
+    from sinkexp.memory import pool_gpus
+
+    chosen = int(last_value(overrides, "hydra.launcher.n_jobs", "0"))
+    gpus = pool_gpus(last_value(overrides, "device", "auto"), [job.config for job in jobs], chosen if chosen > 0 else None)
+    return gpus, len(gpus) or workers_for(overrides)
 
 
 def _run_job(job: Job) -> tuple[float, str]:
     """One planned job in a pool worker, as a job of a sweep (one torch thread unless `threads=` is
-    set); returns (seconds, what it wrote to stderr: one line per problem). Its own output
-    (tables, log lines) is in each run's train.log."""
+    set); returns (seconds, what it wrote to stderr: one line per problem) once each of its runs
+    has ended here or, skipped because another process trains it, there (as launch waits), so the
+    pool counts every run by how it ended. Its own output (tables, log lines) is in each run's train.log."""
     from sinkexp.launch import execute
+    from sinkexp.runfiles import wait_for_lock
 
     err = io.StringIO()
     started = time.perf_counter()
@@ -146,6 +164,9 @@ def _run_job(job: Job) -> tuple[float, str]:
             execute(job, sweep=True, parallel=True)
         except SystemExit:              # Ctrl-C or SIGTERM: the job wrote FAILED and said so
             pass
+        else:
+            for run_dir, _ in job.runs:     # one another process trains (skipped here): it holds a core meanwhile
+                wait_for_lock(run_dir)
     return time.perf_counter() - started, err.getvalue()
 
 
@@ -217,13 +238,14 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
         return max(predicted.get(run_dir.name, 0.0) for run_dir, _ in job.runs)
 
     todo.sort(key=lambda item: (-prediction(item[1]), -item[1].flops))    # the longest first, as the plan assumes
-    workers = workers_for(overrides)
+    gpus, workers = pool_workers(overrides, [job for _, job in todo])
     progress = Progress(done_runs + sum(len(job.runs) for _, job in todo) + sum(len(job.runs) for job in twins),
                         done_runs, sum(prediction(job) for _, job in todo), workers)
     seconds = {key: 0.0 for key in jobs}
     progress.show()
     context = multiprocessing.get_context("spawn")   # a fresh interpreter: no forked OpenMP or CUDA state
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_quiet_worker) as pool:
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_quiet_worker,
+                             initargs=(gpus, context.Value("i", 0))) as pool:     # the workers take the GPUs in turn
         futures = {pool.submit(_run_job, job): (key, job) for key, job in todo}
         try:
             for future in as_completed(futures):

@@ -220,12 +220,15 @@ class BackcopyTask:
         tokens.copy_(chain.t())
 
     def _chain_multinomial(self, tokens: torch.Tensor, generator: torch.Generator) -> None:
-        """The first release's draws: torch.multinomial per step (kept so its runs stay reproducible)."""
+        """The first release's draws, torch.multinomial(rows, 1) per step (kept so its runs stay
+        reproducible), as torch computes one sample: argmax of p / q with q ~ Exp(1) per entry (ATen
+        Distributions.cpp, multinomial's one-sample path), the same numbers from the same generator,
+        without its two checks of the rows, which wait for the device (the table is checked once)."""
         B, L = tokens.shape[0], tokens.shape[1] - 1
-        tokens[:, 1] = torch.multinomial(self.first.expand(B, -1), 1, generator=generator).squeeze(1)
+        tokens[:, 1] = one_sample(self.first.expand(B, -1), generator)
         for t in range(1, L):
             current = tokens[:, t]
-            drawn = torch.multinomial(self.cond[current], 1, generator=generator).squeeze(1)
+            drawn = one_sample(self.cond[current], generator)
             tokens[:, t + 1] = torch.where(self.is_trigger[current], tokens[:, t - 1], drawn)
 
     def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
@@ -236,3 +239,10 @@ class BackcopyTask:
         oracle = torch.where(self.is_trigger[batch.inputs], 0.0, self.entropy[batch.inputs])
         oracle[:, 0] = self.first_entropy
         return oracle
+
+
+def one_sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """torch.multinomial(probs, 1, generator=generator).squeeze(1) for rows of probabilities (B, n):
+    the same draw, with no host synchronisation (tests/test_tasks.py checks it against torch)."""
+    q = torch.empty(probs.shape, dtype=probs.dtype, device=probs.device).exponential_(1, generator=generator)
+    return (probs / q).argmax(dim=-1)

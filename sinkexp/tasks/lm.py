@@ -49,18 +49,25 @@ class LMConfig:
     doc_bos: bool = False    # a BOS token before every document in the packed stream (else the blank line)
 
 
+def decompressed(key: str, value: str, raw: bytes) -> bytes:
+    """A text file's bytes `raw`, decompressed when its name (config `key`=`value`) ends in .xz or .gz;
+    ConfigError naming the key when they cannot be."""
+    path = data_path(value)
+    try:
+        if path.endswith(".xz"):
+            return lzma.decompress(raw)
+        if path.endswith(".gz"):
+            return gzip.decompress(raw)
+    except (lzma.LZMAError, OSError, EOFError) as err:
+        raise ConfigError(f"{key}={value}: cannot be decompressed ({err.__class__.__name__})") from None
+    return raw
+
+
 def documents(corpus: str, raw: bytes) -> list[bytes]:
     """The corpus's documents from its file's bytes `raw`: split at blank lines, without their
     surrounding newlines, empty ones dropped. ConfigError naming task.corpus if the bytes cannot be
     decompressed or hold fewer than HELD_OUT_EVERY documents."""
-    path = data_path(corpus)
-    try:
-        if path.endswith(".xz"):
-            raw = lzma.decompress(raw)
-        elif path.endswith(".gz"):
-            raw = gzip.decompress(raw)
-    except (lzma.LZMAError, OSError, EOFError) as err:
-        raise ConfigError(f"task.corpus={corpus}: cannot be decompressed ({err.__class__.__name__})") from None
+    raw = decompressed("task.corpus", corpus, raw)
     docs = [doc.strip(b"\n") for doc in raw.replace(b"\r\n", b"\n").split(SEPARATOR) if doc.strip()]
     if len(docs) < HELD_OUT_EVERY:
         raise ConfigError(f"task.corpus={corpus}: {len(docs)} documents (blank-line separated); the held-out split "

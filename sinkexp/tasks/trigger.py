@@ -74,6 +74,8 @@ class TriggerTask:
             raise choices_error("task.mode", cfg.mode, MODES)
 
     def sample(self, batch_size: int, generator: torch.Generator, device) -> Batch:
+        from sinkexp.devices import cumsum_in_order   # torch's: the schema imports this file without it
+
         B, L, d_x = batch_size, self.seq_len, self.cfg.d_x
         z = torch.randn(B, L, d_x, generator=generator, device=device)
         position = torch.arange(L, device=device)
@@ -89,7 +91,7 @@ class TriggerTask:
         z = z * is_content[..., None]
 
         # Mean of the content vectors strictly before each position (exclusive prefix sums).
-        prefix_sum = torch.cumsum(z, dim=1) - z                                           # (B, L, d_x)
+        prefix_sum = cumsum_in_order(z, dim=1) - z                                        # (B, L, d_x)
         prefix_count = torch.cumsum(is_content, dim=1) - is_content.long()                # (B, L)
         prefix_mean = prefix_sum / prefix_count.clamp(min=1)[..., None]
         targets = prefix_mean * is_trigger[..., None]

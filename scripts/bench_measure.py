@@ -1,0 +1,73 @@
+"""Benchmark: `sinkexp measure`'s pass against a plain forward with attention outputs.
+
+    .venv/bin/python scripts/bench_measure.py                  # about a minute on 2 CPU cores
+    .venv/bin/python scripts/bench_measure.py --n 100 --seq-len 64 --chunk 25 --reps 3 --threads 2
+
+Both sides run the same randomly initialised model of Pythia-70M's shape (GPT-NeoX, 6 layers,
+d_model 512, 8 heads, vocabulary 50304; built from its config here, no download) on the same N x T
+token ids, alternating repetitions so that drift in the machine hits both alike:
+- reference: what a script such as Gu et al.'s eval_sink_open_source.py does, the model loaded with
+  attn_implementation="eager" and called with output_attentions=True (every layer's maps returned);
+- measure: sinkexp.hf.measure.measure, the forward pass with sinkexp's taps and every metric row of
+  every layer (docs/metrics.md), the taps of a layer dropped once its rows are made.
+Reported: seconds per pass of each and the measure / reference ratio. Another process on the
+machine makes the numbers invalid: they are marked so.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+
+import torch
+
+from sinkexp.benchmark import load, machine, time_sides, validity
+from sinkexp.hf.measure import load_model, measure
+
+
+def pythia_70m_shaped(folder: str) -> str:
+    from transformers import AutoModelForCausalLM, GPTNeoXConfig
+
+    torch.manual_seed(0)
+    config = GPTNeoXConfig(vocab_size=50304, hidden_size=512, num_hidden_layers=6, num_attention_heads=8,
+                           intermediate_size=2048, max_position_embeddings=2048, rotary_pct=0.25)
+    AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    return folder
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100)
+    parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--chunk", type=int, default=None, help="sequences per pass of the measure side")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    args = parser.parse_args()
+    from transformers import AutoModelForCausalLM
+
+    torch.set_num_threads(args.threads)
+    device = torch.device("cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = pythia_70m_shaped(tmp)
+        ours = load_model(folder, "float32", device)
+        eager = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    inputs = torch.randint(0, 50304, (args.n, args.seq_len), generator=torch.Generator().manual_seed(1))
+
+    @torch.no_grad()
+    def reference():
+        return eager(input_ids=inputs, output_attentions=True, use_cache=False).attentions
+
+    sides = {"reference": reference, "measure": lambda: measure(ours, inputs, chunk=args.chunk)}
+    before = load()
+    seconds = {side: [1 / rate for rate in rates] for side, rates in time_sides(sides, 1, args.reps, warmup=1).items()}
+    median = {side: statistics.median(values) for side, values in seconds.items()}
+    print(machine(args.threads))
+    print(f"Pythia-70M-shaped GPT-NeoX (random weights), {args.n} x {args.seq_len} tokens, chunk {args.chunk or args.n}")
+    for side, values in seconds.items():
+        print(f"  {side:<10} {median[side]:7.3f} s per pass (median of {args.reps}: "
+              + ", ".join(f"{v:.3f}" for v in values) + ")")
+    print(f"measure / reference: {median['measure'] / median['reference']:.2f}x" + validity([before, load()]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""`sinkexp measure [-m] [MODEL] [KEY=VALUE ...]`: sinkexp's metrics on Hugging Face causal LMs,
+one run directory per (model, revision), as `sinkexp train` writes them (docs/measure.md).
+
+`plan` checks every job before anything runs (the model is there and supported, the text is long
+enough, the directory holds no other config's run): a problem is one line and exit code 2, with
+nothing written. `run_job` then measures each job under rundir.py's rules: a finished run
+(DONE, same config hash) is skipped, the directory's lock keeps two processes apart, a failure
+writes FAILED and the sweep goes on, a rerun of the same command does what is left.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from sinkexp import runfiles as F
+from sinkexp.errors import ConfigError
+from sinkexp.hf import settings as S
+from sinkexp.hf import sources
+
+USAGE = """usage: sinkexp measure [-m] [MODEL] [KEY=VALUE ...]
+  MODEL (or model=): a model folder (config.json, weights, tokenizer) or a Hugging Face hub id
+  keys: """ + ", ".join(S.KEYS) + """ (defaults and meaning: docs/measure.md)
+  e.g. sinkexp measure outputs/export/my-run
+       sinkexp measure EleutherAI/pythia-14m revision=step1000 n=100 seq_len=64
+       sinkexp measure -m model=EleutherAI/pythia-14m,EleutherAI/pythia-70m revision=step1000,step143000 name=pythia"""
+
+
+@dataclass
+class Job:
+    cfg: S.MeasureConfig
+    folder: Path             # the model's local folder (a hub id's snapshot: config and tokenizer so far)
+    digest: str              # config hash
+    run_dir: Path
+    inputs: torch.Tensor     # (n, seq_len) token ids
+    step: int                # the checkpoint's training step (-1: unknown)
+    written: dict            # config.yaml
+
+
+def model_identity(folder: Path, cfg: S.MeasureConfig) -> str:
+    """A hub snapshot's commit (its folder's name in the cache), or a local folder's content hash."""
+    if cfg.revision is not None or not Path(cfg.model).expanduser().exists():
+        return f"hub:{cfg.model}@{folder.name}"
+    return sources.folder_digest(folder)
+
+
+def plan_job(cfg: S.MeasureConfig, multirun: bool, started: str) -> Job:
+    from sinkexp.plan import check_run_dir
+    from sinkexp.runner import resolve_device
+    from sinkexp.tasks.base import data_digest
+
+    folder = sources.resolve(cfg.model, cfg.revision)
+    config, _ = sources.check_model(folder, cfg.model, cfg.seq_len)
+    inputs = sources.sequences(sources.load_tokenizer(folder, cfg.model), config, cfg.text, cfg.n, cfg.seq_len, cfg.bos)
+    resolve_device(cfg.device)
+    digest = S.config_hash(cfg, model_identity(folder, cfg), data_digest("text", cfg.text))
+    where = S.run_dir(cfg, multirun, digest, started)
+    check_run_dir(where, digest, key="dir")
+    step = S.checkpoint_step(cfg, config)
+    return Job(cfg, folder, digest, where, inputs, step, S.as_written(cfg, step, config))
+
+
+def plan(argv: list[str]) -> tuple[bool, list[Job]]:
+    """Every job of the command line, checked (ConfigError: one line naming the key)."""
+    multirun, jobs = S.parse(argv)
+    started = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    planned: dict[Path, Job] = {}
+    for values in jobs:
+        job = plan_job(S.typed(values), multirun, started)
+        planned.setdefault(job.run_dir, job)        # the same run named twice is measured once
+    return multirun, list(planned.values())
+
+
+def start_meta(job: Job, device: torch.device) -> dict:
+    from sinkexp.provenance import device_name, git_state, utc_now, versions
+    from sinkexp.runfiles import SCHEMA_VERSION
+
+    import transformers
+
+    return {"schema_version": SCHEMA_VERSION, "config_hash": job.digest, "command": "measure",
+            "model": {"id": job.cfg.model, "revision": job.cfg.revision, "folder": str(job.folder), "weights": None},
+            "dtype": job.cfg.dtype, "device": {"requested": job.cfg.device, "resolved": str(device),
+                                               "name": device_name(device), "torch_threads": torch.get_num_threads()},
+            "versions": {**versions(), "transformers": transformers.__version__}, "git": git_state(),
+            "argv": sys.argv, "start_time": utc_now(), "end_time": None, "wall_time_s": None}
+
+
+def measure_into(job: Job) -> dict:
+    """Load, measure and write the run's files; DONE last. Returns the summary."""
+    from omegaconf import OmegaConf
+
+    from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS, final_values, summary
+    from sinkexp.hf.measure import NextToken, load_model, measure
+    from sinkexp.provenance import utc_now
+    from sinkexp.runner import resolve_device
+
+    began, device = time.perf_counter(), resolve_device(job.cfg.device)
+    meta = start_meta(job, device)
+    F.write_text(job.run_dir / F.CONFIG, OmegaConf.to_yaml(OmegaConf.create(job.written)))
+    F.write_json(job.run_dir / F.META, meta)
+    folder = sources.resolve(job.cfg.model, job.cfg.revision, weights=True)
+    meta["model"]["weights"] = {path.name: sources.file_digest(path) for path in sources.weight_files(folder)}
+    model = load_model(folder, job.cfg.dtype, device)
+    metric_rows, loss_rows = measure(model, job.inputs, job.step, job.cfg.chunk)
+    metrics, losses = pd.DataFrame(metric_rows, columns=METRIC_COLUMNS), pd.DataFrame(loss_rows, columns=LOSS_COLUMNS)
+    result = summary(final_values(metrics, losses), job.step, NextToken.query_types, NextToken.reference)
+    F.write_csv(job.run_dir / F.METRICS, metrics)
+    F.write_csv(job.run_dir / F.LOSSES, losses)
+    F.write_arrays(job.run_dir / INPUTS, {"inputs": job.inputs.numpy()})
+    F.write_json(job.run_dir / F.SUMMARY, result)
+    meta.update(end_time=utc_now(), wall_time_s=round(time.perf_counter() - began, 3))
+    F.write_json(job.run_dir / F.META, meta)
+    F.write_text(job.run_dir / F.DONE, utc_now() + "\n")
+    return result
+
+
+INPUTS = "inputs.npz"     # the measured token ids, (n, seq_len): what `sinkexp measure` read
+
+
+def run_job(job: Job, quiet: bool = False) -> bool:
+    """Measure one job into its directory unless it is finished; True when it is finished."""
+    from sinkexp.evaluate.tables import format_summary
+    from sinkexp.rundir import existing_run, mark_failed
+    from sinkexp.runfiles import RunBusy, RunDirError, take_lock
+
+    if F.finished(job.run_dir, job.digest):
+        print(f"{job.run_dir}: finished already (DONE); skipped", file=sys.stderr if quiet else sys.stdout)
+        return True
+    job.run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = take_lock(job.run_dir)
+    except (RunBusy, RunDirError) as err:
+        print(f"sinkexp: {err}", file=sys.stderr)
+        return False
+    try:
+        if F.finished(job.run_dir, job.digest):            # finished by another process since the first look
+            return True
+        existing_run(job.run_dir, job.digest, fix="dir or name")   # or another config's run put there since the plan
+        for stale in job.run_dir.glob(".*.tmp"):
+            stale.unlink(missing_ok=True)
+        (job.run_dir / F.FAILED).unlink(missing_ok=True)
+        result = measure_into(job)
+    except RunDirError as err:                                 # not this run's directory: nothing marked
+        print(f"sinkexp: error: {err}", file=sys.stderr)
+        return False
+    except KeyboardInterrupt as err:
+        mark_failed(job.run_dir, err)
+        raise
+    except Exception as err:
+        mark_failed(job.run_dir, err)
+        print(f"sinkexp: error: {job.run_dir}: {err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else ''} "
+              "(FAILED written)", file=sys.stderr)
+        return False
+    finally:
+        os.close(lock)
+    if not quiet:
+        print(format_summary(result).replace("on the held-out batch", "on the measured text"))
+        print(f"run directory: {job.run_dir}")
+    return True
+
+
+def measure_checkpoint(model: str, run_dir: Path, revision: str | None = None, **settings) -> Path:
+    """Measure one checkpoint into `run_dir` (nothing to do when a finished run of the same
+    settings is there) and return it; read its tables with runfiles.RunFiles(run_dir). For claims
+    on named open checkpoints (sinkexp reproduce): ConfigError when the model is not on the machine
+    (sources.on_disk says so first) or a setting is bad, RuntimeError when the measurement failed."""
+    argv = [f"model={model}", f"dir={run_dir}", *([f"revision={revision}"] if revision else []),
+            *(f"{key}={value}" for key, value in settings.items())]
+    _, (job,) = plan(argv)
+    if not run_job(job, quiet=True):
+        raise RuntimeError(f"{job.run_dir}: the measurement did not finish (FAILED says why)")
+    return job.run_dir
+
+
+def main(argv: list[str]) -> int:
+    """0 when every run finished, 1 when one did not, 2 on bad input (nothing written)."""
+    if argv and argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0
+    try:
+        multirun, jobs = plan(argv)
+    except ConfigError as err:
+        print(f"sinkexp: error: {err}", file=sys.stderr)
+        return 2
+    finished = [run_job(job) for job in jobs]
+    if multirun and not all(finished):
+        print(f"sinkexp: {finished.count(False)} of {len(jobs)} runs did not finish (see the lines above)",
+              file=sys.stderr)
+    return 0 if all(finished) else 1

@@ -1,0 +1,125 @@
+"""The measurement of a loaded transformers causal LM on token ids: sinkexp's own evaluator
+(evaluate/evaluator.py: layer_rows, model_rows, loss_rows) on the taps capture.py records, so every
+metric keeps its definition in docs/metrics.md and the rows their long format.
+
+    model = load_model(folder, "float32", device)
+    metric_rows, loss_rows = measure(model, inputs, step=1000)      # inputs (N, T) token ids
+
+Position 0 is the sink position (the BOS, or the first token without one) and not a query, as in
+task=lm; every other position is a query of type `text`. The loss is each position's next-token
+cross-entropy (the last position has no next token), beside the uniform predictor's log V.
+
+`chunk` sequences go through the model at once (default: all N), and each layer's taps are turned
+into rows and dropped as soon as the layer is done, so memory holds one layer's attention maps of
+one chunk. With several chunks every value is the mean of the chunks' values weighted by their
+sequences: exactly the whole batch's value for the means over sequences and queries; for the
+statistics pooled over the batch (massive_ratio, the key cosines, common_mode) the mean of the
+chunks' values, and massive_position / massive_channel the most frequent over the chunks
+(docs/measure.md).
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from sinkexp.evaluate.evaluator import Rows, layer_rows, loss_rows, model_rows, query_sets_of
+from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
+from sinkexp.hf.capture import ATTENTION, layer_by_layer, register
+from sinkexp.hf.families import FAMILIES
+from sinkexp.model.transformer import Anatomy, LayerAnatomy
+from sinkexp.tasks.base import Batch
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+LOCATIONS = ("massive_position", "massive_channel")   # positions, not amounts: combined by the mode
+
+
+class NextToken:
+    """What loss_rows needs of a task: next-token cross-entropy, and the uniform predictor beside it."""
+    query_types = ("text",)
+    reference = "uniform predictor over the vocabulary"
+
+    def __init__(self, vocab_size: int):
+        self.vocab_size = vocab_size
+
+    def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return F.cross_entropy(pred.float().transpose(1, 2), batch.targets, reduction="none")   # (B, T)
+
+    def baseline_loss(self, batch: Batch) -> torch.Tensor:
+        return torch.full(batch.targets.shape, math.log(self.vocab_size), device=batch.targets.device)
+
+
+def load_model(folder, dtype: str, device: torch.device):
+    """The model in eval mode, its attention through capture.ATTENTION."""
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging
+
+    register()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation=ATTENTION, dtype=DTYPES[dtype])
+    return model.to(device).eval()
+
+
+def text_batch(inputs: torch.Tensor) -> Batch:
+    """Next-token targets (the last position has none: it is out of the loss); position 0 is the sink."""
+    B, T = inputs.shape
+    query_type = torch.zeros(B, T, dtype=torch.long, device=inputs.device)
+    query_type[:, 0] = -1
+    loss_mask = torch.ones(B, T, dtype=torch.bool, device=inputs.device)
+    loss_mask[:, -1] = False
+    return Batch(inputs=inputs, targets=torch.cat([inputs[:, 1:], inputs[:, :1]], dim=1), loss_mask=loss_mask,
+                 query_type=query_type, sink=torch.zeros(B, dtype=torch.long, device=inputs.device))
+
+
+def anatomy(model, family, T: int, device) -> Anatomy:
+    """sinkexp's view of the model for sequences of T tokens: no registers, no slot, causal."""
+    n_heads = model.config.num_attention_heads
+    layers = []
+    for layer in family.layer_modules(model):
+        w_q, w_k, w_o = (w.detach().float() for w in family.weights(family.attention_module(layer), n_heads))
+        layers.append(LayerAnatomy(n_heads, w_q, w_k, w_o, has_slot=False, has_gate=False, has_pathway=False))
+    return Anatomy(tokens=torch.arange(T, device=device), registers=torch.zeros(0, dtype=torch.long, device=device),
+                   n_keys=T, visible=torch.ones(T, T, dtype=torch.bool, device=device).tril(), layers=layers)
+
+
+@torch.no_grad()
+def measure_chunk(model, family, parts: Anatomy, inputs: torch.Tensor, step: int) -> tuple[list, list]:
+    """Metric rows and loss rows of one forward pass over `inputs` (B, T)."""
+    batch, task = text_batch(inputs), NextToken(model.config.vocab_size)
+    query_sets, rows, scores = query_sets_of(batch, task.query_types), Rows(step), []
+    with layer_by_layer(model, family, lambda layer, cache: scores.append(
+            layer_rows(rows, layer, cache, parts, batch, query_sets))):
+        logits = model(input_ids=inputs, use_cache=False).logits                 # (B, T, vocab)
+    model_rows(rows, scores)
+    return list(rows), loss_rows(task, logits, batch, step)
+
+
+def measure(model, inputs: torch.Tensor, step: int = 0, chunk: int | None = None) -> tuple[list, list]:
+    """(metric rows, loss rows) of `model` on `inputs` (N, T), `chunk` sequences per forward pass."""
+    family = FAMILIES[model.config.model_type]
+    device = next(model.parameters()).device
+    inputs = inputs.to(device)
+    parts = anatomy(model, family, inputs.shape[1], device)
+    size = chunk or len(inputs)
+    chunks = [(len(part), *measure_chunk(model, family, parts, part, step)) for part in inputs.split(size)]
+    if len(chunks) == 1:
+        return chunks[0][1], chunks[0][2]
+    metrics = combine([(n, pd.DataFrame(rows, columns=METRIC_COLUMNS)) for n, rows, _ in chunks])
+    losses = combine([(n, pd.DataFrame(rows, columns=LOSS_COLUMNS)) for n, _, rows in chunks])
+    return list(metrics.itertuples(index=False, name=None)), list(losses.itertuples(index=False, name=None))
+
+
+def combine(chunks: list[tuple[int, pd.DataFrame]]) -> pd.DataFrame:
+    """Rows of several chunks as one: values weighted by the chunk's sequences; LOCATIONS by the mode."""
+    frame = pd.concat([rows.assign(n=n) for n, rows in chunks], ignore_index=True)
+    value = frame.columns[-2]                                                   # `value` or `loss`
+    keys = [c for c in frame.columns if c not in (value, "n")]
+    located = frame["metric"].isin(LOCATIONS) if "metric" in frame else pd.Series(False, index=frame.index)
+    frame["weighted"] = frame[value] * frame["n"]
+    sums = frame[~located].groupby(keys, sort=False)[["weighted", "n"]].sum()
+    means = (sums["weighted"] / sums["n"]).rename(value).reset_index()
+    modes = frame[located].groupby(keys, sort=False)[value].agg(lambda v: v.mode().min()).reset_index()
+    return pd.concat([means, modes], ignore_index=True)[keys + [value]]
