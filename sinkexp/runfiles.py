@@ -52,8 +52,7 @@ LATER_KEYS = {"train.data_chunk": 1, "task.sampler": "multinomial", "model.pos_i
               "model.hide_bos": False, "model.global_pathway": "none", "train.bos_penalty": 0.0,
               "train.common_mode_penalty": 0.0, "train.warmup": 0, "train.schedule": "constant",
               "model.embed_norm": False, "task.form": "causal", "train.checkpoint_steps": None,
-              "eval.at_checkpoints": False, "precision": "exact", "model.attn_out": "linear",
-              "model.freeze_readout": False}
+              "eval.at_checkpoints": False, "precision": "exact", "model.attn_out": "linear", "model.freeze_readout": False}
 
 
 def _umask() -> int:

@@ -23,40 +23,47 @@ import pandas as pd
 from sinkexp.reproduce.declare import Paper
 
 OUTPUT_ROOT = Path("outputs/reproduce")
-USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [--docs DIR] [--pack|--no-pack]   (overrides apply to every run)
+USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--docs DIR] [--pack|--no-pack]   (overrides apply to every run)
        sinkexp reproduce PAPER|all [KEY=VALUE ...] --plan [--recalibrate]   (the jobs, FLOPs and predicted wall time; nothing trains)
        sinkexp reproduce --list
        sinkexp reproduce --docs DIR       (DIR/results.md and the README headline again, from DIR/claims.csv)"""
 
 
 def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROOT, command: str = "",
-              pack: bool | None = None) -> pd.DataFrame:
+              pack: bool | None = None, weights: Path | None = None) -> pd.DataFrame:
     """Run (or resume) every experiment of `papers`, check their claims, write claims.csv, REPORT.md
     and figures into `root` (one paper: root/<paper>/), print the table; returns the claims table.
     Every job is checked before the first one trains (ConfigError on the first bad one). `pack`:
-    train each job's seeds and hyper-parameter values together (None: on a GPU only, execute.packs_pay)."""
+    train each job's seeds and hyper-parameter values together (None: on a GPU only, execute.packs_pay).
+    Checkpoints are measured where their weights are here (checkpoints.py; `weights`: a folder of them)."""
     # Imported here, not at the top: execute reaches torch (through launch), and `--list`, `--docs`
     # and a declaration error should answer without it.
     from sinkexp.reproduce.execute import (chose_launcher, packs_pay, plan_experiments, planned_dirs, run_experiment,
                                            run_pool)
+    from sinkexp.reproduce.checkpoints import measure_checkpoints, planned_runs
     from sinkexp.reproduce.verdicts import check_claims
     from sinkexp.reproduce.write import figures, passing, table_text, write_claims_report
 
     plans = plan_experiments(papers, overrides, root, packs_pay(overrides) if pack is None else pack)
     planned = {key: planned_dirs(plan) for key, plan in plans.items()}   # claims read only these runs
     started, seconds, reports, results = time.perf_counter(), {}, {}, []
-    if chose_launcher(overrides):       # the user's launcher (slurm, ...): one sweep per experiment
+    if not plans:                       # checkpoints only: nothing to train
+        pass
+    elif chose_launcher(overrides):     # the user's launcher (slurm, ...): one sweep per experiment
         for paper in papers:
             for exp in paper.experiments:
-                seconds[paper.name, exp.name] = run_experiment(paper, exp, plans[paper.name, exp.name], root)
+                if (paper.name, exp.name) in plans:        # a checkpoint is measured, not trained
+                    seconds[paper.name, exp.name] = run_experiment(paper, exp, plans[paper.name, exp.name], root)
     else:                               # every job through one pool, one progress line
         from sinkexp.reproduce.estimate import estimate
         predicted = estimate(plans, overrides, root, cpu_plans=cpu_twins(papers, plans, overrides, root, pack))
         seconds = run_pool(plans, root, overrides, predicted[1]["job_seconds"])    # for the time left
+    missing = measure_checkpoints(papers, root, weights)
     for paper in papers:
         for name, path in figures(paper, root).items():
             reports[paper.name, name] = path
-        results += [result.row(paper) for result in check_claims(paper, root, planned)]
+        planned.update(planned_runs(paper, root))
+        results += [result.row(paper) for result in check_claims(paper, root, planned, missing)]
     rows = pd.DataFrame(results)
     out = root / papers[0].name if len(papers) == 1 else root
     report = write_claims_report(papers, rows, out, root, command, seconds, reports)
@@ -103,6 +110,7 @@ def last_verdicts(root: Path = OUTPUT_ROOT) -> pd.DataFrame:
 def list_papers(papers: dict[str, Paper], root: Path = OUTPUT_ROOT) -> str:
     """Every claim with its source and criterion, and its verdict in the last run below `root`,
     counted per kind for each paper."""
+    from sinkexp.reproduce.verdicts import VERDICTS
     from sinkexp.reproduce.write import passing
 
     last = last_verdicts(root).set_index(["paper", "claim"])
@@ -110,9 +118,12 @@ def list_papers(papers: dict[str, Paper], root: Path = OUTPUT_ROOT) -> str:
     width = max(len(c.name) for paper in papers.values() for c in paper.claims)
     for paper in papers.values():
         runs = sum(exp.runs for exp in paper.experiments)
+        weights = {e.name: e.model for e in paper.experiments if hasattr(e, "model")}   # checkpoints
         verdicts = [last["verdict"].get((paper.name, c.name), "not run yet") for c in paper.claims]
+        verdicts = [f"{v}, needs weights: {weights[c.experiments[0]]}" if c.experiments[0] in weights else v
+                    for c, v in zip(paper.claims, verdicts)]
         counts = pd.DataFrame({"kind": [c.kind for c in paper.claims], "verdict": verdicts})
-        ran = f"last run: {passing(counts)}" if (counts["verdict"] != "not run yet").any() else "not run yet"
+        ran = f"last run: {passing(counts)}" if counts["verdict"].isin(VERDICTS).any() else "not run yet"
         lines.append(f"{paper.name}: {paper.title} ({len(paper.experiments)} experiments, {runs} runs; {ran})")
         for c, verdict in zip(paper.claims, verdicts):
             lines.append(f"  {c.name:<{width}} [{c.kind}] {verdict}: {c.source}: {c.describe()} {c.criterion} "
@@ -150,7 +161,8 @@ def main(argv: list[str]) -> int:
     if argv[0] == "--list":
         print(list_papers(PAPERS))
         return 0
-    name, overrides = argv[0], argv[1:]
+    name, overrides = argv[0], [a for a in argv[1:] if not a.startswith("weights=")]
+    weights = next((Path(a.split("=", 1)[1]) for a in reversed(argv) if a.startswith("weights=")), None)
     if name != "all" and name not in PAPERS:
         print(f"sinkexp: error: unknown paper {name!r}; choose one of: all, {', '.join(PAPERS)}", file=sys.stderr)
         return 2
@@ -167,7 +179,7 @@ def main(argv: list[str]) -> int:
             return 2
         return 0
     try:
-        rows = reproduce(papers, overrides, command="sinkexp reproduce " + " ".join(argv), pack=pack)
+        rows = reproduce(papers, overrides, command="sinkexp reproduce " + " ".join(argv), pack=pack, weights=weights)
     except ConfigError as err:
         print(f"sinkexp: error: {err}", file=sys.stderr)
         return 2
@@ -178,7 +190,9 @@ def main(argv: list[str]) -> int:
 
 
 def exit_code(rows: pd.DataFrame) -> int:
-    """0 when every claim holds or was not reached at the size run (the runs found nothing wrong);
-    1 when a claim was contradicted, could not fail (a criterion that tests nothing is a defect of
-    its declaration) or was not run (docs/reproduce.md, "The verdict")."""
-    return 0 if rows["verdict"].isin(("holds", "not reached")).all() else 1
+    """0 when every claim holds, was not reached at the size run, or was not run for want of a
+    checkpoint's weights (the runs found nothing wrong); 1 when a claim was contradicted, could not
+    fail (a criterion that tests nothing is a defect of its declaration) or was not run for another
+    reason (docs/reproduce.md, "The verdict")."""
+    weights = rows["why"].fillna("").str.startswith("needs ")     # a checkpoint whose weights are not here
+    return 0 if (rows["verdict"].isin(("holds", "not reached")) | weights).all() else 1

@@ -1,7 +1,5 @@
-"""The vocabulary a paper file declares itself in: experiments, claims, criteria.
+"""The vocabulary a paper file declares itself in: experiments (experiment.py), claims, criteria.
 
-    Experiment(name="one_layer", overrides={"task": "trigger"},
-               grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)}, cpu={"train.steps": 1000})
     Value(name="softmax_sinks", kind="paper", statement="...", source="Thm. 1", paper_value="~1",
           experiment="one_layer", where={"attn.name": "softmax"},
           measure=final("sink_attn", 0, "non_trigger"), criterion=at_least(0.9))
@@ -34,7 +32,7 @@ from functools import cached_property
 from typing import Callable
 
 from sinkexp.evaluate.tables import METRICS
-from sinkexp.reproduce.experiment import Experiment, override_value
+from sinkexp.reproduce.experiment import Checkpoint, Experiment, override_value
 from sinkexp.reproduce.keys import key_problem
 
 
@@ -146,11 +144,6 @@ class Claim:
                 + (f", beside {' and '.join(self.contrasts)}" if self.contrasts else ""))
 
 
-def names(given: str | tuple[str, ...]) -> tuple[str, ...]:
-    """A claim field naming other claims: one name, several, or none ("")."""
-    return (given,) if isinstance(given, str) and given else tuple(given) if not isinstance(given, str) else ()
-
-
 @dataclass(frozen=True, kw_only=True)
 class Value(Claim):
     """The criterion holds for the measure on every selected run."""
@@ -185,11 +178,16 @@ class Trend(Claim):
 COMPARISONS = ("difference", "ratio")
 
 
+def names(given: str | tuple[str, ...]) -> tuple[str, ...]:
+    """A claim field naming other claims: one name, several, or none ("")."""
+    return (given,) if isinstance(given, str) and given else tuple(given) if not isinstance(given, str) else ()
+
+
 @dataclass(frozen=True, kw_only=True)
 class Paper:
     name: str
     title: str
-    experiments: tuple[Experiment, ...]
+    experiments: tuple[Experiment | Checkpoint, ...]
     claims: tuple[Claim, ...]
 
     def __post_init__(self) -> None:
@@ -222,7 +220,7 @@ def check_paper(paper: Paper) -> None:
     names = [e.name for e in paper.experiments]
     for name in {n for n in names if names.count(n) > 1}:
         fail(name, "two experiments share this name")
-    for exp in paper.experiments:
+    for exp in (e for e in paper.experiments if not isinstance(e, Checkpoint)):   # a checkpoint has no keys
         swept = [(key, value) for key, values in exp.grid.items() for value in values]
         reach = [(key, value) for key, values in exp.reach.items()
                  for value in (values if isinstance(values, tuple) else (values,))]
@@ -273,6 +271,8 @@ def reference_problem(paper: Paper, claim: Claim, earlier: list[str]) -> str:
 def selection_problem(paper: Paper, claim: Claim) -> str:
     """What is wrong with the settings a claim selects runs by, or its trend key ('' if nothing)."""
     own = [paper.experiment(n) for n in claim.own_experiments]
+    if any(isinstance(e, Checkpoint) for e in own) and claim.where:
+        return "a claim on a checkpoint selects its one run: give no `where`"
     selections = [(claim.where, own)]
     if isinstance(claim, Paired):
         selections.append((claim.against, [paper.experiment(claim.against_in)] if claim.against_in else own))

@@ -26,6 +26,7 @@ from sinkexp.config import task_of
 from sinkexp.launch import launch
 from sinkexp.plan import Job, Plan, plan
 from sinkexp.reproduce.declare import Experiment, Paper
+from sinkexp.reproduce.experiment import Checkpoint
 from sinkexp.runfiles import DONE, finished
 
 
@@ -79,7 +80,7 @@ def plan_experiments(papers: list[Paper], overrides: list[str], root: Path,
     """Every experiment's checked plan, by (paper, experiment); ConfigError on the first bad job."""
     return {(paper.name, exp.name): plan(experiment_overrides(exp, root / paper.name / exp.name, overrides, pack),
                                          multirun=True)
-            for paper in papers for exp in paper.experiments}
+            for paper in papers for exp in paper.experiments if not isinstance(exp, Checkpoint)}
 
 
 def planned_dirs(planned: Plan) -> set[Path]:

@@ -73,3 +73,31 @@ class Experiment:
     @property
     def runs(self) -> int:
         return math.prod(len(v) for v in self.grid.values())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Checkpoint:
+    """A named open checkpoint a paper reports on, measured (`sinkexp measure`), not trained: one
+    run, which needs the model's weights on this machine (reproduce/checkpoints.py). `untrained`
+    names the same model's untrained revision where one is published (Pythia's step0), so that a
+    claim on it can be checked for whether it could have failed."""
+    name: str                                  # its folder under outputs/reproduce/<paper>/
+    model: str                                 # the hub id, e.g. "openai-community/gpt2-xl"
+    revision: str | None = None
+    untrained: str | None = None               # the revision of the untrained model, if published
+    settings: dict = field(default_factory=dict)   # `sinkexp measure` keys (n, seq_len, bos, dtype, ...)
+    grid: dict = field(default_factory=dict)   # none: one run (the claims' `where` selects nothing)
+    overrides: dict = field(default_factory=dict)
+    cpu: dict = field(default_factory=dict)
+    reach: dict = field(default_factory=dict)
+    task: str = "checkpoint"
+
+    def values(self, key: str) -> tuple | None:
+        return None
+
+    def argv(self, scale: str = "cpu", pack: tuple[str, ...] = ()) -> list[str]:
+        return []
+
+    @property
+    def runs(self) -> int:
+        return 1

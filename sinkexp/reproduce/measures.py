@@ -40,7 +40,7 @@ class FinishedRun:
     def label(self) -> str:
         """s<seed>/t<structure seed>: the draw, which pairs and groups runs across settings."""
         return "/".join(f"{'s' if key == 'seed' else 't'}{self.settings[key]}" for key in DRAW_KEYS
-                        if key in self.settings)
+                        if key in self.settings) or "run"          # a measured checkpoint: no seed
 
     def setting(self, key: str):
         return setting(self.settings, key)
@@ -60,11 +60,23 @@ class FinishedRun:
         rebuilt from the seed, for measuring whether a claim's criterion could have failed."""
         from sinkexp.evaluate.tables import final_values
 
+        if self.settings.get("command") == "measure":     # a checkpoint: its untrained revision, if measured
+            return self.untrained_checkpoint()
         m, losses = self.files.metrics, self.files.losses
         if m is None or losses is None or not (m["step"] == 0).any():
             raise MissingValue(f"{self.label} has no step-0 evaluation in its tables")
         start = final_values(m[m["step"] == 0], losses[losses["step"] == 0])
         return FinishedRun(self.path, self.settings, start, self.experiment, untrained=True)
+
+    def untrained_checkpoint(self) -> "FinishedRun":
+        """The measured untrained revision beside a checkpoint's run (reproduce/checkpoints.py)."""
+        from sinkexp.runfiles import collect, finished
+
+        folder = self.path.parent / "untrained"
+        if not finished(folder):
+            raise MissingValue(f"no untrained revision of {self.settings.get('model')} was measured")
+        table, finals = collect(folder)
+        return FinishedRun(folder, table.iloc[0].to_dict(), finals, self.experiment)   # its own run, read as it is
 
     def attention(self) -> dict:
         """The attention maps averaged over the held-out batch, per layer ({"layer0": (H, T, T)}):

@@ -201,16 +201,19 @@ def decide(claim: Claim, result: Result, done: dict[str, Result]) -> tuple[str, 
     return "contradicted", ""
 
 
-def check_claims(paper: Paper, root: Path, planned: dict | None = None) -> list[Result]:
+def check_claims(paper: Paper, root: Path, planned: dict | None = None, missing: dict | None = None) -> list[Result]:
     """Every claim of `paper` on the runs below root/<paper>/ (those `planned`, when given), each
-    with its verdict (claims name only earlier claims, so one pass in order decides them all)."""
-    loaded = {exp.name: load_runs(root / paper.name / exp.name, planned and planned[paper.name, exp.name])
+    with its verdict (claims name only earlier claims, so one pass in order decides them all).
+    `missing`: (paper, experiment) -> why its runs are not here (a checkpoint's absent weights)."""
+    loaded = {exp.name: load_runs(root / paper.name / exp.name, planned and planned.get((paper.name, exp.name)))
               for exp in paper.experiments}
+    absent = {exp: why for (name, exp), why in (missing or {}).items() if name == paper.name}
     results: dict[str, Result] = {}
     for claim in paper.claims:
         runs = [run for name in claim.experiments for run in loaded[name][0]]
         table = pd.concat([loaded[name][1] for name in claim.experiments], ignore_index=True)
-        result = judge(claim, runs, table)
+        why = next((absent[name] for name in claim.experiments if name in absent), "")
+        result = Result(claim, problem=why) if why else judge(claim, runs, table)
         result.verdict, result.why = decide(claim, result, results)
         results[claim.name] = result
     return list(results.values())

@@ -1,0 +1,43 @@
+"""Claims on named open checkpoints (reproduce/checkpoints.py): measured where the weights are,
+with the untrained revision beside them, and "not run" with the reason where they are not.
+Tiny randomly initialised GPT-2s stand in for the papers' models (no download)."""
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from sinkexp.reproduce import exit_code, reproduce                       # noqa: E402
+from sinkexp.reproduce.declare import Checkpoint, Paper, Value, at_least, at_most   # noqa: E402
+from sinkexp.reproduce.measures import final                                        # noqa: E402
+
+from test_hf import sink_at_position_zero, tiny                                     # noqa: E402
+
+RATE = final("sink_rate@0.3", -1)
+TINY = Checkpoint(name="tiny", model="org/tiny", untrained="step0", settings={"n": 8, "seq_len": 16})
+
+
+def paper() -> Paper:
+    claim = dict(kind="paper", statement="-", source="-", paper_value="-", experiment="tiny", measure=RATE)
+    return Paper(name="open", title="a tiny checkpoint", experiments=(TINY,), claims=(
+        Value(name="sinks", criterion=at_least(0.5), forms=True, **claim),
+        Value(name="at_most_all", criterion=at_most(1.0), **claim)))
+
+
+def test_a_checkpoint_on_this_machine_is_measured_and_judged_beside_its_untrained_revision(tmp_path):
+    weights = tmp_path / "weights"
+    tiny("gpt2", weights / "org" / "tiny", edit=sink_at_position_zero)      # every head on position 0
+    tiny("gpt2", weights / "org" / "tiny@step0", seed=1)                     # untrained: no sink
+    rows = reproduce([paper()], [], root=tmp_path / "out", weights=weights).set_index("claim")
+    assert rows.loc["sinks", "values"] == "run=1" and rows.loc["sinks", "verdict"] == "holds"
+    assert float(rows.loc["sinks", "untrained"].removeprefix("run=")) < 0.5      # the untrained revision's
+    # a criterion the untrained revision meets too tests nothing
+    assert rows.loc["at_most_all", "verdict"] == "cannot fail"
+    assert (tmp_path / "out" / "open" / "tiny" / "untrained" / "DONE").exists()
+
+
+def test_a_checkpoint_whose_weights_are_not_here_is_not_run_and_says_why(tmp_path):
+    rows = reproduce([paper()], [], root=tmp_path / "out", weights=tmp_path / "nowhere")
+    assert set(rows["verdict"]) == {"not run"}
+    assert rows["why"].str.startswith("needs the weights of org/tiny").all()
+    assert exit_code(rows) == 0             # nothing ran, nothing went wrong
