@@ -1,7 +1,6 @@
 """Claims on named open checkpoints (reproduce/checkpoints.py): measured where the weights are,
 with the untrained revision beside them, and "not run" with the reason where they are not.
 Tiny randomly initialised GPT-2s stand in for the papers' models (no download)."""
-from pathlib import Path
 
 import pytest
 
