@@ -248,7 +248,7 @@ BAD = {   # input -> (arguments, the words the one line must hold)
     "unknown key": (lambda p: [str(tiny("gpt2", p / "g")), "sequences=5"], "choose one of: model, revision"),
     "sweep without -m": (lambda p: ["model=a,b"], "needs -m (sinkexp measure -m"),
     "a directory that cannot be made": (lambda p: [str(tiny("gpt2", p / "g")), "seq_len=8", "dir=/proc/sinkexp"],
-                                        "dir=/proc/sinkexp: cannot be created"),
+                                        "/proc/sinkexp cannot be created (/proc is not a writable folder); choose another dir"),
 }
 
 
