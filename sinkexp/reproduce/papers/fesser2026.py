@@ -40,6 +40,11 @@ GLOBAL, PENALISED = ({"train.common_mode_penalty": 0.0}, {"train.common_mode_pen
 DAMPING_CPU = {"train.steps": 500, "eval.every": 100}
 DYNAMICS_CPU = {"train.steps": 1000, "eval.every": 250}
 BROADCAST_CPU = {"train.steps": 1000, "eval.every": 100}
+# scale=reach (sinkexp's; docs/findings/fesser2026.md, "Reach"): the qk spike's top-two ratio is >= 6.85 on
+# all six draws at 1000 steps (2.34 at 500); the dynamics form leaves its plateau at batch 1024 after
+# 6.5k-9k steps (s0/t0 in both codes), so 12k steps on one structure draw x three seeds (~27 min a run)
+DAMPING_REACH = {"train.steps": 1000}
+DYNAMICS_REACH = {"train.batch_size": 1024, "train.steps": 12000, "eval.every": 500, "task.structure_seed": (0,)}
 NOP_SINK = final("sink_attn", 0, "nop")
 PEAK = pooled_peak(0)      # the dynamics notebook's sink score: the most-attended position, pooled over queries
 
@@ -56,11 +61,11 @@ PAPER = Paper(
     title="Fesser et al. 2026, no-op and broadcast sinks (arXiv 2606.08105)",
     experiments=(
         Experiment(name="damping", overrides={"task": "damping"},
-                   grid={"task.gamma": (0.0, 0.1), **DRAWS}, cpu=DAMPING_CPU),
+                   grid={"task.gamma": (0.0, 0.1), **DRAWS}, cpu=DAMPING_CPU, reach=DAMPING_REACH),
         Experiment(name="dynamics_gamma", overrides={"task": "damping_dynamics"},
-                   grid={"task.gamma": (0.0, 0.01, 0.1, 1.0), **DRAWS}, cpu=DYNAMICS_CPU),
+                   grid={"task.gamma": (0.0, 0.01, 0.1, 1.0), **DRAWS}, cpu=DYNAMICS_CPU, reach=DYNAMICS_REACH),
         Experiment(name="dynamics_rare_damping", overrides={"task": "damping_dynamics", "task.p": 0.1},
-                   grid=DRAWS, cpu=DYNAMICS_CPU),
+                   grid=DRAWS, cpu=DYNAMICS_CPU, reach=DYNAMICS_REACH),
         Experiment(name="broadcast", overrides={"task": "broadcast"}, grid=DRAWS, cpu=BROADCAST_CPU),
         Experiment(name="global_pathway", overrides={"task": "broadcast", "model.global_pathway": "learned"},
                    grid={"train.common_mode_penalty": (0.0, 1.0), **DRAWS}, cpu=BROADCAST_CPU),
