@@ -149,6 +149,17 @@ def test_an_unfinished_run_fails_its_claims_with_the_reason(plumbed, tmp_path):
     assert all("did not finish" in r.problem for r in results)
 
 
+def test_list_shows_the_cpu_sizes_verdicts_not_another_scales(plumbed, tmp_path):
+    """reproduce writes another scale's claims.csv into <paper>/<scale>/; --list reads the CPU sizes'."""
+    from sinkexp.reproduce import last_verdicts
+
+    shutil.copytree(plumbed[0], tmp_path, dirs_exist_ok=True)
+    reach = pd.read_csv(tmp_path / "plumbing" / "claims.csv").assign(verdict="holds")
+    (tmp_path / "plumbing" / "reach").mkdir()
+    reach.to_csv(tmp_path / "plumbing" / "reach" / "claims.csv", index=False)      # newer, one level down
+    assert list(last_verdicts(tmp_path)["verdict"]) == ["cannot fail", "contradicted", "cannot fail"]
+
+
 def test_the_command_lists_papers_and_refuses_an_unknown_one():
     listed = subprocess.run([sys.executable, "-m", "sinkexp.cli", "reproduce", "--list"], capture_output=True, text=True)
     assert listed.returncode == 0

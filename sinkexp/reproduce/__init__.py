@@ -39,7 +39,7 @@ def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROO
     # Imported here, not at the top: execute reaches torch (through launch), and `--list`, `--docs`
     # and a declaration error should answer without it.
     from sinkexp.reproduce.execute import (chose_launcher, packs_pay, plan_experiments, planned_dirs, run_experiment,
-                                           run_pool)
+                                           run_pool, scale_of)
     from sinkexp.reproduce.checkpoints import measure_checkpoints, planned_runs
     from sinkexp.reproduce.verdicts import check_claims
     from sinkexp.reproduce.write import figures, passing, table_text, write_claims_report
@@ -66,6 +66,8 @@ def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROO
         results += [result.row(paper) for result in check_claims(paper, root, planned, missing)]
     rows = pd.DataFrame(results)
     out = root / papers[0].name if len(papers) == 1 else root
+    if scale_of(overrides) != "cpu":       # another scale's verdicts beside the CPU sizes', not over them
+        out = out / scale_of(overrides)
     report = write_claims_report(papers, rows, out, root, command, seconds, reports)
     print(table_text(rows))
     print(f"{passing(rows)}; wall time {time.perf_counter() - started:.0f} s; report: {report}")
@@ -96,11 +98,12 @@ def estimate_papers(papers: list[Paper], overrides: list[str], pack: bool | None
 
 
 def last_verdicts(root: Path = OUTPUT_ROOT) -> pd.DataFrame:
-    """The verdicts of the last `reproduce` below `root` (its claims.csv files; the newest row of a
-    claim wins), for `--list`; empty before any."""
+    """The verdicts of the last `reproduce` at the CPU sizes below `root` (root/claims.csv and
+    root/<paper>/claims.csv; the newest row of a claim wins), for `--list`; empty before any."""
     from sinkexp.reproduce.write import CLAIMS
 
-    tables = sorted(root.glob(f"**/{CLAIMS}"), key=lambda path: path.stat().st_mtime) if root.is_dir() else []
+    tables = [*root.glob(CLAIMS), *root.glob(f"*/{CLAIMS}")] if root.is_dir() else []
+    tables = sorted(tables, key=lambda path: path.stat().st_mtime)
     rows = [pd.read_csv(path) for path in tables]
     if not rows:
         return pd.DataFrame(columns=["paper", "claim", "kind", "verdict"])
