@@ -128,6 +128,22 @@ def test_stable_rank_closed_forms():
     diverged = orthonormal.clone()
     diverged[0, 0, 0, 0] = float("inf")                   # a diverged run's update: NaN, no LAPACK error
     assert M.stable_rank(diverged).isnan().all()
+    assert M.stable_rank(torch.zeros(2, 1, 4, 6)).isnan().all()            # no update: no rank
+
+
+def test_stable_rank_is_the_svds_at_any_scale_and_when_the_eigensolver_gives_up(monkeypatch):
+    """||U||_F^2 / sigma_1^2 from the full SVD, for updates of norm 1e-20 to 1e20 (a raw ReLU run's
+    grow without bound), and through the SVD fallback when LAPACK's eigensolver fails to converge."""
+    update = torch.randn(3, 2, 5, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    sigma = torch.linalg.svdvals(update)
+    expected = (sigma.pow(2).sum(-1) / sigma[..., 0].pow(2)).mean(0)
+    for scale in (1e-20, 1.0, 1e20):
+        torch.testing.assert_close(M.stable_rank(update * scale), expected)
+
+    def gives_up(_):
+        raise torch.linalg.LinAlgError("linalg.eigh: the algorithm failed to converge")
+    monkeypatch.setattr(torch.linalg, "eigvalsh", gives_up)
+    torch.testing.assert_close(M.stable_rank(update * 1e20), expected)
 
 
 def test_qk_spectrum_of_a_known_bilinear_form():

@@ -158,11 +158,17 @@ def stable_rank(update: torch.Tensor) -> torch.Tensor:
     """||U||_F^2 / ||U||_2^2 of each head's update U (B, H, T, d_model), averaged over sequences, (H,)."""
     # ||U||_2^2 is the largest eigenvalue of the smaller Gram matrix (T x T or d x d): one small
     # symmetric eigenproblem per head and sequence instead of an SVD of the T x d matrix.
+    # The Gram matrix is divided by its trace (||U||_F^2) first, so its eigenvalues lie in [0, 1]
+    # whatever the update's scale, and the ratio is 1 / the largest of them.
     gram = update @ update.transpose(-2, -1) if update.shape[-2] <= update.shape[-1] else update.transpose(-2, -1) @ update
-    finite = gram.isfinite().all(dim=-1).all(dim=-1)                         # a diverged run's: NaN, not a LAPACK error
-    spectral = torch.linalg.eigvalsh(torch.where(finite[..., None, None], gram, 0.0))[..., -1]
-    ratio = gram.diagonal(dim1=-2, dim2=-1).sum(-1) / spectral
-    return torch.where(finite, ratio, torch.nan).mean(0)
+    trace = gram.diagonal(dim1=-2, dim2=-1).sum(-1)
+    usable = gram.isfinite().all(dim=-1).all(dim=-1) & (trace > 0)       # a diverged run's or a zero update: NaN
+    unit = torch.where(usable[..., None, None], gram / torch.where(usable, trace, 1.0)[..., None, None], 0.0)
+    try:
+        spectral = torch.linalg.eigvalsh(unit)[..., -1]
+    except torch.linalg.LinAlgError:     # LAPACK's eigensolver can give up on a nearly degenerate matrix
+        spectral = torch.linalg.svdvals(unit)[..., 0]
+    return torch.where(usable, 1 / spectral, torch.nan).mean(0)
 
 
 def qk_spectrum(w_q: torch.Tensor, w_k: torch.Tensor, n_heads: int, top: int = 3) -> torch.Tensor:
