@@ -11,6 +11,7 @@ position.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -29,9 +30,10 @@ def main() -> None:
     parser.add_argument("--before", default=None, help="only queries before the first of this type")
     args = parser.parse_args()
     tables = {}
+    common = Path(os.path.commonpath([path.resolve() for path in args.runs]))
     for path in args.runs:
         run = load_run(path)
-        label = f"{path.parent.parent.parent.name}/{path.name}" if path.name.startswith("s") else path.name
+        label = str(path.resolve().relative_to(common)) if len(args.runs) > 1 else path.name   # what tells the runs apart
         tables[label] = position_profile(run, args.query_type, args.before).assign(run=label)
     write_csv(args.out.with_suffix(".csv"), pd.concat(tables.values(), ignore_index=True))
     where = f"{args.query_type} queries" + (f" before the {args.before}" if args.before else "")

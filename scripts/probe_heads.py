@@ -33,7 +33,8 @@ def probe(path) -> list[dict]:
     weights, mixed = cache["blocks.0.attn.weights"], cache["blocks.0.attn.mixed"]   # (B,H,T,S), (B,H,T,D)
     B, H, T, D = mixed.shape
     query = run.batch.query_type                                                     # (B, T): 0 trigger, 1 not
-    w_o = layer.out.weight.view(-1, H, D)                                            # (d_model, H, D)
+    out = layer.out.weight if isinstance(layer.out, torch.nn.Linear) else torch.eye(H * D)   # model.attn_out=identity
+    w_o = out.view(-1, H, D)                                                         # (d_model, H, D)
     per_head = torch.einsum("bhtd,ehd->bhte", mixed, w_o)                            # W_O^h (A V)_h
     readout = run.model.readout                                                      # R (its bias is added once)
     r = readout.weight if isinstance(readout, torch.nn.Linear) else torch.eye(w_o.shape[0])
@@ -44,7 +45,9 @@ def probe(path) -> list[dict]:
         on = {name: weights[:, h][query == index] for name, index in (("trigger", 0), ("non_trigger", 1))}
         self_mass = weights[:, h, :, :T][:, eye][query == 0]                         # trigger query on itself
         rows.append({"run": run.path.name, "attn": run.cfg.attn.name, "mode": run.cfg.task.mode,
-                     "steps": run.cfg.train.steps, "d_model": run.cfg.model.d_model, "head": h,
+                     "steps": run.cfg.train.steps, "d_model": run.cfg.model.d_model,
+                     "W_O": run.cfg.model.attn_out, "readout": "fixed" if run.cfg.model.freeze_readout else "learned",
+                     "head": h,
                      "bos@non_trigger": on["non_trigger"][:, 0].mean().item(),
                      "bos@trigger": on["trigger"][:, 0].mean().item(),
                      "self@trigger": self_mass.mean().item(),
@@ -71,7 +74,7 @@ def main() -> None:
     args = parser.parse_args()
     table = pd.DataFrame([row for path in args.runs for row in probe(path)])
     if args.summary:
-        keys = ["run", "attn", "mode", "steps", "d_model"]
+        keys = ["run", "attn", "mode", "steps", "d_model", "W_O", "readout"]
         table = table.groupby(keys, sort=False).agg(**{
             "max bos@non_trigger": ("bos@non_trigger", "max"), "max bos@trigger": ("bos@trigger", "max"),
             "heads >0.5 content@trigger": ("rest@trigger", lambda x: int((x > 0.5).sum())),

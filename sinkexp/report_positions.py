@@ -14,14 +14,15 @@ def position_figure(tables: dict[str, pd.DataFrame], path: Path, title: str) -> 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(tables), 1, figsize=(9, 1.2 + 0.9 * sum(t["layer"].nunique() for t in tables.values())
-                                                        / max(1, len(tables)) * len(tables)), squeeze=False)
+    rows = sum(t["layer"].nunique() for t in tables.values())
+    fig, axes = plt.subplots(len(tables), 1, figsize=(9, 1.2 + 0.55 * rows + 0.45 * len(tables)), squeeze=False,
+                             sharex=True, layout="constrained")
     for ax, (label, table) in zip(axes[:, 0], tables.items()):
         grid = table.pivot(index="layer", columns="position", values="value")
         image = ax.imshow(grid.values, vmin=0, vmax=1, cmap="viridis", aspect="auto")
         ax.set_yticks(range(len(grid.index)), [f"layer {layer}" for layer in grid.index])
         ax.set_title(label, fontsize=9, loc="left")
-        ax.set_xlabel("query position")
+    axes[-1, 0].set_xlabel("query position")
     fig.colorbar(image, ax=axes[:, 0].tolist(), label="attention on the sink (mean over sequences)")
     fig.suptitle(title, fontsize=10)
     path.parent.mkdir(parents=True, exist_ok=True)
