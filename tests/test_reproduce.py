@@ -2,6 +2,7 @@
 plumbing paper runs end to end, a claim passes only when every run meets it, an impossible
 criterion is contradicted, one that holds untrained cannot fail, and a paired claim pairs runs by seed."""
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -139,6 +140,35 @@ def test_a_tiny_paper_runs_end_to_end_and_an_impossible_criterion_fails(plumbed)
     assert (root / "plumbing" / "tiny" / "report" / "sink_attn_by_layer.png").exists()
     assert console.rstrip().splitlines()[-1].startswith("paper claims: 0 hold, 1 contradicted, 0 not reached, "
                                                         "2 cannot fail")
+
+
+LONG_PAPER = """
+import sys
+from pathlib import Path
+from sinkexp.reproduce import reproduce
+from sinkexp.reproduce.declare import Experiment, Paper
+exp = Experiment(name="e", overrides={"task": "trigger", "train.steps": 100000}, grid={"seed": (0, 1)})
+reproduce([Paper(name="long", title="-", experiments=(exp,), claims=())], ["hydra.launcher.n_jobs=2"],
+          root=Path(sys.argv[1]))
+"""
+
+
+def test_sigterm_to_reproduce_stops_its_pool_workers_runs(tmp_path):
+    """`kill PID` reaches reproduce's process only: it passes SIGTERM on to the pool's workers, whose
+    runs stop as SIGTERM stops a run (FAILED written), rather than train on as orphans."""
+    import signal
+    import time
+
+    process = subprocess.Popen([sys.executable, "-c", LONG_PAPER, str(tmp_path)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "TQDM_DISABLE": "1"})
+    deadline = time.monotonic() + 180
+    while len(list(tmp_path.rglob("metrics.csv"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)                                   # both workers are training
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=120)
+    failed = sorted(tmp_path.rglob("FAILED"))
+    assert process.returncode != 0 and len(failed) == 2
+    assert all(path.read_text().startswith("Interrupted: stopped by SIGTERM at step ") for path in failed)
 
 
 def test_an_unfinished_run_fails_its_claims_with_the_reason(plumbed, tmp_path):

@@ -15,6 +15,7 @@ import contextlib
 import io
 import multiprocessing
 import os
+import signal
 import shutil
 import sys
 import time
@@ -128,6 +129,28 @@ def run_experiment(paper: Paper, exp: Experiment, planned: Plan, root: Path) -> 
 def chose_launcher(overrides: list[str]) -> bool:
     keys = map(key_of, overrides)
     return any(key.startswith(("hydra/launcher", "hydra.launcher.")) and key != "hydra.launcher.n_jobs" for key in keys)
+
+
+@contextlib.contextmanager
+def _sigterm_stops_workers():
+    """While the pool runs, SIGTERM to this process alone (`kill PID`; Ctrl-C and scancel reach the
+    workers too) is passed on to the pool's workers, whose runs stop as SIGTERM stops a run (FAILED
+    written, resumable), and this process stops as on Ctrl-C, instead of leaving its workers
+    training on their own."""
+    def stop_workers(signum, frame):
+        for worker in multiprocessing.active_children():
+            worker.terminate()
+        raise KeyboardInterrupt
+
+    try:
+        before = signal.signal(signal.SIGTERM, stop_workers)
+    except ValueError:                  # not the main thread: the signal is not ours to handle
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _quiet_worker(gpus: list[str], counter) -> None:
@@ -245,8 +268,8 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
     seconds = {key: 0.0 for key in jobs}
     progress.show()
     context = multiprocessing.get_context("spawn")   # a fresh interpreter: no forked OpenMP or CUDA state
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_quiet_worker,
-                             initargs=(gpus, context.Value("i", 0))) as pool:     # the workers take the GPUs in turn
+    with _sigterm_stops_workers(), ProcessPoolExecutor(workers, mp_context=context, initializer=_quiet_worker,
+                                                       initargs=(gpus, context.Value("i", 0))) as pool:   # GPUs in turn
         futures = {pool.submit(_run_job, job): (key, job) for key, job in todo}
         try:
             for future in as_completed(futures):
@@ -260,7 +283,7 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
                     if line.startswith("sinkexp"):
                         progress.say(line)
                 progress.show()
-        except KeyboardInterrupt:       # the workers got Ctrl-C too: each marks its run FAILED
+        except KeyboardInterrupt:       # the workers got Ctrl-C (or SIGTERM) too: each marks its run FAILED
             pool.shutdown(wait=True, cancel_futures=True)
             raise
     for planned in jobs.values():
