@@ -68,8 +68,9 @@ def is_hydra_override(key: str) -> bool:
     return key.startswith(("hydra.", "hydra/"))
 
 
-def plan(overrides: list[str], multirun: bool) -> Plan:
-    """Compose and check every job `overrides` describe (ConfigError: one line naming the key)."""
+def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Plan:
+    """Compose and check every job `overrides` describe (ConfigError: one line naming the key);
+    `check_memory` False leaves out whether each job fits its device (`reproduce --plan` states it)."""
     overrides = [as_hydra_override(o) for o in overrides]
     overrides += pack_first_values(overrides)
     parsed = parse(overrides)
@@ -82,7 +83,8 @@ def plan(overrides: list[str], multirun: bool) -> Plan:
         for job in expand(own, multirun, params):
             full = compose(job + hydra_own)
             cfg = from_dictconfig(full)          # validate.py: one line naming the key
-            check_plan(cfg, overrides, multirun)   # fits the device it will train on (memory.py)
+            if check_memory:
+                check_plan(cfg, overrides, multirun)   # fits the device it will train on (memory.py)
             composed.append((job, full, cfg))
         if any(cfg.train.replicas > 1 or cfg.pack for _, _, cfg in composed):
             check_shared_dirs([(full, cfg) for _, full, cfg in composed], multirun)

@@ -110,3 +110,24 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
         assert main(["gu2025", "--plan", bad]) == 2
         error = capsys.readouterr().err
         assert says in error and len(error.strip().splitlines()) == 1
+
+
+def test_a_plan_states_what_does_not_fit_the_device_instead_of_refusing(monkeypatch, tmp_path):
+    """--plan plans a job larger than the device (training it is refused, memory.check_plan) and
+    says which experiments need more than the device has, with each job's memory floor."""
+    from sinkexp import memory
+    from sinkexp.errors import ConfigError
+    from sinkexp.reproduce.estimate import format_estimate
+    from sinkexp.reproduce.execute import plan_experiments
+
+    monkeypatch.setattr(estimate, "calibrate", lambda cfg, device: (0.01, 0.5))
+    exp = Experiment(name="e", overrides={"task": "trigger"}, grid={"seed": (0, 1)}, cpu={"train.steps": 10})
+    paper = SimpleNamespace(name="p", experiments=[exp])
+    floor = memory.estimate(compose_config("task=trigger", "train.steps=10"))
+    monkeypatch.setattr(memory, "available", lambda device: floor - 1)           # a device one byte too small
+    monkeypatch.setattr(estimate, "available", lambda device: floor - 1)
+    with pytest.raises(ConfigError, match="need at least"):
+        plan_experiments([paper], [], tmp_path)                                     # training it is refused
+    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
+    assert table.iloc[0]["GiB/job"] == pytest.approx(floor / 2**30) and table.iloc[0]["jobs"] == 2
+    assert f"Too large for cpu ({(floor - 1) / 2**30:.3g} GiB), refused when run: p/e (" in format_estimate(table, totals)

@@ -93,7 +93,7 @@ def estimate_papers(papers: list[Paper], overrides: list[str], pack: bool | None
     from sinkexp.reproduce.execute import packs_pay, plan_experiments
 
     pack = packs_pay(overrides) if pack is None else pack
-    plans = plan_experiments(papers, overrides, root, pack)
+    plans = plan_experiments(papers, overrides, root, pack, check_memory=False)   # estimate says what does not fit
     return estimate(plans, overrides, root, recalibrate, cpu_twins(papers, plans, overrides, root, pack))
 
 

@@ -35,6 +35,7 @@ import torch
 
 from sinkexp.config import Config, run_configs
 from sinkexp.cost import training_flops
+from sinkexp.memory import available, estimate as memory_floor
 from sinkexp.plan import Plan
 from sinkexp.reproduce.execute import finished_runs, pool_workers, scale_of
 
@@ -177,7 +178,8 @@ def estimate(plans: dict[tuple[str, str], Plan], overrides: list[str], root: Pat
             rows.append({"paper": key[0], "experiment": key[1], "runs": len(planned.runs), "done": done,
                          "copied": copied, "jobs": len(seconds), "steps": cfg.train.steps,
                          "GFLOP/run": training_flops(cfg) * cfg.train.steps / 1e9,
-                         "s/job": sum(seconds) / max(1, len(seconds)), "job_s": sum(seconds)})
+                         "s/job": sum(seconds) / max(1, len(seconds)), "job_s": sum(seconds),
+                         "GiB/job": max(memory_floor(job.config) for job in planned.jobs) / 2**30})
     finally:
         torch.set_num_threads(threads)
         timings.save()
@@ -186,16 +188,22 @@ def estimate(plans: dict[tuple[str, str], Plan], overrides: list[str], root: Pat
     totals = {"runs": int(table["runs"].sum()), "done": int(table["done"].sum()), "jobs": int(table["jobs"].sum()),
               "wall_s": pool_time(durations, workers), "device": str(device), "workers": workers,
               "scale": scale_of(overrides), "pack": pack, "seconds": time.perf_counter() - started,
-              "measured": timings.measured, "cache": timings.path, "job_seconds": by_run}
+              "measured": timings.measured, "cache": timings.path, "job_seconds": by_run,
+              "GiB": available(device) / 2**30}
     return table, totals
 
 
 def format_estimate(table: pd.DataFrame, totals: dict) -> str:
     shown = table.assign(**{"GFLOP/run": table["GFLOP/run"].map("{:.3g}".format),
                             "s/job": table["s/job"].map("{:.0f}".format),
-                            "job_s": table["job_s"].map("{:.0f}".format)})
+                            "job_s": table["job_s"].map("{:.0f}".format),
+                            "GiB/job": table["GiB/job"].map("{:.3g}".format)})
     hours = totals["wall_s"] / 3600
-    return (shown.to_string(index=False) + "\n"
+    too_large = table[table["GiB/job"] > totals["GiB"]]
+    unfit = (f"Too large for {totals['device']} ({totals['GiB']:.3g} GiB), refused when run: "
+             + ", ".join(f"{r.paper}/{r.experiment} ({r['GiB/job']:.3g} GiB a job)" for _, r in too_large.iterrows())
+             + "\n") if len(too_large) else ""
+    return (shown.to_string(index=False) + "\n" + unfit +
             f"{totals['runs']} runs, {totals['done']} of them finished already, the others in {totals['jobs']} jobs "
             f"(pack: {'on' if totals['pack'] else 'off'}; copied runs train once, in another experiment), "
             f"scale={totals['scale']}: predicted wall time {totals['wall_s'] / 60:.0f} min ({hours:.1f} h) on "

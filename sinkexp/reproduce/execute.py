@@ -76,11 +76,12 @@ def experiment_overrides(exp: Experiment, folder: Path, overrides: list[str], pa
     return [f"hydra.sweep.dir={folder}", *own, *overrides]
 
 
-def plan_experiments(papers: list[Paper], overrides: list[str], root: Path,
-                     pack: bool = False) -> dict[tuple[str, str], Plan]:
-    """Every experiment's checked plan, by (paper, experiment); ConfigError on the first bad job."""
+def plan_experiments(papers: list[Paper], overrides: list[str], root: Path, pack: bool = False,
+                     check_memory: bool = True) -> dict[tuple[str, str], Plan]:
+    """Every experiment's checked plan, by (paper, experiment); ConfigError on the first bad job
+    (with `check_memory` False, a job too large for its device is planned: --plan says so)."""
     return {(paper.name, exp.name): plan(experiment_overrides(exp, root / paper.name / exp.name, overrides, pack),
-                                         multirun=True)
+                                         multirun=True, check_memory=check_memory)
             for paper in papers for exp in paper.experiments if not isinstance(exp, Checkpoint)}
 
 
