@@ -78,6 +78,9 @@ def test_a_claim_whose_premise_did_not_hold_is_not_reached_and_a_missing_run_is_
     assert got["spike"][0] == "not reached" and got["lowers"] == ("not reached", "its premise spike was not reached")
     missing = claim("missing", "nowhere", at_least(0))
     assert verdicts([missing], {"pre": (1, 1)})["missing"] == ("not run", "no run selected")
+    after_missing = claim("after_missing", "pre", at_least(0), requires="missing")
+    assert verdicts([missing, after_missing], {"pre": (1, 1)})["after_missing"] == (
+        "not run", "its premise missing was not run")
     solved = Condition(VALUE, at_most(0.0))
     unsolved = claim("among_solved", "pre", at_least(0), among=solved)
     assert verdicts([unsolved], {"pre": (1, 1)})["among_solved"][0] == "not reached"

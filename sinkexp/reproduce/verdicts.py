@@ -181,9 +181,10 @@ def judge(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> Result:
 def decide(claim: Claim, result: Result, done: dict[str, Result]) -> tuple[str, str]:
     """(verdict, why) of a measured claim, given the verdicts of the earlier claims it names."""
     unmet = [p for p in claim.premises if done[p].verdict != "holds"]
-    if unmet:
+    if unmet:                    # a premise that could not be measured leaves this claim unmeasured too
         verdict = done[unmet[0]].verdict
-        return "not reached", f"its premise {unmet[0]} {'' if verdict == 'cannot fail' else 'was '}{verdict}"
+        because = f"its premise {unmet[0]} {'' if verdict == 'cannot fail' else 'was '}{verdict}"
+        return ("not run" if verdict == "not run" else "not reached"), because
     if result.problem:
         return ("not reached" if result.unsolved else "not run"), result.problem
     if result.passed:
