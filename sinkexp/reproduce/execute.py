@@ -172,6 +172,9 @@ def pool_workers(overrides: list[str], jobs: list[Job]) -> tuple[list[str], int]
     return gpus, len(gpus) or workers_for(overrides)
 
 
+_stopped = False     # in a pool worker: a run of it was stopped by Ctrl-C or SIGTERM
+
+
 def _run_job(job: Job) -> tuple[float, str]:
     """One planned job in a pool worker, as a job of a sweep (one torch thread unless `threads=` is
     set); returns (seconds, what it wrote to stderr: one line per problem) once each of its runs
@@ -180,13 +183,16 @@ def _run_job(job: Job) -> tuple[float, str]:
     from sinkexp.launch import execute
     from sinkexp.runfiles import wait_for_lock
 
+    global _stopped
     err = io.StringIO()
     started = time.perf_counter()
+    if _stopped:        # the pool is stopping: the jobs it had queued for this worker do not start
+        return 0.0, ""
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         try:
             execute(job, sweep=True, parallel=True)
         except SystemExit:              # Ctrl-C or SIGTERM: the job wrote FAILED and said so
-            pass
+            _stopped = True
         else:
             for run_dir, _ in job.runs:     # one another process trains (skipped here): it holds a core meanwhile
                 wait_for_lock(run_dir)
