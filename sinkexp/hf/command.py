@@ -52,7 +52,7 @@ def model_identity(folder: Path, cfg: S.MeasureConfig) -> str:
 
 def plan_job(cfg: S.MeasureConfig, multirun: bool, started: str) -> Job:
     from sinkexp.plan import check_run_dir
-    from sinkexp.runner import resolve_device
+    from sinkexp.devices import resolve_device
     from sinkexp.tasks.base import data_digest
 
     folder = sources.resolve(cfg.model, cfg.revision)
@@ -98,7 +98,7 @@ def measure_into(job: Job) -> dict:
     from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS, final_values, summary
     from sinkexp.hf.measure import NextToken, load_model, measure
     from sinkexp.provenance import utc_now
-    from sinkexp.runner import resolve_device
+    from sinkexp.devices import resolve_device
 
     began, device = time.perf_counter(), resolve_device(job.cfg.device)
     meta = start_meta(job, device)

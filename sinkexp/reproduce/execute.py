@@ -28,6 +28,7 @@ from sinkexp.launch import launch
 from sinkexp.plan import Job, Plan, plan
 from sinkexp.reproduce.declare import Experiment, Paper
 from sinkexp.runfiles import DONE, finished
+from sinkexp.threads import usable_cores
 
 
 def scale_of(overrides: list[str]) -> str:
@@ -60,7 +61,7 @@ def workers_for(overrides: list[str]) -> int:
     chosen = int(last_value(overrides, "hydra.launcher.n_jobs", "0"))
     if chosen > 0:
         return chosen
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return usable_cores()
 
 
 def experiment_overrides(exp: Experiment, folder: Path, overrides: list[str], pack: bool = False) -> list[str]:
