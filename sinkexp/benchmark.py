@@ -52,7 +52,7 @@ def time_sides(sides: dict[str, Callable[[], None]], steps: int, reps: int, warm
         return rate
 
     for step in sides.values():
-        for _ in range(3):
+        for _ in range(warmup):
             step()
     return alternate({side: timed(step) for side, step in sides.items()}, reps)
 

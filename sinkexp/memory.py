@@ -21,6 +21,7 @@ from sinkexp.devices import (device_kind, resolve_device, usable_gpus, visible_g
                              workers_per_gpu)
 from sinkexp.errors import ConfigError
 from sinkexp.tasks import TASKS
+from sinkexp.threads import usable_cores
 
 STATED = "SINKEXP_DEVICE_MEMORY"
 ELSEWHERE = ("slurm", "submitit_slurm")   # launchers whose jobs run on other machines
@@ -102,7 +103,7 @@ def jobs_per_gpu(overrides: list[str], gpus: int) -> int:
     if launcher(overrides) not in PARALLEL:
         return 1
     n_jobs = int(last_value(overrides, "hydra.launcher.n_jobs", "-1"))   # -1 (parallel.yaml): a core each
-    n_jobs = n_jobs if n_jobs > 0 else len(os.sched_getaffinity(0))
+    n_jobs = n_jobs if n_jobs > 0 else usable_cores()
     return max(1, math.ceil(n_jobs / max(1, gpus)))
 
 
@@ -153,6 +154,5 @@ def pool_gpus(device: str, jobs: list[Config], workers: int | None) -> list[str]
     gpus = visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), count)
     if workers is None:
         free = min(available(torch.device("cuda", i)) for i in range(count))
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        workers = len(gpus) * workers_per_gpu(free, max(map(estimate, jobs)), cores, len(gpus))
+        workers = len(gpus) * workers_per_gpu(free, max(map(estimate, jobs)), usable_cores(), len(gpus))
     return worker_gpus(gpus, workers)

@@ -114,14 +114,11 @@ def job_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[P
 
 
 class RunDir:
-    """One run's directory and the tables it accumulates.
-
-    `open()` decides what the directory allows: it returns the finished run's summary (nothing to
-    do, nothing touched), or takes the directory's lock and returns None, with the checkpoint to
+    """One run's directory and the tables it accumulates. `open()` returns the finished run's summary
+    (nothing touched), or takes the directory's lock (claim) and returns None, with the checkpoint to
     resume from in `self.state` (None: start fresh). It raises RunDirError for anything of another
     config or a checkpoint that cannot be loaded safely, and RunBusy when another live process holds
-    the lock. `close()` releases the lock (a dead process's lock is released by the kernel).
-    """
+    the lock. `close()` releases the lock (a dead process's lock is released by the kernel)."""
 
     def __init__(self, path: Path, cfg: Config, hydra_files: dict[str, str] | None = None,
                  notes: dict | None = None, kind: str | None = None):
@@ -149,25 +146,16 @@ class RunDir:
             raise
 
     def open(self) -> dict | None:
-        finished = self.check()
+        self._lock, finished = claim(self.path, self.check)
         if finished is not None:
             return finished
-        self.path.mkdir(parents=True, exist_ok=True)
-        self._lock = take_lock(self.path)
         try:
-            finished = self.check()              # finished by another process since the first look
-            if finished is not None:
-                self.close()
-                return finished
-            for stale in self.path.glob(".*.tmp"):   # left by a write that was killed
-                stale.unlink(missing_ok=True)
             self.state = self.load_checkpoint(fix="move it away and run the same command again to train this run "
                                                   "from step 0")
         except BaseException:
             self.close()
             raise
-        # The rows up to the checkpoint (none without one): opened again, the run forgets what it
-        # evaluated since (runner.train_together restarts a pack's other runs after a divergence).
+        # The rows up to the checkpoint: opened again, a run forgets what it evaluated since (a pack's divergence).
         self.metric_rows, self.loss_rows = (self.state["metric_rows"], self.state["loss_rows"]) if self.state else ([], [])
         return None
 
@@ -266,6 +254,25 @@ class RunDir:
     def fail(self, err: BaseException) -> None:
         """FAILED with the reason first and the traceback after; never next to DONE (mark_failed)."""
         mark_failed(self.path, err)
+
+
+def claim(path: Path, check) -> tuple[int | None, dict | None]:
+    """(the lock of run directory `path`, None), a killed write's temporary files cleared; or (None, the
+    summary) when `check()` (existing_run, RunDir.check) finds the run finished, before the lock or since."""
+    if (finished := check()) is not None:
+        return None, finished
+    path.mkdir(parents=True, exist_ok=True)
+    lock = take_lock(path)
+    try:
+        if (finished := check()) is None:       # else finished by another process since the first look
+            for stale in path.glob(".*.tmp"):
+                stale.unlink(missing_ok=True)
+            return lock, None
+    except BaseException:
+        os.close(lock)
+        raise
+    os.close(lock)
+    return None, finished
 
 
 def existing_run(path: Path, digest: str, fix: str = "hydra.run.dir or name") -> dict | None:

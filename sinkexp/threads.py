@@ -35,13 +35,18 @@ def busy_cores(seconds: float = 0.3) -> float | None:
     return (end[0] - start[0]) / (end[1] - start[1]) * (os.cpu_count() or 1)
 
 
+def usable_cores() -> int:
+    """The cores this process may use: its CPU affinity (e.g. a SLURM allocation), else all."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def choose_threads(requested: int | None, parallel: bool) -> tuple[int, str]:
     """(threads, why) for a job; `requested` is the `threads=` setting."""
     if requested:
         return requested, "threads= as set"
     if parallel:
         return 1, "one per job under the parallel launcher"
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     busy = busy_cores()
     if busy is None:
         return cores, f"{cores} usable cores (load unknown)"

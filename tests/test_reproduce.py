@@ -147,7 +147,7 @@ import sys
 from pathlib import Path
 from sinkexp.reproduce import reproduce
 from sinkexp.reproduce.declare import Experiment, Paper
-exp = Experiment(name="e", overrides={"task": "trigger", "train.steps": 100000}, grid={"seed": (0, 1)})
+exp = Experiment(name="e", overrides={"task": "trigger", "train.steps": 100000}, grid={"seed": (0, 1, 2)})
 reproduce([Paper(name="long", title="-", experiments=(exp,), claims=())], ["hydra.launcher.n_jobs=2"],
           root=Path(sys.argv[1]))
 """
@@ -155,7 +155,8 @@ reproduce([Paper(name="long", title="-", experiments=(exp,), claims=())], ["hydr
 
 def test_sigterm_to_reproduce_stops_its_pool_workers_runs(tmp_path):
     """`kill PID` reaches reproduce's process only: it passes SIGTERM on to the pool's workers, whose
-    runs stop as SIGTERM stops a run (FAILED written), rather than train on as orphans."""
+    runs stop as SIGTERM stops a run (FAILED written), rather than train on as orphans; the job the
+    pool had queued (three jobs, two workers) does not start."""
     import signal
     import time
 

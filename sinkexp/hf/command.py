@@ -52,7 +52,7 @@ def model_identity(folder: Path, cfg: S.MeasureConfig) -> str:
 
 def plan_job(cfg: S.MeasureConfig, multirun: bool, started: str) -> Job:
     from sinkexp.plan import check_run_dir
-    from sinkexp.runner import resolve_device
+    from sinkexp.devices import resolve_device
     from sinkexp.tasks.base import data_digest
 
     folder = sources.resolve(cfg.model, cfg.revision)
@@ -98,7 +98,7 @@ def measure_into(job: Job) -> dict:
     from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS, final_values, summary
     from sinkexp.hf.measure import NextToken, load_model, measure
     from sinkexp.provenance import utc_now
-    from sinkexp.runner import resolve_device
+    from sinkexp.devices import resolve_device
 
     began, device = time.perf_counter(), resolve_device(job.cfg.device)
     meta = start_meta(job, device)
@@ -126,29 +126,23 @@ INPUTS = "inputs.npz"     # the measured token ids, (n, seq_len): what `sinkexp 
 def run_job(job: Job, quiet: bool = False) -> bool:
     """Measure one job into its directory unless it is finished; True when it is finished."""
     from sinkexp.evaluate.tables import format_summary
-    from sinkexp.rundir import existing_run, mark_failed
-    from sinkexp.runfiles import RunBusy, RunDirError, take_lock
+    from sinkexp.rundir import claim, existing_run, mark_failed
+    from sinkexp.runfiles import RunBusy, RunDirError
 
-    if F.finished(job.run_dir, job.digest):
-        print(f"{job.run_dir}: finished already (DONE); skipped", file=sys.stderr if quiet else sys.stdout)
-        return True
-    job.run_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        lock = take_lock(job.run_dir)
-    except (RunBusy, RunDirError) as err:
+    try:        # finished (now or by another process meanwhile), another config's run put there since the plan
+        lock, finished = claim(job.run_dir, lambda: existing_run(job.run_dir, job.digest, fix="dir or name"))
+    except RunBusy as err:
         print(f"sinkexp: {err}", file=sys.stderr)
         return False
-    try:
-        if F.finished(job.run_dir, job.digest):            # finished by another process since the first look
-            return True
-        existing_run(job.run_dir, job.digest, fix="dir or name")   # or another config's run put there since the plan
-        for stale in job.run_dir.glob(".*.tmp"):
-            stale.unlink(missing_ok=True)
-        (job.run_dir / F.FAILED).unlink(missing_ok=True)
-        result = measure_into(job)
     except RunDirError as err:                                 # not this run's directory: nothing marked
         print(f"sinkexp: error: {err}", file=sys.stderr)
         return False
+    if finished is not None:
+        print(f"{job.run_dir}: finished already (DONE); skipped", file=sys.stderr if quiet else sys.stdout)
+        return True
+    try:
+        (job.run_dir / F.FAILED).unlink(missing_ok=True)
+        result = measure_into(job)
     except KeyboardInterrupt as err:
         mark_failed(job.run_dir, err)
         raise

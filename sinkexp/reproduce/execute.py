@@ -29,6 +29,7 @@ from sinkexp.plan import Job, Plan, plan
 from sinkexp.reproduce.declare import Experiment, Paper
 from sinkexp.reproduce.experiment import Checkpoint
 from sinkexp.runfiles import DONE, finished
+from sinkexp.threads import usable_cores
 
 
 def scale_of(overrides: list[str]) -> str:
@@ -61,7 +62,7 @@ def workers_for(overrides: list[str]) -> int:
     chosen = int(last_value(overrides, "hydra.launcher.n_jobs", "0"))
     if chosen > 0:
         return chosen
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return usable_cores()
 
 
 def experiment_overrides(exp: Experiment, folder: Path, overrides: list[str], pack: bool = False) -> list[str]:
@@ -174,6 +175,9 @@ def pool_workers(overrides: list[str], jobs: list[Job]) -> tuple[list[str], int]
     return gpus, len(gpus) or workers_for(overrides)
 
 
+_stopped = False     # in a pool worker: a run of it was stopped by Ctrl-C or SIGTERM
+
+
 def _run_job(job: Job) -> tuple[float, str]:
     """One planned job in a pool worker, as a job of a sweep (one torch thread unless `threads=` is
     set); returns (seconds, what it wrote to stderr: one line per problem) once each of its runs
@@ -182,13 +186,16 @@ def _run_job(job: Job) -> tuple[float, str]:
     from sinkexp.launch import execute
     from sinkexp.runfiles import wait_for_lock
 
+    global _stopped
     err = io.StringIO()
     started = time.perf_counter()
+    if _stopped:        # the pool is stopping: the jobs it had queued for this worker do not start
+        return 0.0, ""
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         try:
             execute(job, sweep=True, parallel=True)
         except SystemExit:              # Ctrl-C or SIGTERM: the job wrote FAILED and said so
-            pass
+            _stopped = True
         else:
             for run_dir, _ in job.runs:     # one another process trains (skipped here): it holds a core meanwhile
                 wait_for_lock(run_dir)
