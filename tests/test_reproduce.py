@@ -166,9 +166,10 @@ def test_sigterm_to_reproduce_stops_its_pool_workers_runs(tmp_path):
     while len(list(tmp_path.rglob("metrics.csv"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)                                   # both workers are training
     process.send_signal(signal.SIGTERM)
-    process.communicate(timeout=120)
+    _, stderr = process.communicate(timeout=120)
     failed = sorted(tmp_path.rglob("FAILED"))
-    assert process.returncode != 0 and len(failed) == 2
+    assert process.returncode == 128 + signal.SIGTERM and len(failed) == 2
+    assert "Traceback" not in stderr and "sinkexp: reproduce stopped by SIGTERM; its running runs are marked FAILED" in stderr
     assert all(path.read_text().startswith("Interrupted: stopped by SIGTERM at step ") for path in failed)
 
 

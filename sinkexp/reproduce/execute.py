@@ -26,6 +26,7 @@ from sinkexp.compose import key_of, last_value
 from sinkexp.config import task_of
 from sinkexp.launch import launch
 from sinkexp.plan import Job, Plan, plan
+from sinkexp.preemption import Interrupted
 from sinkexp.reproduce.declare import Experiment, Paper
 from sinkexp.reproduce.experiment import Checkpoint
 from sinkexp.runfiles import DONE, finished
@@ -142,7 +143,7 @@ def _sigterm_stops_workers():
     def stop_workers(signum, frame):
         for worker in multiprocessing.active_children():
             worker.terminate()
-        raise KeyboardInterrupt
+        raise Interrupted(signal.SIGTERM)
 
     try:
         before = signal.signal(signal.SIGTERM, stop_workers)
@@ -291,9 +292,13 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
                     if line.startswith("sinkexp"):
                         progress.say(line)
                 progress.show()
-        except KeyboardInterrupt:       # the workers got Ctrl-C (or SIGTERM) too: each marks its run FAILED
+        except KeyboardInterrupt as err:    # the workers got Ctrl-C (or SIGTERM) too: each marks its run FAILED
             pool.shutdown(wait=True, cancel_futures=True)
-            raise
+            stop = Interrupted.at(err)
+            progress.show(final=True)
+            print(f"sinkexp: reproduce {stop}; its running runs are marked FAILED, and the same command resumes "
+                  "them from their last checkpoints", file=sys.stderr)
+            raise SystemExit(128 + stop.signum) from None
     for planned in jobs.values():
         copy_finished_runs(planned_dirs(planned), root)
     progress.done += sum(len(job.runs) for job in twins)
