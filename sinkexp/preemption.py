@@ -17,6 +17,8 @@ SIGTERM is not the requeue signal: outside a requeue it stops a run where it is 
 """
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
 import signal
 
@@ -103,3 +105,25 @@ def requeue() -> None:
     signum, frame = _request
     signal.signal(signal.SIGTERM, _handlers[signal.SIGTERM])
     _handlers[signum](signum, frame)
+
+
+@contextlib.contextmanager
+def sigterm_stops_children():
+    """While a process pool runs (sinkexp reproduce's), SIGTERM to this process alone (`kill PID`;
+    Ctrl-C and scancel reach the workers too) is passed on to the pool's workers, whose runs stop as
+    SIGTERM stops a run (FAILED written, resumable), and this process stops with `Interrupted`, as
+    on Ctrl-C, instead of leaving its workers training on their own."""
+    def stop_workers(signum, frame):
+        for worker in multiprocessing.active_children():
+            worker.terminate()
+        raise Interrupted(signal.SIGTERM)
+
+    try:
+        before = signal.signal(signal.SIGTERM, stop_workers)
+    except ValueError:                  # not the main thread: the signal is not ours to handle
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)

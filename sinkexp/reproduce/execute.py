@@ -15,7 +15,6 @@ import contextlib
 import io
 import multiprocessing
 import os
-import signal
 import shutil
 import sys
 import time
@@ -26,7 +25,7 @@ from sinkexp.compose import key_of, last_value
 from sinkexp.config import task_of
 from sinkexp.launch import launch
 from sinkexp.plan import Job, Plan, plan
-from sinkexp.preemption import Interrupted
+from sinkexp.preemption import Interrupted, sigterm_stops_children
 from sinkexp.reproduce.declare import Experiment, Paper
 from sinkexp.reproduce.experiment import Checkpoint
 from sinkexp.runfiles import DONE, finished
@@ -134,28 +133,6 @@ def chose_launcher(overrides: list[str]) -> bool:
     return any(key.startswith(("hydra/launcher", "hydra.launcher.")) and key != "hydra.launcher.n_jobs" for key in keys)
 
 
-@contextlib.contextmanager
-def _sigterm_stops_workers():
-    """While the pool runs, SIGTERM to this process alone (`kill PID`; Ctrl-C and scancel reach the
-    workers too) is passed on to the pool's workers, whose runs stop as SIGTERM stops a run (FAILED
-    written, resumable), and this process stops as on Ctrl-C, instead of leaving its workers
-    training on their own."""
-    def stop_workers(signum, frame):
-        for worker in multiprocessing.active_children():
-            worker.terminate()
-        raise Interrupted(signal.SIGTERM)
-
-    try:
-        before = signal.signal(signal.SIGTERM, stop_workers)
-    except ValueError:                  # not the main thread: the signal is not ours to handle
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
-
-
 def _quiet_worker(gpus: list[str], counter) -> None:
     """A pool worker's start: no progress bars (tqdm reads TQDM_DISABLE when imported), and on GPUs
     the next GPU of `gpus` as the only one it sees (devices.pin_worker)."""
@@ -242,6 +219,23 @@ class Progress:
         self.show()
 
 
+def _jobs_to_run(jobs: dict[tuple[str, str], Plan]) -> tuple[list[tuple[tuple[str, str], Job]], list[Job], int]:
+    """The jobs to start, by experiment; the jobs whose runs another job trains (copied after it);
+    and how many runs are finished already."""
+    todo, twins, done_runs, queued = [], [], 0, set()
+    for key, planned in jobs.items():
+        for job in planned.jobs:
+            names = {run_dir.name for run_dir, _ in job.runs}
+            if all(finished(run_dir, digest) for run_dir, digest in job.runs):
+                done_runs += len(job.runs)
+            elif names <= queued and not any(run_dir.exists() for run_dir, _ in job.runs):
+                twins.append(job)       # another experiment's job trains the same runs: copied after it
+            else:
+                todo.append((key, job))
+                queued |= names
+    return todo, twins, done_runs
+
+
 def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str],
              predicted: dict[str, float] | None = None) -> dict[tuple[str, str], float]:
     """Every job of every experiment's plan through one pool of `workers_for(overrides)` processes,
@@ -253,18 +247,7 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
     command), which it then resumes."""
     for planned in jobs.values():
         copy_finished_runs(planned_dirs(planned), root)
-    todo: list[tuple[tuple[str, str], Job]] = []
-    done_runs, queued, twins = 0, set(), []
-    for key, planned in jobs.items():
-        for job in planned.jobs:
-            names = {run_dir.name for run_dir, _ in job.runs}
-            if all(finished(run_dir, digest) for run_dir, digest in job.runs):
-                done_runs += len(job.runs)
-            elif names <= queued and not any(run_dir.exists() for run_dir, _ in job.runs):
-                twins.append(job)       # another experiment's job trains the same runs: copied after it
-            else:
-                todo.append((key, job))
-                queued |= names
+    todo, twins, done_runs = _jobs_to_run(jobs)
     predicted = predicted or {}
 
     def prediction(job: Job) -> float:
@@ -277,7 +260,7 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
     seconds = {key: 0.0 for key in jobs}
     progress.show()
     context = multiprocessing.get_context("spawn")   # a fresh interpreter: no forked OpenMP or CUDA state
-    with _sigterm_stops_workers(), ProcessPoolExecutor(workers, mp_context=context, initializer=_quiet_worker,
+    with sigterm_stops_children(), ProcessPoolExecutor(workers, mp_context=context, initializer=_quiet_worker,
                                                        initargs=(gpus, context.Value("i", 0))) as pool:   # GPUs in turn
         futures = {pool.submit(_run_job, job): (key, job) for key, job in todo}
         try:
