@@ -40,9 +40,30 @@ def test_the_pool_takes_the_longest_jobs_first():
 
 @pytest.fixture(autouse=True)
 def calibrations(monkeypatch, tmp_path):
-    """Timings kept in the test's folder, never in the user's cache."""
+    """Timings kept in the test's folder, never in the user's cache; the machine reads as quiet (the
+    other xdist worker would otherwise count as load)."""
     monkeypatch.setattr(estimate, "CALIBRATIONS", tmp_path / "cache" / "calibration.json")
+    monkeypatch.setattr(estimate, "busy_cores", lambda seconds=0.3: 0.0)
     return estimate.CALIBRATIONS
+
+
+def test_timings_taken_on_a_busy_machine_serve_the_plan_are_said_to_be_long_and_are_not_kept(monkeypatch, calibrations):
+    """Other processes keeping 1.5 cores busy while the jobs are timed: the plan uses the timings and
+    says so, and the cache stays as it was, so the next --plan on a quiet machine times them again."""
+    from sinkexp.reproduce.estimate import format_estimate
+
+    monkeypatch.setattr(estimate, "calibrate", lambda cfg, device: (0.01, 0.5))
+    paper = SimpleNamespace(name="p", experiments=[Experiment(name="e", overrides={"task": "trigger"},
+                                                              grid={"seed": (0, 1)}, cpu={"train.steps": 10})])
+    monkeypatch.setattr(estimate, "busy_cores", lambda seconds=0.3: 1.5)
+    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
+    assert totals["busy"] == 1.5 and totals["measured"] == 1 and not calibrations.exists()
+    assert "timed while other processes kept 1.5 cores busy (so the times are likely long, and not kept" \
+        in format_estimate(table, totals)
+    monkeypatch.setattr(estimate, "busy_cores", lambda seconds=0.3: 0.0)
+    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
+    assert totals["measured"] == 1 and calibrations.exists() and "cores busy" not in format_estimate(table, totals)
+    assert estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)[1]["measured"] == 0   # kept now
 
 
 def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tmp_path, capsys, calibrations):

@@ -17,6 +17,10 @@ so a size that is bound by kernel launches rather than arithmetic (small models 
 predicted too slow. Runs finished already (below reproduce's output folder: a command resumed)
 cost nothing. Not counted: process start-up, checkpoint writes, other processes' load.
 
+On the CPU the load is probed before the first timing and after the last (threads.busy_cores):
+timings taken while other processes kept cores busy (benchmark.QUIET or more; seen here: predictions
+2-3x too long with two training processes beside) serve this plan, which says so, and are not kept.
+
 Timings are kept in CALIBRATIONS (the user's cache folder) by job, for one device, torch version,
 thread count and sinkexp source: a second --plan times nothing, an edit to sinkexp's code times
 again, and `--recalibrate` measures afresh.
@@ -33,11 +37,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from sinkexp.benchmark import QUIET
 from sinkexp.config import Config, run_configs
 from sinkexp.cost import training_flops
 from sinkexp.memory import available, estimate as memory_floor
 from sinkexp.plan import Plan
 from sinkexp.reproduce.execute import finished_runs, pool_workers, scale_of
+from sinkexp.threads import busy_cores
 
 CALIBRATION_STEPS = 3
 CALIBRATIONS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sinkexp" / "calibration.json"
@@ -93,13 +99,14 @@ def source_digest() -> str:
 
 class Calibrations:
     """(step, evaluation) seconds by job, measured once and kept in `path` under the device, torch
-    version, thread count and source digest they were measured with."""
+    version, thread count and source digest they were measured with; `busy`: the most cores other
+    processes kept busy around the CPU timings (kept only below benchmark.QUIET)."""
 
     def __init__(self, device: torch.device, path: Path | None = None, fresh: bool = False):
         from sinkexp.provenance import device_name
         from sinkexp.runfiles import read_json
 
-        self.device, self.path, self.measured = device, path or CALIBRATIONS, 0
+        self.device, self.path, self.measured, self.busy = device, path or CALIBRATIONS, 0, 0.0
         self.source = f"sinkexp {source_digest()}"
         self.where = f"{device_name(device)} | torch {torch.__version__} | {torch.get_num_threads()} threads | {self.source}"
         try:
@@ -111,15 +118,23 @@ class Calibrations:
         key = f"{self.where} | " + repr((cfg.task, cfg.model, cfg.attn, cfg.train.batch_size, cfg.train.data_chunk,
                                          cfg.eval.batch_size, len(run_configs(cfg))))
         if key not in self.kept:
+            if not self.measured:
+                self.probe()
             self.kept[key] = calibrate(cfg, self.device)
             self.measured += 1
         step, evaluation = self.kept[key]
         return step, evaluation
 
+    def probe(self) -> None:
+        if self.device.type == "cpu":
+            self.busy = max(self.busy, busy_cores() or 0.0)
+
     def save(self) -> None:
         from sinkexp.runfiles import write_json
 
         if self.measured:
+            self.probe()
+        if self.measured and self.busy < QUIET:
             try:                                # timings of other code are dropped
                 write_json(self.path, {key: value for key, value in self.kept.items() if self.source in key})
             except OSError:                     # a read-only home: the next --plan measures again
@@ -188,7 +203,7 @@ def estimate(plans: dict[tuple[str, str], Plan], overrides: list[str], root: Pat
     totals = {"runs": int(table["runs"].sum()), "done": int(table["done"].sum()), "jobs": int(table["jobs"].sum()),
               "wall_s": pool_time(durations, workers), "device": str(device), "workers": workers,
               "scale": scale_of(overrides), "pack": pack, "seconds": time.perf_counter() - started,
-              "measured": timings.measured, "cache": timings.path, "job_seconds": by_run,
+              "measured": timings.measured, "busy": timings.busy, "cache": timings.path, "job_seconds": by_run,
               "GiB": available(device) / 2**30}
     return table, totals
 
@@ -199,6 +214,8 @@ def format_estimate(table: pd.DataFrame, totals: dict) -> str:
                             "job_s": table["job_s"].map("{:.0f}".format),
                             "GiB/job": table["GiB/job"].map("{:.3g}".format)})
     hours = totals["wall_s"] / 3600
+    busy = (f" while other processes kept {totals['busy']:.1f} cores busy (so the times are likely long, and not "
+            "kept: --plan again on a quiet machine)") if totals.get("busy", 0.0) >= QUIET else ""
     too_large = table[table["GiB/job"] > totals["GiB"]]
     unfit = (f"Too large for {totals['device']} ({totals['GiB']:.3g} GiB), refused when run: "
              + ", ".join(f"{r.paper}/{r.experiment} ({r['GiB/job']:.3g} GiB a job)" for _, r in too_large.iterrows())
@@ -208,5 +225,5 @@ def format_estimate(table: pd.DataFrame, totals: dict) -> str:
             f"(pack: {'on' if totals['pack'] else 'off'}; copied runs train once, in another experiment), "
             f"scale={totals['scale']}: predicted wall time {totals['wall_s'] / 60:.0f} min ({hours:.1f} h) on "
             f"{totals['device']} with {totals['workers']} job(s) at once; planned in {totals['seconds']:.0f} s, "
-            f"{totals['measured']} distinct jobs timed, the others' timings from {totals['cache']} "
+            f"{totals['measured']} distinct jobs timed{busy}, the others' timings from {totals['cache']} "
             "(--recalibrate times all again); nothing trained (how it is predicted: sinkexp/reproduce/estimate.py)")
