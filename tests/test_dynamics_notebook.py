@@ -1,66 +1,17 @@
 """task=damping_dynamics against the source's own code: Kempner attention_sink (a83cd59),
-toy/notebooks/noop_dynamics.ipynb. Cell 2's OneHead is transcribed below (its lines, reformatted);
-cell 3's training step is `notebook_step`. Given the same draws (initial weights, gate vector,
+toy/notebooks/noop_dynamics.ipynb, as scripts/dynamics_notebook.py transcribes it (cell 2's OneHead,
+cell 3's training step). Given the same draws (initial weights, gate vector,
 batches), sinkexp's trainer and the notebook's loop must train the same model: the same loss at
 every step and the same weights after. Where the two codes' sinks land can then differ only by
 their draws (docs/findings/fesser2026.md, "where the dynamics sink lands")."""
 import math
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
+from conftest import load_script
 from sinkexp.runner import make_trainer
 
-
-class OneHead(nn.Module):
-    """noop_dynamics.ipynb cell 2 (DMODEL = HEAD_DIM = 64, SEQ_LEN = 32; its `mlp` is an Identity never called)."""
-
-    def __init__(self, d=64, h=64, length=32):
-        super().__init__()
-        self.norm = nn.LayerNorm(d)
-        self.Wq = nn.Linear(d, h, bias=False)
-        self.Wk = nn.Linear(d, h, bias=False)
-        self.Wv = nn.Linear(d, h, bias=False)
-        self.Wo = nn.Linear(h, d, bias=False)
-        self.pos = nn.Parameter(torch.randn(length, d) * 0.02)
-        self.bos = nn.Parameter(torch.randn(d) * 0.02)
-
-    def forward(self, x):
-        x = x.clone()
-        x[:, 0, :] = x[:, 0, :] + self.bos
-        x = x + self.pos.unsqueeze(0)
-        x = self.norm(x)
-        Q, K, V = self.Wq(x), self.Wk(x), self.Wv(x)
-        A = torch.softmax(Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1]), dim=-1)
-        return x + self.Wo(A @ V)
-
-
-def notebook_step(model, opt, x, v_gate):
-    """One step of cell 3's loop: target (1 - m) x with m = 1[<x, v> > 0], F.mse_loss, AdamW."""
-    O = model(x)
-    s = (x * v_gate).sum(dim=-1, keepdim=True)
-    mask = (s > 0).float()
-    loss = F.mse_loss(O, (1.0 - mask) * x)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-    return loss.detach()
-
-
-def copy_into_notebook(model) -> OneHead:
-    """A OneHead holding the sinkexp model's weights."""
-    theirs = OneHead()
-    attn = model.blocks[0].attn
-    w_q, w_k, w_v = attn.qkv.weight.chunk(3)
-    with torch.no_grad():
-        for name, weight in {"Wq": w_q, "Wk": w_k, "Wv": w_v, "Wo": attn.out.weight}.items():
-            getattr(theirs, name).weight.copy_(weight)
-        theirs.pos.copy_(model.positions.table[:32])
-        theirs.bos.copy_(model.bos_vector)
-        theirs.norm.weight.copy_(model.embed_norm.weight)
-        theirs.norm.bias.copy_(model.embed_norm.bias)
-    return theirs
+notebook = load_script("dynamics_notebook")     # OneHead, notebook_step, copy_into_notebook
 
 
 def test_the_dynamics_form_trains_as_the_notebooks_loop(make_config):
@@ -69,14 +20,14 @@ def test_the_dynamics_form_trains_as_the_notebooks_loop(make_config):
     sinkexp's draws (its initial weights, task.gate, and each batch the trainer is about to draw)."""
     cfg = make_config("task=damping_dynamics", "train.batch_size=64", "device=cpu")
     tasks, trainer = make_trainer([cfg], torch.device("cpu"))
-    theirs = copy_into_notebook(trainer.model)
+    theirs = notebook.copy_into_notebook(trainer.model)
     opt = torch.optim.AdamW(theirs.parameters(), lr=3e-3, weight_decay=1e-4)   # cell 3's optimiser
     for _ in range(40):
         upcoming = torch.Generator().set_state(trainer.generator.get_state())
         x = tasks[0].sample(64, upcoming, "cpu").inputs
         ours = trainer.train_step()
-        torch.testing.assert_close(ours, notebook_step(theirs, opt, x, tasks[0].gate))
-    expected = copy_into_notebook(trainer.model).state_dict()
+        torch.testing.assert_close(ours, notebook.notebook_step(theirs, opt, x, tasks[0].gate))
+    expected = notebook.copy_into_notebook(trainer.model).state_dict()
     for name, weight in theirs.state_dict().items():
         torch.testing.assert_close(weight, expected[name], rtol=1e-4, atol=1e-5, msg=name)
     assert trainer.model.embed_norm.weight.sub(1).abs().max() > 1e-3   # the weights moved: the check bites
@@ -94,9 +45,9 @@ def test_the_initial_weights_follow_the_notebooks_laws(make_config):
     Linear(64, 192)), moved into a OneHead, and each of the transcribed OneHead's own, has its law's
     spread and bound (the tolerance: about three standard errors of a std over that many draws)."""
     cfg = make_config("task=damping_dynamics", "device=cpu")
-    ours = copy_into_notebook(make_trainer([cfg], torch.device("cpu"))[1].model).state_dict()
+    ours = notebook.copy_into_notebook(make_trainer([cfg], torch.device("cpu"))[1].model).state_dict()
     torch.manual_seed(1)
-    theirs = OneHead().state_dict()
+    theirs = notebook.OneHead().state_dict()
     assert set(theirs) == set(LAWS)
     for name, (std, bound, tolerance) in LAWS.items():
         for weights in (ours[name], theirs[name]):
