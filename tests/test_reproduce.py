@@ -404,12 +404,12 @@ def test_docs_are_regenerated_from_claims_csv_and_only_the_headline_changes(plum
 
 def test_docs_for_one_paper_replace_only_that_papers_rows(plumbed, tmp_path):
     rows = pd.read_csv(plumbed[0] / "plumbing" / "claims.csv")
-    other = rows.assign(paper="other", verdict="FAIL")
-    write_docs(tmp_path, pd.concat([other, rows.assign(verdict="FAIL")], ignore_index=True))
+    other = rows.assign(paper="other", verdict="stale")
+    write_docs(tmp_path, pd.concat([other, rows.assign(verdict="stale")], ignore_index=True))
     write_docs(tmp_path, rows)                                   # plumbing again: its rows replaced, other's kept
     merged = pd.read_csv(tmp_path / "claims.csv")
     assert list(merged["paper"]) == ["other"] * 3 + ["plumbing"] * 3
-    assert list(merged["verdict"]) == ["FAIL"] * 3 + list(rows["verdict"])
+    assert list(merged["verdict"]) == ["stale"] * 3 + list(rows["verdict"])
 
 
 def test_the_pooled_peak_is_the_dynamics_notebooks_sink_score(tmp_path):
