@@ -1,4 +1,5 @@
-"""Fesser et al. 2026, "A Unifying View of Attention Sinks: Two Algorithms, Two Solutions" (arXiv 2606.08105).
+"""Fesser et al. 2026, "A Unifying View of Attention Sinks: From Mechanisms to Architectural Interventions"
+(arXiv 2606.08105; the title of the source repository's README, KempnerInstitute/attention_sink at a83cd59).
 
 Conditional damping (the adaptive NOP; source: the NOP notebooks, Kempner toy/notebooks/): a
 one-head model learns to leave undamped tokens alone by attending to a sink token whose value it
@@ -14,18 +15,21 @@ Eqs. 6-7 as the README reads them no token would need a no-op at gamma = 0.1). T
 CPU size (batch 256, 1000 steps, sinkexp's) is far below the source's (batch 2048, 30k steps):
 docs/findings/fesser2026.md shows where the sink forms; `scale=reach` runs it where it does.
 
-Global broadcast (source: toy/global_pathway/common.py, whose `layer_diagnostics` define
-sink_match_seq): the layer-2 head routes every query to the hub j*, whose value is not suppressed,
-and its update is rank one. Both tasks draw structure (v; u and R): every claim is
-checked on two structure seeds x three model seeds. CPU sizes: batch 256, 500 damping steps (in
-2000-step runs, seed 0, the nop sink attention was 0.983-0.986 at step 500 on three structure
-draws) and 1000 broadcast steps (layer-2 hub routing 0.94-0.95 there; 0.91-0.92 at 500).
+Global broadcast (source: toy/global_pathway/common.py, whose `layer_diagnostics` define the
+per-sequence hub match, `sink_match` there and `sink_match_seq` here): the layer-2 head routes every
+query to the hub j*, whose value is not suppressed, and its update is rank one. Both tasks draw
+structure (v; u and R): every claim is checked on two structure seeds x three model seeds. CPU
+sizes: batch 256, 500 damping steps (in 2000-step runs, seed 0, the nop sink attention was
+0.983-0.986 at step 500 on three structure draws) and 1000 broadcast steps (layer-2 hub routing
+0.94-0.95 there; 0.91-0.92 at 500).
 
 Section 5's mitigation (source: toy/global_pathway): a global pathway beside each attention
 (`model.global_pathway=learned`), with and without the common-mode penalty on the attention write
 (`train.common_mode_penalty=1`, the source's lambda_B); its base arm is the `broadcast` experiment,
-whose runs start from the same weights and data. Section 6's NOP-side mitigations on damping: an
-output gate (`attn=gated`) and a register (`model.n_registers=1`).
+whose runs start from the same weights and data. On damping, sinkexp's toy checks of two
+architectural interventions the paper studies in ViTs (the README's abstract: gating eliminates
+NOP-like sinks, registers relocate rather than remove sink computation): an output gate
+(`attn=gated`) and a register (`model.n_registers=1`).
 
 Claims that a phenomenon forms (a solved task, a sink, a dominant singular value, a hub) are not
 reached where it does not form at the size run; the claims about the sink's properties and the
@@ -51,7 +55,7 @@ PEAK = pooled_peak(0)      # the dynamics notebook's sink score: the most-attend
 
 DAMPING = {"experiment": "damping", "where": GAMMA_0}     # the gamma = 0 runs of the damping experiment
 CAUSAL = "noop_causal_intervention.ipynb"
-GAMMA_SWEEP = {"experiment": "dynamics_gamma", "source": "noop_dynamics.ipynb (Fig. 11B)", "measure": PEAK}
+GAMMA_SWEEP = {"experiment": "dynamics_gamma", "source": "noop_dynamics.ipynb (Fig. 11B: cell 9)", "measure": PEAK}
 BROADCAST = {"experiment": "broadcast"}
 BROADCAST_SOURCE = "App. A.4 (broadcast_causal_intervention.ipynb)"
 
@@ -76,7 +80,8 @@ PAPER = Paper(
     ),
     claims=(
         Value(**DAMPING, name="damping_solved", kind="paper", statement="The one-head model learns the damping task.",
-              source=CAUSAL, paper_value="MSE 0.0187 (reference 0.5)", measure=loss_ratio("all"),
+              source=CAUSAL, paper_value="MSE 0.0187 (the identity predictor's: 0.5, sinkexp's closed form)",
+              measure=loss_ratio("all"),
               criterion=at_most(0.1), forms=True),
         Value(**DAMPING, name="damping_nop_sink", kind="paper",
               statement="Queries that must not be updated attend to the sink token.", source=CAUSAL,
@@ -90,7 +95,7 @@ PAPER = Paper(
               source=CAUSAL, paper_value="0.008", measure=final("value_norm_ratio", 0),
               criterion=at_most(0.2), requires="damping_nop_sink"),
         Value(**DAMPING, name="damping_qk_spike", kind="paper",
-              statement="W_Q W_K^T grows a dominant singular value (sigma1/sigma2 = 1.04 at init).",
+              statement="W_Q W_K^T grows a dominant singular value (untrained, sigma1/sigma2 is ~1.05 here).",
               source="Fig. 2B (noop_dynamics.ipynb cell 16, in the dynamics form and on W_Q^T W_K)",
               paper_value="dominant sigma1", measure=final("qk_sigma1/sigma2", 0), criterion=at_least(3.0),
               forms=True, requires="damping_nop_sink",
@@ -134,7 +139,8 @@ PAPER = Paper(
               contrast="damping_content_at_sink_breaks"),
         Value(**BROADCAST, name="broadcast_solved", kind="paper",
               statement="The two-layer model learns the broadcast task (MSE <= 0.2 of the identity predictor's).",
-              source=BROADCAST_SOURCE, paper_value="MSE 0.048 (one seed) to 0.14 (5 seeds)",
+              source=BROADCAST_SOURCE, paper_value="MSE 0.048 (one seed, App. A.4's notebook) to 0.14 (5 seeds, "
+                                                     "Sec. 5: toy/global_pathway README)",
               measure=loss_ratio("all"), criterion=at_most(0.2), forms=True,
               note="The threshold 0.2 is sinkexp's; the identity predictor's MSE is ~1."),
         Value(**BROADCAST, name="broadcast_routes_to_hub", kind="paper",
@@ -205,11 +211,12 @@ PAPER = Paper(
                     "alike, so the ratio counts only beside a base that learned the task (within 20%: sinkexp's)."),
         Value(experiment="damping_gated", where=GAMMA_0, name="gated_damping_solved", kind="extension",
               statement="With a head-wise output gate the one-head model still learns damping.",
-              source="Sec. 6: gating solves the NOP", paper_value="solved", measure=loss_ratio("all"),
+              source="README abstract: gating eliminates NOP-like sinks (in ViTs)", paper_value="-",
+              measure=loss_ratio("all"),
               criterion=at_most(0.1), forms=True),
         Value(experiment="damping_gated", where=GAMMA_0, name="gate_shuts_on_nop_queries", kind="extension",
               statement="The gate performs the no-op: it shuts on queries that must not move.",
-              source="Sec. 6: gating lets a head suppress its output", paper_value="gate ~0",
+              source="README abstract: gating eliminates NOP-like sinks (in ViTs)", paper_value="-",
               measure=final("gate", 0, "nop"), criterion=at_most(0.2), requires="gated_damping_solved",
               note="The paper states the mechanism for ViTs; the toy check is sinkexp's."),
     ),
