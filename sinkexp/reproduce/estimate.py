@@ -18,8 +18,9 @@ predicted too slow. Runs finished already (below reproduce's output folder: a co
 cost nothing. Not counted: process start-up, checkpoint writes, other processes' load.
 
 On the CPU the load is probed before the first timing and after the last (threads.busy_cores):
-timings taken while other processes kept cores busy (benchmark.QUIET or more; seen here: predictions
-2-3x too long with two training processes beside) serve this plan, which says so, and are not kept.
+timings taken while other processes kept cores busy (benchmark.QUIET or more; seen here: a plan
+timed beside two training processes predicted sun2026 at 10.3 h) serve this plan, which says so,
+and are not kept.
 
 Timings are kept in CALIBRATIONS (the user's cache folder) by job, for one device, torch version,
 thread count and sinkexp source: a second --plan times nothing, an edit to sinkexp's code times
