@@ -1,15 +1,15 @@
 """Guo et al. 2024, "Active-dormant attention heads" (arXiv 2410.13835), the Bigram-Backcopy task.
 
-One layer: once back-copy is learned, softmax puts non-trigger queries' attention on BOS and the
-BOS value norm then falls (a value drain); ReLU attention forms no sink. Three layers: Adam grows a
+One layer: once back-copy is learned, softmax puts non-trigger queries' attention on BOS and the BOS
+value norm then falls (a value drain); ReLU attention forms no sink. Three layers: Adam grows a
 larger BOS residual norm than SGD (massive norms come from Adam's update rule). The figures quoted
 are the source's stored curves (GuoTianYu2000/Active-Dormant-Attention BBM/figures/BBM/dynamics.pt,
 ReLU_dynamics.pt, massive_dynamics_sgd_relu.pt, drawn by BBM/final-plots.ipynb cells 30 and 50), of
 runs on the Tiny-Shakespeare bigram table at d = 256, L = 256, batch 512, weight decay 1e-4
-(BBM/scripts/: dynamics.sh and 3L-dynamics.sh Adam at lr 3e-4, ReLU-attn.sh Adam at lr 3e-3,
-sgd.sh SGD at lr 0.03; 1L-dynamics.sh sets lr 3e-4 but trains 10 steps); sinkexp's runs are on synthetic tables, two structure seeds x three model
-seeds. CPU sizes (sinkexp's): d = 64, L = 64, batch 128; one layer 1000 steps, three
-layers 400.
+(BBM/scripts/: dynamics.sh and 3L-dynamics.sh Adam at lr 3e-4, ReLU-attn.sh Adam at lr 3e-3, sgd.sh
+SGD at lr 0.03; 1L-dynamics.sh sets lr 3e-4 but trains 10 steps); sinkexp's runs are on synthetic
+tables, two structure seeds x three model seeds. CPU sizes (sinkexp's): d = 64, L = 64, batch 128;
+one layer 1000 steps, three layers 400.
 """
 import math
 
