@@ -131,13 +131,13 @@ class TrainLoop:
             eval_at_checkpoints: bool = False, stop: Callable[[], bool] = lambda: False) -> float:
         """Train up to cfg.steps; returns the steps/s of this call (evaluation included)."""
         cfg = self.cfg
-        if self.step == 0:
-            on_eval(0)
-        first, started = self.step, time.perf_counter()
         bar = tqdm(total=cfg.steps, initial=self.step, desc="train", unit="step",
                    dynamic_ncols=True, mininterval=1.0)
         scheduled = cfg.warmup > 0 or cfg.schedule != "constant"
-        try:
+        try:            # a signal during the step-0 evaluation stops the run at step 0 too
+            if self.step == 0:
+                on_eval(0)
+            first, started = self.step, time.perf_counter()
             while self.step < cfg.steps:
                 if scheduled:        # from the step alone: a resumed run takes the rates an uninterrupted one does
                     self.set_lr_factor(lr_factor(self.step, cfg.steps, cfg.warmup, cfg.schedule))

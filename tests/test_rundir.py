@@ -39,6 +39,25 @@ def test_killed_run_resumes_to_the_same_tables(make_config, tmp_path, kill_at_st
 
 
 
+def test_a_stop_during_the_step_0_evaluation_names_step_0(make_config, tmp_path, monkeypatch):
+    """Ctrl-C or SIGTERM after metrics.csv is written but before the step-0 evaluation returns (its
+    losses.csv still to come): FAILED names step 0, as at any later step, and the rerun starts over."""
+    cfg = make_config(*QUICK)
+    original = R.RunDir.evaluated
+
+    def evaluated(self, rows, losses, step):
+        original(self, rows, losses, step)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(R.RunDir, "evaluated", evaluated)
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, tmp_path)
+    assert (tmp_path / F.FAILED).read_text().startswith("Interrupted: stopped by Ctrl-C at step 0\n")
+    monkeypatch.setattr(R.RunDir, "evaluated", original)
+    run(cfg, tmp_path)
+    assert (tmp_path / "DONE").exists() and not (tmp_path / F.FAILED).exists()
+
+
 def test_a_requeue_signal_checkpoints_where_the_run_is_and_resumes_to_the_same_tables(make_config, tmp_path,
                                                                                          monkeypatch):
     """The scheduler's pre-timeout signal (preemption.py) at step 13 of 4-step data chunks: the run
