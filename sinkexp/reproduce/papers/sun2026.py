@@ -1,8 +1,13 @@
-"""Sun et al. 2026, "The Spike, the Sparse and the Sink: anatomy of massive activations and attention sinks".
+"""Sun, Canziani, LeCun and Zhu 2026, "The Spike, the Sparse and the Sink: anatomy of massive
+activations and attention sinks" (arXiv 2603.05498).
 
-In their LLMs, pre-norm lets a few tokens carry massive activations, and the sink rides on them;
-a sandwich norm or DynamicTanh in place of LayerNorm removes most of the spike while the sink
-stays (or grows): the two can be decoupled. They also vary the learning rate, weight decay and
+In their LLMs, a few tokens carry massive activations and the same tokens draw the sinks; the
+pre-norm configuration is what lets the two co-occur, and ablating it decouples them (abstract).
+The summary sinkexp has gives the ablation's results: a sandwich norm or DynamicTanh in place of
+pre-RMSNorm removes most of the spike while the sink ratio is kept or grows. Where in the paper
+these results, the gating, head-dimension and context-length results stand (section, figure) is
+not located: only the abstract and the start of Sec. 1 were readable here, so those claims cite
+the summary's results. They also vary the learning rate, weight decay and
 AdamW's momentum; the summary sinkexp has gives no direction or figure for weight decay, so the
 weight-decay claims are sinkexp's questions (extensions). The small analogue here: the one-layer
 Bigram-Backcopy model (Guo et al. 2024's task), whose softmax head sinks on BOS; `massive_ratio`
@@ -54,8 +59,16 @@ LM_LENGTHS, LM_BYTES_PER_STEP = (64, 128, 256, 512), 4096          # barbero2025
 LM_CONTEXT = tuple(f"lm_context_{length}" for length in LM_LENGTHS)
 LM_LOSS = final("loss_eval", -1, "all")
 FIRST_TOKEN = final("sink_attn", "mean", "text")     # mean attention on position 0 over every head
-LOWERS = dict(source="normalisation ablation", paper_value="spike mostly gone", criterion=at_most(0.0))
-KEEPS = dict(source="normalisation ablation", paper_value="sink ratio kept")
+CO_OCCUR = "abstract and Sec. 1 (spikes and sinks co-occur in pre-norm LLMs)"
+NORMS = "abstract (ablating pre-norm decouples the two); summary: results, normalisation (section not located)"
+LOWERS = dict(source=NORMS, paper_value="spike mostly gone", criterion=at_most(0.0))
+KEEPS = dict(source=NORMS, paper_value="sink ratio kept or grows (vs pre-norm)",
+             note="The threshold is sinkexp's; the paper compares the sink ratio with pre-norm's.")
+GATING = "summary: results, gated attention (section not located)"
+GATE_NOTE = ("The gate is sinkexp's choice (Qiu et al. 2025's element-wise sigmoid); the paper's conditional gate is "
+             "not located.")
+HEAD_DIM = "summary: results, head dimension (section not located)"
+CONTEXT = "summary: key findings, context length (section not located)"
 SPIKE_NOTE = ("Gaussian noise over this stream gives ~8 (max |z| / median |z| of 512 x 64 x 64 N(0, 1) draws); the "
               "threshold 100 is sinkexp's (Sun et al. 2024's abstract: 'e.g., 100,000 times larger').")
 WEIGHT_DECAY = dict(source="- (the summary: weight decay was varied; no direction or figure)", paper_value="-")
@@ -122,14 +135,14 @@ PAPER = Paper(
               **WEIGHT_DECAY),
         Value(name="lm_pre_norm_spikes", kind="paper",
               statement="A pre-norm LM grows a massive activation (max |h| >= 100 x median |h| after some block).",
-              source="summary: massive activations in pre-norm LLMs", paper_value="massive activations (no figure)",
+              source=CO_OCCUR, paper_value="massive activations (no figure located)",
               experiment="lm_norms", where={"model.norm": "pre"}, measure=LM_SPIKE, criterion=at_least(100.0),
               forms=True, note="i.i.d. Gaussian entries of this stream's shape give ~7 (docs/metrics.md); the "
                                "threshold 100 is sinkexp's."),
         Value(name="lm_pre_norm_sinks", kind="paper",
               statement="The pre-norm LM's heads sink on the first token (sink rate over all heads at "
                         "alpha_s > 0.3 >= 0.1).",
-              source="summary: attention sinks beside the spike", paper_value="sinks (qualitative)",
+              source=CO_OCCUR, paper_value="sinks (qualitative)",
               experiment="lm_norms", where={"model.norm": "pre"}, measure=LM_SINK_RATE, criterion=at_least(0.1),
               forms=True, note="The threshold (one head in ten) is sinkexp's: the paper reports sinks, not a rate."),
         Value(name="lm_learns_the_text", kind="extension",
@@ -150,29 +163,30 @@ PAPER = Paper(
               statement="With DynamicTanh the LM's heads still sink (rate >= 0.1).", experiment="lm_dyt",
               where={"model.norm_type": "dyt"}, measure=LM_SINK_RATE, criterion=at_least(0.1), **KEEPS),
         Value(name="lm_short_context_sinks", kind="extension", statement="An LM trained on short contexts (64 bytes) sinks "
-              "(sink rate over all heads at alpha_s > 0.3 >= 0.1).", source="context-length ablation",
+              "(sink rate over all heads at alpha_s > 0.3 >= 0.1).", source=CONTEXT,
               paper_value="sinks arise mainly in short-context training", experiment="lm_context_64",
               measure=LM_SINK_RATE, criterion=at_least(0.1), forms=True,
               note="The premise of the trend below; the threshold is sinkexp's."),
         Trend(name="lm_longer_context_fewer_sinks", kind="extension", requires="lm_short_context_sinks",
               statement="Trained on longer contexts (same bytes per step), fewer of the LM's heads sink.",
-              source="context-length ablation", paper_value="the sink ratio falls sharply with long contexts only",
+              source=CONTEXT, paper_value="the sink ratio falls sharply with long contexts only",
               experiment=LM_CONTEXT, measure=LM_SINK_RATE, criterion=at_most(-0.8), key="task.seq_len",
               note="The paper compares training-length mixes, not fixed windows; rho <= -0.8 over four lengths "
                    "per seed is sinkexp's. barbero2025's lm_longer_context_more_sinks claims the opposite on the "
                    "same runs."),
-        Value(name="lm_wide_heads_sink", kind="paper", statement="An LM with 2 heads of dimension 32 sinks (sink "
-              "rate over all heads at alpha_s > 0.3 >= 0.1).", source="head-dimension ablation",
-              paper_value="a clear sink at large head dimension", experiment="lm_heads", where={"model.n_heads": 2},
-              measure=LM_SINK_RATE, criterion=at_least(0.1), forms=True,
-              note="The premise of the trend below; the threshold is sinkexp's."),
+        Value(name="lm_wide_heads_sink", kind="extension", statement="An LM with 2 heads of dimension 32 sinks (sink "
+              "rate over all heads at alpha_s > 0.3 >= 0.1).", source="-", paper_value="-", experiment="lm_heads",
+              where={"model.n_heads": 2}, measure=LM_SINK_RATE, criterion=at_least(0.1), forms=True,
+              note="The premise of the trend below, sinkexp's: the paper gives a trend, not that head dimension "
+                   "32 sinks; the threshold is sinkexp's."),
         Trend(name="lm_larger_head_dimension_clearer_sink", kind="paper", requires="lm_wide_heads_sink",
               statement="The larger the head dimension (d_model / heads: 8, 16, 32), the more attention the "
                         "heads put on the first token.",
-              source="head-dimension ablation", paper_value="sinks clearer as the head dimension grows",
+              source=HEAD_DIM, paper_value="sinks clearer as the head dimension grows",
               experiment="lm_heads", measure=FIRST_TOKEN, criterion=at_most(-0.8), key="model.n_heads",
-              note="Ranked against the number of heads at d_model 64, which changes with the head dimension: "
-                   "rho <= -0.8 (sinkexp's) means larger heads, more first-token attention."),
+              note="Ranked against the number of heads at d_model 64, which changes with the head dimension "
+                   "(the summary lists head count and head dimension as separate settings; coupling them is "
+                   "sinkexp's): rho <= -0.8 (sinkexp's) means larger heads, more first-token attention."),
         Paired(name="lm_no_weight_decay_larger_spike", kind="extension", requires="lm_pre_norm_spikes",
                statement="Without weight decay the LM's spike is larger (vs weight decay 0.1).",
                experiment="lm_weight_decay", where={"train.weight_decay": 0.0}, measure=LM_SPIKE,
@@ -190,13 +204,13 @@ PAPER = Paper(
               **WEIGHT_DECAY),
         Value(name="lm_gating_removes_the_sink", kind="paper", requires="lm_pre_norm_sinks",
               statement="With gated attention the LM's heads no longer sink (sink rate <= 0.01).",
-              source="gated-attention ablation", paper_value="the sink disappears", experiment="lm_gated",
+              source=GATING, paper_value="the sink disappears", experiment="lm_gated",
               measure=LM_SINK_RATE, criterion=at_most(0.01), contrast="lm_pre_norm_sinks",
-              note="The threshold (one head in a hundred) is sinkexp's."),
+              note="The threshold (one head in a hundred) is sinkexp's. " + GATE_NOTE),
         Paired(name="lm_gating_keeps_the_loss", kind="paper", requires="lm_pre_norm_sinks",
                statement="... without a loss of performance (held-out loss within 10% of the pre-norm LM's).",
-               source="gated-attention ablation", paper_value="no degradation", experiment="lm_gated",
+               source=GATING, paper_value="no degradation", experiment="lm_gated",
                measure=LM_LOSS, criterion=at_most(1.1), against=LM_PRE, against_in="lm_norms", compare="ratio",
-               contrast="lm_learns_the_text", note="The 10% tolerance is sinkexp's."),
+               contrast="lm_learns_the_text", note="The 10% tolerance is sinkexp's. " + GATE_NOTE),
     ),
 )
