@@ -9,6 +9,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from sinkexp.reproduce import estimate, estimate_papers, main
 from sinkexp.reproduce.declare import Experiment
+from sinkexp.reproduce.execute import plan_experiments
 from sinkexp.compose import compose_config
 from sinkexp.config import run_configs
 from sinkexp.rundir import config_hash
@@ -101,6 +102,13 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
     (run_dir / "DONE").touch()
     table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False, root=tmp_path / "root")
     assert tuple(table.iloc[0][["runs", "done", "jobs", "job_s"]]) == (6, 1, 5, 12.5) and totals["done"] == 1
+    # A run stopped at step 50 of 100 (its checkpoint in its planned directory) costs the other half.
+    planned = plan_experiments([paper], ["hydra.launcher.n_jobs=2"], tmp_path / "root")[("p", "e")]
+    stopped = next(job.run_dirs[0] for job in planned.jobs if job.run_dirs[0].name != run_dir.name)
+    stopped.mkdir(parents=True)
+    torch.save({"trainer": {"step": 50}}, stopped / "checkpoint.pt")
+    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False, root=tmp_path / "root")
+    assert tuple(table.iloc[0][["done", "jobs", "job_s"]]) == (1, 5, 11.25)
     assert calibrated == [1, 1]                      # softmax and relu: the seeds cost the same
     estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
     assert calibrated == [1, 1]                      # the timings kept: nothing timed again
@@ -131,6 +139,25 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
         assert main(["gu2025", "--plan", bad]) == 2
         error = capsys.readouterr().err
         assert says in error and len(error.strip().splitlines()) == 1
+
+
+def test_an_interrupted_run_is_priced_from_its_checkpoint(tmp_path):
+    """left_to_train: the share of steps after a run's checkpoint; in a pack the least trained run
+    counts; a file the run would refuse is priced as a fresh start."""
+    dirs = [tmp_path / name for name in ("quarter", "three_quarters", "garbage")]
+    for run_dir, step in zip(dirs, (250, 750)):
+        run_dir.mkdir()
+        torch.save({"trainer": {"step": step}}, run_dir / "checkpoint.pt")
+    dirs[2].mkdir()
+    (dirs[2] / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    steps = SimpleNamespace(train=SimpleNamespace(steps=1000))
+
+    def job(*run_dirs):
+        return SimpleNamespace(run_dirs=run_dirs, configs=(steps,) * len(run_dirs))
+
+    assert estimate.left_to_train(job(dirs[1])) == 0.25
+    assert estimate.left_to_train(job(dirs[0], dirs[1])) == 0.75
+    assert estimate.left_to_train(job(tmp_path / "fresh")) == estimate.left_to_train(job(dirs[2])) == 1.0
 
 
 def test_a_plan_states_what_does_not_fit_the_device_instead_of_refusing(monkeypatch, tmp_path):

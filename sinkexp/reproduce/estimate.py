@@ -15,7 +15,8 @@ copies the finished twin. At another scale than cpu each job's CPU-size twin (th
 planned at scale=cpu) is timed and scaled by the ratio of training FLOPs (`cost.training_flops`),
 so a size that is bound by kernel launches rather than arithmetic (small models on a GPU) is
 predicted too slow. Runs finished already (below reproduce's output folder: a command resumed)
-cost nothing. Not counted: process start-up, checkpoint writes, other processes' load.
+cost nothing, and an interrupted run costs the steps after its checkpoint (left_to_train). Not
+counted: process start-up, checkpoint writes, other processes' load.
 
 On the CPU the load is probed before the first timing and after the last (threads.busy_cores):
 timings taken while other processes kept cores busy (benchmark.QUIET or more; seen here: a plan
@@ -42,8 +43,9 @@ from sinkexp.benchmark import QUIET
 from sinkexp.config import Config, run_configs
 from sinkexp.cost import training_flops
 from sinkexp.memory import available, estimate as memory_floor
-from sinkexp.plan import Plan
+from sinkexp.plan import Job, Plan
 from sinkexp.reproduce.execute import finished_runs, pool_workers, scale_of
+from sinkexp.runfiles import CHECKPOINT
 from sinkexp.threads import busy_cores
 
 CALIBRATION_STEPS = 3
@@ -53,6 +55,21 @@ CALIBRATIONS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") 
 def evaluations(cfg: Config) -> int:
     """Evaluations a run makes: step 0, every eval.every steps, and the last step."""
     return len(range(0, cfg.train.steps, cfg.eval.every)) + 1
+
+
+def left_to_train(job: Job) -> float:
+    """The share of a job's steps still to train: 1 for fresh runs, less for runs that resume from a
+    checkpoint (a pack's runs checkpoint together; the least trained counts)."""
+    left = 0.0
+    for run_dir, cfg in zip(job.run_dirs, job.configs):
+        checkpoint, step = run_dir / CHECKPOINT, 0
+        try:
+            if checkpoint.exists():
+                step = torch.load(checkpoint, map_location="cpu", weights_only=True)["trainer"]["step"]
+        except Exception:       # a file the run itself will refuse (corrupt, unreadable): priced as a fresh start
+            step = 0
+        left = max(left, 1 - step / cfg.train.steps)
+    return left
 
 
 def calibrate(cfg: Config, device: torch.device, reps: int = 2) -> tuple[float, float]:
@@ -186,7 +203,7 @@ def estimate(plans: dict[tuple[str, str], Plan], overrides: list[str], root: Pat
                 cfg, small = job.config, twin.config
                 step, evaluation = timings.timings(small)
                 ratio = training_flops(cfg) / training_flops(small)     # 1 at scale=cpu
-                job_seconds = ratio * (cfg.train.steps * step + evaluations(cfg) * evaluation)
+                job_seconds = ratio * (cfg.train.steps * step + evaluations(cfg) * evaluation) * left_to_train(job)
                 by_run.update(dict.fromkeys(names, job_seconds))
                 seconds.append(job_seconds)
             durations += seconds
