@@ -20,7 +20,8 @@ def paper() -> Paper:
     claim = dict(kind="paper", statement="-", source="-", paper_value="-", experiment="tiny", measure=RATE)
     return Paper(name="open", title="a tiny checkpoint", experiments=(TINY,), claims=(
         Value(name="sinks", criterion=at_least(0.5), forms=True, **claim),
-        Value(name="at_most_all", criterion=at_most(1.0), **claim)))
+        Value(name="at_most_all", criterion=at_most(1.0), **claim),
+        Value(name="on_its_premise", criterion=at_most(1.0), requires="sinks", **claim)))
 
 
 def test_a_checkpoint_on_this_machine_is_measured_and_judged_beside_its_untrained_revision(tmp_path):
@@ -39,4 +40,6 @@ def test_a_checkpoint_whose_weights_are_not_here_is_not_run_and_says_why(tmp_pat
     rows = reproduce([paper()], [], root=tmp_path / "out", weights=tmp_path / "nowhere")
     assert set(rows["verdict"]) == {"not run"}
     assert rows["why"].str.startswith("needs the weights of org/tiny").all()
+    assert rows.set_index("claim").loc["on_its_premise", "why"].endswith("(for its premise sinks)")
     assert exit_code(rows) == 0             # nothing ran, nothing went wrong
+    assert exit_code(rows.assign(why="no selected run")) == 1      # not run for another reason: a defect

@@ -80,7 +80,7 @@ def test_a_claim_whose_premise_did_not_hold_is_not_reached_and_a_missing_run_is_
     assert verdicts([missing], {"pre": (1, 1)})["missing"] == ("not run", "no run selected")
     after_missing = claim("after_missing", "pre", at_least(0), requires="missing")
     assert verdicts([missing, after_missing], {"pre": (1, 1)})["after_missing"] == (
-        "not run", "its premise missing was not run")
+        "not run", "no run selected (for its premise missing)")
     solved = Condition(VALUE, at_most(0.0))
     unsolved = claim("among_solved", "pre", at_least(0), among=solved)
     assert verdicts([unsolved], {"pre": (1, 1)})["among_solved"][0] == "not reached"
@@ -132,3 +132,16 @@ def test_check_claims_of_a_paper_whose_runs_are_absent_says_not_run(tmp_path):
               measure=Measure("m", lambda run: 0.0), criterion=at_least(0)),))
     (result,) = check_claims(paper, tmp_path)
     assert (result.verdict, result.why) == ("not run", "no run selected")
+
+
+def test_a_ratio_over_zero_is_not_run_and_a_flat_trend_ranks_at_zero():
+    from sinkexp.reproduce.declare import Paired
+    from sinkexp.reproduce.verdicts import spearman
+
+    over = Paired(name="over", kind="paper", statement="-", source="-", paper_value="-", experiment="e",
+                  where={"arm": "a"}, measure=VALUE, criterion=at_least(1.0), against={"arm": "b"}, compare="ratio")
+    verdict, why = verdicts([over], {"a": (2.0, 1.0), "b": (0.0, 1.0)})["over"]
+    assert verdict == "not run" and why.endswith("over an against run's 0: no ratio")
+    assert spearman([1, 2, 3], [5, 5, 5]) == 0.0                      # no order either way
+    assert spearman([1, 2, 3], [3, 1, 2]) == pytest.approx(-0.5)      # Pearson's on ranks (1, 2, 3), (3, 1, 2)
+    assert spearman([1, 2, 3, 4], [1, 1, 2, 3]) == pytest.approx(0.9486833)   # ties share their mean rank

@@ -14,7 +14,6 @@ One run that misses the criterion decides, whatever the mean says.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,11 +93,20 @@ def provenance(runs: list[FinishedRun]) -> dict[str, str]:
     return {key: "; ".join(sorted({run.provenance[key] for run in runs})) for key in keys}
 
 
-PAIRINGS = {"difference": lambda a, b: a - b, "ratio": lambda a, b: a / b if b else math.nan}
+def ratio(a: float, b: float) -> float:
+    if b == 0:                   # no ratio: the claim is not run, never judged on a NaN
+        raise MissingValue(f"{a:.4g} over an against run's 0: no ratio")
+    return a / b
+
+
+PAIRINGS = {"difference": lambda a, b: a - b, "ratio": ratio}
 
 
 def spearman(x: list[float], y: list[float]) -> float:
-    """Spearman's rank correlation: Pearson's on the ranks (ties share their mean rank)."""
+    """Spearman's rank correlation: Pearson's on the ranks (ties share their mean rank); 0 when the
+    measure is the same on every run (no order either way, where Pearson's is undefined)."""
+    if len(set(y)) == 1:
+        return 0.0
     return float(pd.Series(x, dtype=float).rank().corr(pd.Series(y, dtype=float).rank()))
 
 
@@ -181,10 +189,11 @@ def judge(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> Result:
 def decide(claim: Claim, result: Result, done: dict[str, Result]) -> tuple[str, str]:
     """(verdict, why) of a measured claim, given the verdicts of the earlier claims it names."""
     unmet = [p for p in claim.premises if done[p].verdict != "holds"]
-    if unmet:                    # a premise that could not be measured leaves this claim unmeasured too
+    if unmet:
         verdict = done[unmet[0]].verdict
-        because = f"its premise {unmet[0]} {'' if verdict == 'cannot fail' else 'was '}{verdict}"
-        return ("not run" if verdict == "not run" else "not reached"), because
+        if verdict == "not run":     # an unmeasured premise leaves this claim unmeasured, for the same reason
+            return "not run", f"{done[unmet[0]].why} (for its premise {unmet[0]})"
+        return "not reached", f"its premise {unmet[0]} {'' if verdict == 'cannot fail' else 'was '}{verdict}"
     if result.problem:
         return ("not reached" if result.unsolved else "not run"), result.problem
     if result.passed:
