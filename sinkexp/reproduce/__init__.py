@@ -97,12 +97,13 @@ def estimate_papers(papers: list[Paper], overrides: list[str], pack: bool | None
     return estimate(plans, overrides, root, recalibrate, cpu_twins(papers, plans, overrides, root, pack))
 
 
-def last_verdicts(root: Path = OUTPUT_ROOT) -> pd.DataFrame:
+def last_verdicts(names, root: Path = OUTPUT_ROOT) -> pd.DataFrame:
     """The verdicts of the last `reproduce` at the CPU sizes below `root` (root/claims.csv and
-    root/<paper>/claims.csv; the newest row of a claim wins), for `--list`; empty before any."""
+    root/<paper>/claims.csv for the papers `names`, not another scale's root/<scale>/claims.csv;
+    the newest row of a claim wins), for `--list`; empty before any."""
     from sinkexp.reproduce.write import CLAIMS
 
-    tables = [*root.glob(CLAIMS), *root.glob(f"*/{CLAIMS}")] if root.is_dir() else []
+    tables = [path for path in (root / CLAIMS, *(root / name / CLAIMS for name in names)) if path.is_file()]
     tables = sorted(tables, key=lambda path: path.stat().st_mtime)
     rows = [pd.read_csv(path) for path in tables]
     if not rows:
@@ -116,19 +117,19 @@ def list_papers(papers: dict[str, Paper], root: Path = OUTPUT_ROOT) -> str:
     from sinkexp.reproduce.verdicts import VERDICTS
     from sinkexp.reproduce.write import passing
 
-    last = last_verdicts(root).set_index(["paper", "claim"])
+    last = last_verdicts(papers, root).set_index(["paper", "claim"])
     lines = []
     width = max(len(c.name) for paper in papers.values() for c in paper.claims)
     for paper in papers.values():
         runs = sum(exp.runs for exp in paper.experiments)
         weights = {e.name: e.model for e in paper.experiments if hasattr(e, "model")}   # checkpoints
         verdicts = [last["verdict"].get((paper.name, c.name), "not run yet") for c in paper.claims]
-        verdicts = [f"{v}, needs weights: {weights[c.experiments[0]]}" if c.experiments[0] in weights else v
-                    for c, v in zip(paper.claims, verdicts)]
         counts = pd.DataFrame({"kind": [c.kind for c in paper.claims], "verdict": verdicts})
         ran = f"last run: {passing(counts)}" if counts["verdict"].isin(VERDICTS).any() else "not run yet"
         lines.append(f"{paper.name}: {paper.title} ({len(paper.experiments)} experiments, {runs} runs; {ran})")
         for c, verdict in zip(paper.claims, verdicts):
+            if verdict.startswith("not run") and c.experiments[0] in weights:      # a checkpoint not measured
+                verdict += f", needs weights: {weights[c.experiments[0]]}"
             lines.append(f"  {c.name:<{width}} [{c.kind}] {verdict}: {c.source}: {c.describe()} {c.criterion} "
                          f"(paper: {c.paper_value})")
     return "\n".join(lines)
