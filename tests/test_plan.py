@@ -179,3 +179,14 @@ def test_a_plan_states_what_does_not_fit_the_device_instead_of_refusing(monkeypa
     table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
     assert table.iloc[0]["GiB/job"] == pytest.approx(floor / 2**30) and table.iloc[0]["jobs"] == 2
     assert f"Too large for cpu ({(floor - 1) / 2**30:.3g} GiB), refused when run: p/e (" in format_estimate(table, totals)
+
+
+def test_a_larger_scales_job_is_timed_as_its_own_cpu_twin(monkeypatch, calibrations):
+    """scale=reach runs one seed of each arm: each reach job is timed as the CPU job of its own arm,
+    not as the CPU job in its position (the CPU grid's second job is softmax's seed 1)."""
+    exp = Experiment(name="e", overrides={"task": "trigger"}, grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)},
+                     cpu={"train.steps": 100, "eval.every": 50}, reach={"train.steps": 200, "seed": (0,)})
+    monkeypatch.setattr(estimate, "calibrate", lambda cfg, device: (0.01 if cfg.attn.name == "softmax" else 0.03, 0.5))
+    table, totals = estimate_papers([SimpleNamespace(name="p", experiments=[exp])], ["scale=reach"], pack=False)
+    # softmax 200 x 0.01 + 5 evaluations x 0.5 = 4.5 s; relu 200 x 0.03 + 2.5 = 8.5 s (the FLOPs of a step alike)
+    assert (table.iloc[0]["jobs"], table.iloc[0]["job_s"]) == (2, pytest.approx(13.0))

@@ -57,6 +57,13 @@ def evaluations(cfg: Config) -> int:
     return len(range(0, cfg.train.steps, cfg.eval.every)) + 1
 
 
+def twin_of(job: Job, twins: tuple[Job, ...]) -> Job:
+    """The CPU-size job timed for `job`: the one that shares most of its overrides (the grid's values;
+    a larger scale changes the sizes and may run fewer draws, so the order of the jobs differs)."""
+    mine = set(job.overrides)
+    return max(twins, key=lambda twin: len(mine & set(twin.overrides)))
+
+
 def left_to_train(job: Job) -> float:
     """The share of a job's steps still to train: 1 for fresh runs, less for runs that resume from a
     checkpoint (a pack's runs checkpoint together; the least trained counts)."""
@@ -191,7 +198,7 @@ def estimate(plans: dict[tuple[str, str], Plan], overrides: list[str], root: Pat
         for key, planned in plans.items():
             twins = (cpu_plans or plans)[key].jobs
             seconds, done, copied = [], 0, 0
-            for job, twin in zip(planned.jobs, twins):
+            for job in planned.jobs:
                 names = {run_dir.name for run_dir in job.run_dirs}
                 if names <= finished:               # trained by an earlier command
                     done += len(names)
@@ -200,7 +207,7 @@ def estimate(plans: dict[tuple[str, str], Plan], overrides: list[str], root: Pat
                     copied += len(names)
                     continue
                 trained.update(names)
-                cfg, small = job.config, twin.config
+                cfg, small = job.config, twin_of(job, twins).config
                 step, evaluation = timings.timings(small)
                 ratio = training_flops(cfg) / training_flops(small)     # 1 at scale=cpu
                 job_seconds = ratio * (cfg.train.steps * step + evaluations(cfg) * evaluation) * left_to_train(job)
