@@ -120,7 +120,7 @@ def copy_finished_runs(run_dirs: set[Path], root: Path) -> None:
 
 def run_experiment(paper: Paper, exp: Experiment, planned: Plan, root: Path) -> float:
     """Train (or resume, or copy) one experiment's runs; returns its wall time in seconds. A run
-    that fails is left to the verdicts (its claims FAIL with the reason), so the others go on."""
+    that fails is left to the verdicts (its claims are not run, with the reason), so the others go on."""
     print(f"== {paper.name} / {exp.name}", flush=True)
     started = time.perf_counter()
     copy_finished_runs(planned_dirs(planned), root)

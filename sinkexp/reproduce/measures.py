@@ -3,8 +3,8 @@ loss ratio, or a causal intervention's effect.
 
 Each constructor returns a Measure (declare.py) that names the metrics it reads, so a paper file
 with a misspelt metric is refused on import. A value a run does not have (a query type the task
-lacks, a layer the model lacks) raises MissingValue: the claim then FAILs with that problem, never
-with a NaN that would read as a scientific result. Interventions load the model (torch) only when
+lacks, a layer the model lacks) raises MissingValue: the claim is then **not run**, with that problem
+as its why, never judged on a NaN that would read as a scientific result. Interventions load the model (torch) only when
 a claim asks for them, once per run however many claims read them.
 """
 from __future__ import annotations

@@ -100,9 +100,10 @@ def write_claims_report(papers: list[Paper], rows: pd.DataFrame, out: Path, root
             folder = os.path.relpath(root / paper.name / exp.name, out)
             took = f", {seconds[(paper.name, exp.name)]:.0f} s" if (paper.name, exp.name) in seconds else ""
             lines.append(f"### {exp.name}{took}")
+            sizes = (("CPU sizes", exp.cpu), ("reach sizes", exp.reach))
             lines.append(f"Runs: `{folder}/` (`{' '.join(exp.argv(scale='paper'))}`"
-                         + (f", CPU sizes `{' '.join(f'{k}={v}' for k, v in exp.cpu.items())}`" if exp.cpu else "")
-                         + ")")
+                         + "".join(f", {label} `{' '.join(f'{k}={v}' for k, v in size.items())}`"
+                                   for label, size in sizes if size) + ")")
             if (paper.name, exp.name) in reports:
                 rel = os.path.relpath(reports[(paper.name, exp.name)], out)
                 lines += ["", f"![sink attention by layer]({rel}/sink_attn_by_layer.png)",
@@ -122,7 +123,8 @@ def results_page(rows: pd.DataFrame) -> str:
              "untrained (step 0 of the same runs). **holds**: every run meets the criterion, and it could have "
              "failed; **contradicted**: what the claim is about formed, and its direction did not hold; **not "
              "reached**: what the claim needs did not form at the size run, so it was not tested; **cannot "
-             "fail**: the criterion holds untrained too. `paper`: the source's claim in its direction; "
+             "fail**: the criterion holds untrained too; **not run**: it could not be measured (its why says what is "
+             "missing). `paper`: the source's claim in its direction; "
              "`extension`: a question sinkexp asks beyond it; `control`: a setting that cannot form the effect. "
              "How claims are declared and judged: [reproduce.md](reproduce.md); why effects do not form at the "
              "CPU sizes: [findings](findings/README.md).", "",
