@@ -64,3 +64,19 @@ def kill_at_step(monkeypatch):
         monkeypatch.setattr(cls, "train_step", train_step)
 
     return kill
+
+
+@pytest.fixture(scope="session")
+def plumbed(tmp_path_factory):
+    """The plumbing paper reproduced once: (root, claims table, console output)."""
+    import contextlib
+    import io
+
+    from plumbing import plumbing_paper
+    from sinkexp.reproduce import reproduce
+
+    root = tmp_path_factory.mktemp("reproduce")
+    console = io.StringIO()
+    with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):   # through the pool
+        rows = reproduce([plumbing_paper()], ["hydra.launcher.n_jobs=2"], root=root, command="test")
+    return root, rows.set_index("claim"), console.getvalue()
