@@ -107,7 +107,10 @@ def main() -> None:
     parser.add_argument("--stop-after", type=int, default=1000)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    draws = sinkexp_draws(args.seed, args.structure_seed, args.batch) if args.sinkexp_draws else own_draws(args.seed, args.batch)
+    if args.sinkexp_draws:
+        draws = sinkexp_draws(args.seed, args.structure_seed, args.batch)
+    else:
+        draws = own_draws(args.seed, args.batch)
     model, v_gate, next_batch = draws
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)      # cell 3
     held_out = torch.randn(512, 32, 64, generator=torch.Generator().manual_seed(12345))

@@ -33,7 +33,8 @@ def main() -> None:
     common = Path(os.path.commonpath([path.resolve() for path in args.runs]))
     for path in args.runs:
         run = load_run(path)
-        label = str(path.resolve().relative_to(common)) if len(args.runs) > 1 else path.name   # what tells the runs apart
+        # what tells the runs apart
+        label = str(path.resolve().relative_to(common)) if len(args.runs) > 1 else path.name
         tables[label] = position_profile(run, args.query_type, args.before).assign(run=label)
     write_csv(args.out.with_suffix(".csv"), pd.concat(tables.values(), ignore_index=True))
     where = f"{args.query_type} queries" + (f" before the {args.before}" if args.before else "")

@@ -75,7 +75,7 @@ class ModelConfig:
     bias: bool = False
     mlp_bias: Optional[bool] = None   # the MLP's Linear biases; None: as model.bias
     global_pathway: str = "none"      # none | learned | fixed: Fesser et al.'s global pathway beside attention
-    attn_out: str = "linear"          # linear | identity: W_O; identity: no W_O, each head writes its own slice of the stream
+    attn_out: str = "linear"          # linear: W_O | identity: no W_O, each head writes its own slice of the stream
     freeze_readout: bool = False      # the readout keeps its initial weights (a control: nothing learned there)
 
 

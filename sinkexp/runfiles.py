@@ -47,12 +47,12 @@ UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile",
 # Keys added after run directories existed: at these values (the earlier behaviour) they stay out
 # of the hash, so earlier runs keep their directory names, and a run that lacks one is read as
 # having this value.
-LATER_KEYS = {"train.data_chunk": 1, "task.sampler": "multinomial", "model.pos_init_std": 0.02,
-              "task.centred": False, "model.pos_into": "stream", "model.mlp_bias": None,
-              "model.hide_bos": False, "model.global_pathway": "none", "train.bos_penalty": 0.0,
-              "train.common_mode_penalty": 0.0, "train.warmup": 0, "train.schedule": "constant",
-              "model.embed_norm": False, "task.form": "causal", "train.checkpoint_steps": None,
-              "eval.at_checkpoints": False, "precision": "exact", "model.attn_out": "linear", "model.freeze_readout": False}
+LATER_KEYS = {"train.data_chunk": 1, "task.sampler": "multinomial", "model.pos_init_std": 0.02, "task.centred": False,
+              "model.pos_into": "stream", "model.mlp_bias": None, "model.hide_bos": False,
+              "model.global_pathway": "none", "train.bos_penalty": 0.0, "train.common_mode_penalty": 0.0,
+              "train.warmup": 0, "train.schedule": "constant", "model.embed_norm": False, "task.form": "causal",
+              "train.checkpoint_steps": None, "eval.at_checkpoints": False, "precision": "exact",
+              "model.attn_out": "linear", "model.freeze_readout": False}
 
 
 def _umask() -> int:

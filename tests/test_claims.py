@@ -51,7 +51,8 @@ def test_a_rerun_gives_the_committed_verdicts(paper, tmp_path):
 def test_the_comparison_sees_a_moved_verdict_and_a_moved_value():
     row = {"verdict": "holds", "why": "", "values": "s0=0.95 s1=0.97"}
     assert moved(pd.Series(row), pd.Series(row)) == ""
-    assert moved(pd.Series({**row, "verdict": "contradicted"}), pd.Series(row)).startswith("verdict holds -> contradicted")
+    contradicted = moved(pd.Series({**row, "verdict": "contradicted"}), pd.Series(row))
+    assert contradicted.startswith("verdict holds -> contradicted")
     assert moved(pd.Series({**row, "values": "s0=0.95 s1=0.90"}), pd.Series(row)) == "values s1 0.97 -> 0.9"
     assert moved(pd.Series({**row, "values": "s0=0.951 s1=0.97"}), pd.Series(row)) == ""     # within the tolerance
     assert moved(pd.Series({**row, "values": "s0=0.95"}), pd.Series(row)) == "runs ['s0', 's1'] -> ['s0']"

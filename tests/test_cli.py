@@ -344,7 +344,8 @@ def test_sigterm_stops_a_run_like_ctrl_c(tmp_path):
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 143 and err.strip().endswith("resumes it from its last checkpoint)"), err
-    assert len(err.strip().splitlines()) == 1 and "stopped by SIGTERM at step " in err and "(FAILED written;" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "stopped by SIGTERM at step " in err and "(FAILED written;" in err, err
     assert (tmp_path / "term/FAILED").read_text().startswith("Interrupted: stopped by SIGTERM at step ")
 
 

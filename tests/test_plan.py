@@ -95,20 +95,6 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
         grid={"train.weight_decay": (default, default + 0.1), "seed": (0, 1, 2)})])
     table, totals = estimate_papers([paper, decay], ["hydra.launcher.n_jobs=2"], pack=False)
     assert tuple(table.iloc[1][["runs", "copied", "jobs"]]) == (6, 3, 3)
-    # A run an earlier command finished (its directory anywhere below the root) costs nothing.
-    finished = compose_config("task=trigger", "attn=softmax", "train.steps=100", "eval.every=50", "seed=1")
-    run_dir = tmp_path / "root" / "p" / "e" / "somewhere" / f"s1-{config_hash(finished)}"
-    run_dir.mkdir(parents=True)
-    (run_dir / "DONE").touch()
-    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False, root=tmp_path / "root")
-    assert tuple(table.iloc[0][["runs", "done", "jobs", "job_s"]]) == (6, 1, 5, 12.5) and totals["done"] == 1
-    # A run stopped at step 50 of 100 (its checkpoint in its planned directory) costs the other half.
-    planned = plan_experiments([paper], ["hydra.launcher.n_jobs=2"], tmp_path / "root")[("p", "e")]
-    stopped = next(job.run_dirs[0] for job in planned.jobs if job.run_dirs[0].name != run_dir.name)
-    stopped.mkdir(parents=True)
-    torch.save({"trainer": {"step": 50}}, stopped / "checkpoint.pt")
-    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False, root=tmp_path / "root")
-    assert tuple(table.iloc[0][["done", "jobs", "job_s"]]) == (1, 5, 11.25)
     assert calibrated == [1, 1]                      # softmax and relu: the seeds cost the same
     estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
     assert calibrated == [1, 1]                      # the timings kept: nothing timed again
@@ -139,6 +125,27 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
         assert main(["gu2025", "--plan", bad]) == 2
         error = capsys.readouterr().err
         assert says in error and len(error.strip().splitlines()) == 1
+
+
+def test_a_resumed_command_prices_only_what_is_left(monkeypatch, tmp_path, calibrations):
+    exp = Experiment(name="e", overrides={"task": "trigger"}, grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)},
+                     cpu={"train.steps": 100, "eval.every": 50})
+    paper = SimpleNamespace(name="p", experiments=[exp])
+    monkeypatch.setattr(estimate, "calibrate", lambda cfg, device: (0.01, 0.5))   # a run: 100 x 0.01 + 3 x 0.5 s
+    # A run an earlier command finished (its directory anywhere below the root) costs nothing.
+    finished = compose_config("task=trigger", "attn=softmax", "train.steps=100", "eval.every=50", "seed=1")
+    run_dir = tmp_path / "root" / "p" / "e" / "somewhere" / f"s1-{config_hash(finished)}"
+    run_dir.mkdir(parents=True)
+    (run_dir / "DONE").touch()
+    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False, root=tmp_path / "root")
+    assert tuple(table.iloc[0][["runs", "done", "jobs", "job_s"]]) == (6, 1, 5, 12.5) and totals["done"] == 1
+    # A run stopped at step 50 of 100 (its checkpoint in its planned directory) costs the other half.
+    planned = plan_experiments([paper], ["hydra.launcher.n_jobs=2"], tmp_path / "root")[("p", "e")]
+    stopped = next(job.run_dirs[0] for job in planned.jobs if job.run_dirs[0].name != run_dir.name)
+    stopped.mkdir(parents=True)
+    torch.save({"trainer": {"step": 50}}, stopped / "checkpoint.pt")
+    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False, root=tmp_path / "root")
+    assert tuple(table.iloc[0][["done", "jobs", "job_s"]]) == (1, 5, 11.25)
 
 
 def test_an_interrupted_run_is_priced_from_its_checkpoint(tmp_path):
@@ -178,7 +185,8 @@ def test_a_plan_states_what_does_not_fit_the_device_instead_of_refusing(monkeypa
         plan_experiments([paper], [], tmp_path)                                     # training it is refused
     table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
     assert table.iloc[0]["GiB/job"] == pytest.approx(floor / 2**30) and table.iloc[0]["jobs"] == 2
-    assert f"Too large for cpu ({(floor - 1) / 2**30:.3g} GiB), refused when run: p/e (" in format_estimate(table, totals)
+    too_large = f"Too large for cpu ({(floor - 1) / 2**30:.3g} GiB), refused when run: p/e ("
+    assert too_large in format_estimate(table, totals)
 
 
 def test_a_larger_scales_job_is_timed_as_its_own_cpu_twin(monkeypatch, calibrations):

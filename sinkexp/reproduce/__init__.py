@@ -23,8 +23,10 @@ import pandas as pd
 from sinkexp.reproduce.declare import Paper
 
 OUTPUT_ROOT = Path("outputs/reproduce")
-USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--docs DIR] [--pack|--no-pack]   (overrides apply to every run)
-       sinkexp reproduce PAPER|all [KEY=VALUE ...] --plan [--recalibrate]   (the jobs, FLOPs and predicted wall time; nothing trains)
+USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--docs DIR] [--pack|--no-pack]
+           (overrides apply to every run)
+       sinkexp reproduce PAPER|all [KEY=VALUE ...] --plan [--recalibrate]
+           (the jobs, FLOPs and predicted wall time; nothing trains)
        sinkexp reproduce --list
        sinkexp reproduce --docs DIR       (DIR/results.md and the README headline again, from DIR/claims.csv)"""
 

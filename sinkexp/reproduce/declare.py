@@ -262,7 +262,7 @@ def reference_problem(paper: Paper, claim: Claim, earlier: list[str]) -> str:
     unknown = [m for m in (*claim.measure.metrics, *(claim.among.measure.metrics if claim.among else ()))
                if m not in METRICS]
     if unknown:
-        return f"metric {unknown[0]!r} is not in the registry (evaluate/tables.py METRICS); metrics: {', '.join(METRICS)}"
+        return f"metric {unknown[0]!r} is not in the registry (evaluate/tables.py); metrics: {', '.join(METRICS)}"
     if isinstance(claim, Paired) and claim.compare not in COMPARISONS:
         return f"compare={claim.compare!r}; choose one of: {', '.join(COMPARISONS)}"
     return ""

@@ -172,7 +172,8 @@ def judge(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> Result:
         if not chosen:
             return Result(claim, problem=f"no selected run has {claim.among}", excluded=excluded, unsolved=True)
     measure = paired if isinstance(claim, Paired) else trend if isinstance(claim, Trend) else per_run
-    result = Result(claim, excluded=excluded, runs=chosen + [others[run.label] for run in chosen if run.label in others])
+    paired_runs = [others[run.label] for run in chosen if run.label in others]
+    result = Result(claim, excluded=excluded, runs=chosen + paired_runs)
     try:
         result.values = measure(claim, chosen, others)
     except MissingValue as err:

@@ -35,8 +35,9 @@ def table_text(rows: pd.DataFrame) -> str:
                     if r["n"] else "-")
         verdict = f"**{r['verdict']}**" + (f" ({r['why']})" if text(r.get("why")) else "")
         verdict += f" (not counted: {r['excluded']})" if text(r.get("excluded")) else ""
-        lines.append(f"| {r['paper']} | {r['claim']} | {r['kind']} | {r['source']} | {r['paper_value']} | {measured} | "
-                     f"{text(r['values'])} | {text(r.get('untrained'))} | {r['measure']} {r['criterion']} | {verdict} |")
+        lines.append(f"| {r['paper']} | {r['claim']} | {r['kind']} | {r['source']} | {r['paper_value']} | "
+                     f"{measured} | {text(r['values'])} | {text(r.get('untrained'))} | "
+                     f"{r['measure']} {r['criterion']} | {verdict} |")
     return "\n".join(lines)
 
 

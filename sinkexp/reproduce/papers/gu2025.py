@@ -11,10 +11,10 @@ drawn N(0, 0.02^2) that every query sees (`attn=sink_kv`). Sink rate as their ev
 it (pretrain/eval_sink_pretrain.py): the share of heads whose alpha_s on the row-normalised
 weights exceeds 0.3, per sequence (docs/metrics.md).
 
-The small analogues are sinkexp's extensions, not the paper's claims: the one-layer trigger model (Ran-Milo 2026's task) with four
-heads, where a sink is not forced, for the attention operations ("softmax heads become sinks" is
-read as at least one head in four, >= 0.25, sinkexp's threshold; "almost none" as <= 1% of heads,
-against their 0.44%); and with one head for the key/value bias, where Theorem 1 forces a softmax
+The small analogues are sinkexp's extensions, not the paper's claims: the one-layer trigger model
+(Ran-Milo 2026's task) with four heads, where a sink is not forced, for the attention operations
+("softmax heads become sinks" is read as at least one head in four, >= 0.25, sinkexp's threshold;
+"almost none" as <= 1% of heads, against their 0.44%); and with one head for the key/value bias, where Theorem 1 forces a softmax
 head to put its no-op somewhere: on the first token without the bias (the paired control), so
 the claim asks whether the bias takes it instead. CPU sizes as ranmilo2026.
 
