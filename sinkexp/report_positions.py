@@ -8,6 +8,11 @@ from pathlib import Path
 import pandas as pd
 
 
+def position_grid(table: pd.DataFrame) -> pd.DataFrame:
+    """One run's panel: layers down, query positions across (NaN where no query of the type sits)."""
+    return table.pivot(index="layer", columns="position", values="value")
+
+
 def position_figure(tables: dict[str, pd.DataFrame], path: Path, title: str) -> Path:
     """Write `path` (PNG): a heatmap per run ({label: position_profile table})."""
     import matplotlib
@@ -18,7 +23,7 @@ def position_figure(tables: dict[str, pd.DataFrame], path: Path, title: str) -> 
     fig, axes = plt.subplots(len(tables), 1, figsize=(9, 1.2 + 0.55 * rows + 0.45 * len(tables)), squeeze=False,
                              sharex=True, layout="constrained")
     for ax, (label, table) in zip(axes[:, 0], tables.items()):
-        grid = table.pivot(index="layer", columns="position", values="value")
+        grid = position_grid(table)
         image = ax.imshow(grid.values, vmin=0, vmax=1, cmap="viridis", aspect="auto")
         ax.set_yticks(range(len(grid.index)), [f"layer {layer}" for layer in grid.index])
         ax.set_title(label, fontsize=9, loc="left")

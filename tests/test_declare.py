@@ -107,3 +107,13 @@ def test_an_unknown_task_is_named_before_its_keys_are_looked_up():
     exp = Experiment(name="e", overrides={"task.gamma": 0.1, "task": "dampnig"})
     with pytest.raises(DeclarationError, match="^p/e: task='dampnig' is not valid; choose one of: backcopy,"):
         declare(experiments=(exp,))
+
+
+def test_a_contrast_on_another_task_is_refused():
+    """A contrast is evidence only in the same setting: a claim on another task's runs is refused."""
+    trigger = Experiment(name="trigger", overrides={"task": "trigger"}, grid={"seed": (0, 1, 2)})
+    sinks = value(name="sinks", experiment="trigger", measure=final("sink_attn", 0, "non_trigger"))
+    with pytest.raises(DeclarationError) as err:
+        declare(sinks, value(contrast="sinks"), experiments=(ONE, trigger))
+    assert str(err.value) == ("p/c: contrast='sinks' reads task trigger, not this claim's (damping); "
+                              "a contrast is a claim on the same task")

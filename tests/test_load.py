@@ -17,8 +17,10 @@ def finished(tmp_path_factory, make_config):
     return path
 
 
-@pytest.mark.parametrize("step", [None, 10, 20])
+@pytest.mark.parametrize("step", [None, 0, 10, 20])
 def test_the_loaded_model_reproduces_the_recorded_evaluation(finished, step):
+    """Step 0 has no checkpoint: the untrained model is rebuilt from the seed, as training initialised
+    it (what every step-0 measure of reproduce reads), and gives the run's recorded step-0 losses."""
     loaded = load_run(finished, step=step)
     assert loaded.step == (30 if step is None else step) and not loaded.model.training
     pred, cache = loaded.forward(["blocks.0.attn.weights"])

@@ -64,10 +64,13 @@ def test_an_untrained_model_with_uniform_attention_pays_each_key_its_share(make_
     assert rows["value"].values == pytest.approx(1 / (rows["position"].values + 1.0), rel=1e-5)
 
 
-def test_the_position_figure_draws_every_run(tmp_path):
-    from sinkexp.report_positions import position_figure
+def test_the_position_figure_draws_each_runs_layers_down_and_positions_across(tmp_path):
+    from sinkexp.report_positions import position_figure, position_grid
 
     table = pd.DataFrame({"layer": [0, 0, 1, 1], "position": [0, 1, 0, 1], "value": [math.nan, 0.5, 0.2, 0.9],
                           "count": [0, 4, 4, 4]})
+    grid = position_grid(table)
+    assert list(grid.index) == [0, 1] and list(grid.columns) == [0, 1]
+    assert math.isnan(grid.loc[0, 0]) and (grid.loc[0, 1], grid.loc[1, 0], grid.loc[1, 1]) == (0.5, 0.2, 0.9)
     path = position_figure({"a": table, "b": table}, tmp_path / "fig.png", "t")
-    assert path.stat().st_size > 1000
+    assert path.read_bytes().startswith(b"\x89PNG")
