@@ -78,7 +78,10 @@ def execute(job: Job, sweep: bool, parallel: bool = False) -> None:
     from hydra.core.utils import run_job as hydra_run_job
     from hydra.types import HydraContext
 
+    from sinkexp.rundir import register_resolvers
+
     setup_globals()                  # Hydra's resolvers, as in a Hydra app (a pool worker is not one)
+    register_resolvers()             # and sinkexp's: a pool worker's fresh interpreter has none (follow.py's presets)
     JobRuntime.instance().set("name", str(job.composed.hydra.job.name))
     keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if sweep else ("hydra.run.dir", None)
     returned = hydra_run_job(task_function=partial(_body, job, parallel), config=copy.deepcopy(job.composed),

@@ -1,6 +1,7 @@
 """`sinkexp reproduce`: the papers' declarations are complete and every job composes; a tiny
 plumbing paper runs end to end, a claim passes only when every run meets it, an impossible
 criterion FAILs, and a paired claim pairs runs by seed."""
+import json
 import math
 import os
 import shutil
@@ -282,6 +283,17 @@ def test_runs_two_experiments_plan_train_once_in_the_pool(tmp_path, capsys):
     reproduce([paper], ["hydra.launcher.n_jobs=2"], root=tmp_path)
     assert len(list((tmp_path / "twins").rglob("DONE"))) == 4
 
+
+def test_a_pool_worker_resolves_the_presets_that_follow_another_key(tmp_path):
+    """task=lm's warm-up follows train.steps (follow.py): a pool worker, a fresh interpreter, resolves
+    it as `sinkexp train` does (it raised UnsupportedInterpolationType there) and records what followed."""
+    lm = Experiment(name="lm", overrides={"task": "lm", **QUICK_SIZES, "task.seq_len": 32}, grid={"seed": (0, 1)})
+    paper = Paper(name="lm", title="a tiny LM", experiments=(lm,), claims=(
+        claim(experiment="lm", measure=final("sink_attn", 0, "text"), criterion=between(0, 1)),))
+    rows = reproduce([paper], ["hydra.launcher.n_jobs=2"], root=tmp_path)
+    assert len(rows) == 1 and len(list((tmp_path / "lm").rglob("DONE"))) == 2
+    metas = [json.loads(path.read_text()) for path in sorted((tmp_path / "lm").rglob("meta.json"))]
+    assert [meta["followed"] for meta in metas] == [["train.warmup=30 (the preset's 100, at most train.steps)"]] * 2
 
 def test_scale_paper_drops_the_cpu_sizes_and_user_overrides_win():
     exp = Experiment(name="e", overrides={"task": "damping"}, grid={"seed": (0, 1, 2)}, cpu={"train.steps": 500})
