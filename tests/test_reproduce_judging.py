@@ -42,7 +42,8 @@ def test_list_shows_the_cpu_sizes_verdicts_not_another_scales(plumbed, tmp_path)
 
 
 def test_the_command_lists_papers_and_refuses_an_unknown_one():
-    listed = subprocess.run([sys.executable, "-m", "sinkexp.cli", "reproduce", "--list"], capture_output=True, text=True)
+    listed = subprocess.run([sys.executable, "-m", "sinkexp.cli", "reproduce", "--list"], capture_output=True,
+                            text=True)
     assert listed.returncode == 0
     for paper in PAPERS.values():
         assert paper.name in listed.stdout
@@ -214,7 +215,8 @@ def test_a_claim_whose_premise_does_not_hold_is_not_reached_with_its_values_show
     base = plumbing_paper()
     bos, softmax = final("sink_attn", 0, "non_trigger"), {"attn.name": "softmax"}
     paper = Paper(name="plumbing", title="-", experiments=base.experiments, claims=(*base.claims,
-                  claim(name="after_possible", where=softmax, measure=bos, criterion=between(0, 1), requires="possible"),
+                  claim(name="after_possible", where=softmax, measure=bos, criterion=between(0, 1),
+                        requires="possible"),
                   claim(name="after_impossible", where=softmax, measure=bos, criterion=between(0, 1),
                         requires="impossible"),
                   claim(name="after_both", where=softmax, measure=bos, criterion=between(0, 1),

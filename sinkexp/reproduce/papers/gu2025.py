@@ -14,9 +14,10 @@ weights exceeds 0.3, per sequence (docs/metrics.md).
 The small analogues are sinkexp's extensions, not the paper's claims: the one-layer trigger model
 (Ran-Milo 2026's task) with four heads, where a sink is not forced, for the attention operations
 ("softmax heads become sinks" is read as at least one head in four, >= 0.25, sinkexp's threshold;
-"almost none" as <= 1% of heads, against their 0.44%); and with one head for the key/value bias, where Theorem 1 forces a softmax
-head to put its no-op somewhere: on the first token without the bias (the paired control), so
-the claim asks whether the bias takes it instead. CPU sizes as ranmilo2026.
+"almost none" as <= 1% of heads, against their 0.44%); and with one head for the key/value bias,
+where Theorem 1 forces a softmax head to put its no-op somewhere: on the first token without the
+bias (the paired control), so the claim asks whether the bias takes it instead. CPU sizes as
+ranmilo2026.
 
 Their open checkpoints (Table 1: GPT2-XL, Mistral-7B and its Instruct model, LLaMA2-7B, LLaMA3-8B;
 Fig. 4: Pythia-14M) are measured with `sinkexp measure` where their weights are on the machine
