@@ -295,6 +295,7 @@ def test_a_pool_worker_resolves_the_presets_that_follow_another_key(tmp_path):
     metas = [json.loads(path.read_text()) for path in sorted((tmp_path / "lm").rglob("meta.json"))]
     assert [meta["followed"] for meta in metas] == [["train.warmup=30 (the preset's 100, at most train.steps)"]] * 2
 
+
 def test_scale_paper_drops_the_cpu_sizes_and_user_overrides_win():
     exp = Experiment(name="e", overrides={"task": "damping"}, grid={"seed": (0, 1, 2)}, cpu={"train.steps": 500})
     cpu = experiment_overrides(exp, Path("out"), ["hydra/launcher=basic"])
