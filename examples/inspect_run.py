@@ -25,7 +25,7 @@ import torch  # noqa: E402
 
 from sinkexp import load_run  # noqa: E402
 from sinkexp.evaluate import metrics as M  # noqa: E402
-from sinkexp.interventions import sink_keys, zero_sink_value  # noqa: E402
+from sinkexp.analysis.interventions import sink_keys, zero_sink_value  # noqa: E402
 from sinkexp.model import intervene  # noqa: E402
 
 

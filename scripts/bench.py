@@ -21,13 +21,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sinkexp.benchmark import load, machine, matmul_peak, time_sides, validity
-from sinkexp.config import AttnConfig, Config, EvalConfig, ModelConfig, TrainConfig
-from sinkexp.cost import training_flops
+from sinkexp.machine.benchmark import load, machine, matmul_peak, time_sides, validity
+from sinkexp.config.schema import AttnConfig, Config, EvalConfig, ModelConfig, TrainConfig
+from sinkexp.jobs.cost import training_flops
 from sinkexp.evaluate.evaluator import evaluate
 from sinkexp.model import Transformer
 from sinkexp.tasks.trigger import TriggerConfig, TriggerTask
-from sinkexp.train import Trainer, masked_mean
+from sinkexp.train.loop import Trainer, masked_mean
 
 REFERENCE = dict(n_layers=2, d_model=64, n_heads=4, seq_len=64, batch_size=256)
 
@@ -127,7 +127,7 @@ def main() -> None:
     timings = time_sides(sides(args, cfg, task, model_cfg, train_cfg), args.steps, args.reps)
     flops = training_flops(Config(task=task.cfg, model=model_cfg, train=train_cfg))
     print(f"config: trigger task, {cfg}, AdamW, project evaluates every {args.eval_every} steps")
-    print(f"FLOPs per step (matmuls, fwd+bwd, sinkexp/cost.py): {flops / 1e9:.3f} GFLOP")
+    print(f"FLOPs per step (matmuls, fwd+bwd, sinkexp/jobs/cost.py): {flops / 1e9:.3f} GFLOP")
     for side, rates in timings.items():
         rate = statistics.median(rates)
         print(f"{side:>10}: {rate:7.1f} steps/s  {rate * cfg['batch_size'] * cfg['seq_len'] / 1e3:8.1f} k tokens/s  "

@@ -21,14 +21,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sinkexp.benchmark import load, time_sides, validity
+from sinkexp.machine.benchmark import load, time_sides, validity
 from sinkexp.evaluate.evaluator import evaluate
-from sinkexp.compose import compose_config
+from sinkexp.config.compose import compose_config
 from sinkexp.model import Transformer
 from sinkexp.model.attention import rotary
 from sinkexp.tasks import held_out_batch
 from sinkexp.tasks.lm import LMTask
-from sinkexp.train import Trainer, batch_loss, make_optimizer
+from sinkexp.train.loop import Trainer, batch_loss, make_optimizer
 
 
 class SwiGLU(nn.Module):

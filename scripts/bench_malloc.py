@@ -1,4 +1,4 @@
-"""Training steps with glibc's default malloc thresholds against sinkexp's (sinkexp/allocator.py).
+"""Training steps with glibc's default malloc thresholds against sinkexp's (sinkexp/machine/allocator.py).
 
     .venv/bin/python scripts/bench_malloc.py [--tasks trigger,damping,broadcast,backcopy] [--rounds 3] [--steps 40]
 
@@ -25,9 +25,9 @@ SIDES = {"glibc": "glibc", "kept": "keep"}      # side -> SINKEXP_MALLOC
 def worker(task: str, seed: int, steps: int) -> None:
     import torch
 
-    from sinkexp.allocator import keep_freed_memory
-    from sinkexp.compose import compose_config
-    from sinkexp.runner import make_trainer
+    from sinkexp.machine.allocator import keep_freed_memory
+    from sinkexp.config.compose import compose_config
+    from sinkexp.jobs.runner import make_trainer
 
     how = keep_freed_memory()          # as `sinkexp train` does before it builds anything
     torch.set_num_threads(1)
@@ -69,7 +69,7 @@ def main() -> None:
         task, seed, steps = args.worker
         worker(task, int(seed), int(steps))
         return
-    from sinkexp.threads import busy_cores
+    from sinkexp.machine.threads import busy_cores
 
     print(f"{os.cpu_count()} cores; other processes' load {busy_cores(1.0) or 0:.2f} cores; two workers at a time, "
           f"one thread each, {args.steps} timed steps per worker")

@@ -21,7 +21,7 @@ import tempfile
 
 import torch
 
-from sinkexp.benchmark import load, machine, time_sides, validity
+from sinkexp.machine.benchmark import load, machine, time_sides, validity
 from sinkexp.hf.measure import load_model, measure
 
 

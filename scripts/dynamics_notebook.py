@@ -87,8 +87,8 @@ def own_draws(seed: int, batch: int):
 
 def sinkexp_draws(seed: int, structure_seed: int, batch: int):
     """(model, gate, next batch) from sinkexp's run of the same seed and structure draw."""
-    from sinkexp.compose import compose_config
-    from sinkexp.runner import make_trainer
+    from sinkexp.config.compose import compose_config
+    from sinkexp.jobs.runner import make_trainer
 
     cfg = compose_config("task=damping_dynamics", f"train.batch_size={batch}", f"seed={seed}",
                          f"task.structure_seed={structure_seed}", "device=cpu")

@@ -4,8 +4,8 @@ experiments quantify over positions): a CSV and a figure.
     .venv/bin/python scripts/position_profile.py RUN_DIR [RUN_DIR ...] --out docs/ranmilo_positions.png \
         [--query-type non_trigger] [--before trigger]
 
-Each run's table is sinkexp.positions.position_profile on its held-out batch; the figure is
-sinkexp.report_positions.position_figure; the CSV (beside the figure) has one row per run, layer and
+Each run's table is sinkexp.analysis.positions.position_profile on its held-out batch; the figure is
+sinkexp.report.positions.position_figure; the CSV (beside the figure) has one row per run, layer and
 position.
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 import pandas as pd
 
 from sinkexp import load_run
-from sinkexp.positions import position_profile
-from sinkexp.report_positions import position_figure
-from sinkexp.runfiles import write_csv
+from sinkexp.analysis.positions import position_profile
+from sinkexp.report.positions import position_figure
+from sinkexp.rundir.files import write_csv
 
 
 def main() -> None:

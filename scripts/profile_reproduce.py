@@ -29,13 +29,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from sinkexp.allocator import keep_freed_memory
-from sinkexp.benchmark import matmul_peak
-from sinkexp.cost import training_flops
+from sinkexp.machine.allocator import keep_freed_memory
+from sinkexp.machine.benchmark import matmul_peak
+from sinkexp.jobs.cost import training_flops
 from sinkexp.reproduce import estimate
 from sinkexp.reproduce.execute import plan_experiments
 from sinkexp.reproduce.papers import PAPERS
-from sinkexp.threads import busy_cores
+from sinkexp.machine.threads import busy_cores
 
 
 def measured_seconds(folder: Path) -> tuple[float, int]:

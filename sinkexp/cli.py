@@ -3,17 +3,18 @@
     sinkexp train [-m] [--cfg job] [KEY=VALUE ...]   one run, or a Hydra multirun with -m
     sinkexp report DIR                                one table and figures for every run below DIR
     sinkexp reproduce PAPER|all|--list [KEY=VALUE]    a paper's experiments and claims (sinkexp/reproduce/)
-    sinkexp intervene RUN_DIR [--layer L]             causal interventions on a finished run (interventions.py)
+    sinkexp intervene RUN_DIR [--layer L]             causal interventions on a finished run (analysis/interventions.py)
     sinkexp measure [-m] MODEL [KEY=VALUE]            the same metrics on Hugging Face checkpoints (sinkexp/hf/)
     sinkexp export RUN_DIR [OUT]                      a finished model=llama run as a LlamaForCausalLM folder
 
-`train` checks every override first (every combination of a sweep; plan.py), so a typo, a
+`train` checks every override first (every combination of a sweep; jobs/plan.py), so a typo, a
 wrong type or an impossible setting ends with one line naming the key and its valid choices, exit
 code 2, and no directory written. Only then does Hydra run the job(s); the exit code is 1 when a
 run did not finish. torch is imported only where needed, so `sinkexp --help` answers at once.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import sys
@@ -41,7 +42,7 @@ options:
 
 def help_groups() -> str:
     """`group: option, ...` for every user-facing config group (configs/<group>/*.yaml, the scales)."""
-    from sinkexp.config import group_options
+    from sinkexp.config.schema import group_options
 
     lines = [f"{group}: {', '.join(options)}" for group, options in group_options().items()]
     lines.append("hydra/launcher: parallel, slurm, submitit_local (installed with the parallel / slurm extras)")
@@ -50,9 +51,9 @@ def help_groups() -> str:
 
 def help_choices() -> str:
     """`key: choice, ...` for every key that names a registry entry (the model's AXES and the optimiser)."""
-    from sinkexp.config import OPTIMIZERS
+    from sinkexp.config.schema import OPTIMIZERS
     from sinkexp.model import AXES
-    from sinkexp.schedule import SCHEDULES
+    from sinkexp.config.schedule import SCHEDULES
 
     choices = {**AXES, "train.optim": OPTIMIZERS, "train.schedule": SCHEDULES}
     return "".join(f"{key}: {', '.join(registry)}\n" for key, registry in choices.items())
@@ -62,9 +63,9 @@ def train(argv: list[str]) -> int:
     """`sinkexp train`: plan (every job checked: one line and exit 2 on a bad value), then launch."""
     from hydra._internal.utils import get_args_parser
 
-    from sinkexp.compose import as_hydra_override
-    from sinkexp.launch import hydra_main, launch
-    from sinkexp.plan import plan
+    from sinkexp.config.compose import as_hydra_override
+    from sinkexp.jobs.launch import hydra_main, launch
+    from sinkexp.jobs.plan import plan
 
     argv = [as_hydra_override(arg) for arg in argv]
     args = get_args_parser().parse_args(argv)
@@ -98,18 +99,23 @@ def complete(argv: list[str]) -> int:
     return train(argv)
 
 
-def hugging_face(module: str, argv: list[str]) -> int:
-    """`measure` and `export` (sinkexp/hf/), which need the optional transformers (the hf extra)."""
-    import importlib
+# Each command but `train` is the `main(argv)` of its module, imported only when it runs.
+COMMANDS = {"train": None, "report": "sinkexp.report.runs", "reproduce": "sinkexp.reproduce",
+            "intervene": "sinkexp.analysis.interventions", "measure": "sinkexp.hf.command",
+            "export": "sinkexp.hf.export"}
 
-    from sinkexp.hf import require_transformers
 
-    try:
-        require_transformers()
-    except ConfigError as err:
-        print(f"sinkexp: error: {err}", file=sys.stderr)
-        return 2
-    return importlib.import_module(f"sinkexp.hf.{module}").main(argv)
+def run_command(module: str, argv: list[str]) -> int:
+    """`module.main(argv)`; `measure` and `export` (sinkexp/hf/) first check for the optional transformers."""
+    if module.startswith("sinkexp.hf."):
+        from sinkexp.hf import require_transformers
+
+        try:
+            require_transformers()
+        except ConfigError as err:
+            print(f"sinkexp: error: {err}", file=sys.stderr)
+            return 2
+    return importlib.import_module(module).main(argv)
 
 
 def invoke(argv: list[str]) -> int:
@@ -125,14 +131,10 @@ def invoke(argv: list[str]) -> int:
     if argv[0] in ("-sc", "--shell-completion"):
         return complete(argv)
     command, rest = argv[0], argv[1:]
-    commands = {"train": train, "report": lambda args: __import__("sinkexp.report").report.main(args),
-                "reproduce": lambda args: __import__("sinkexp.reproduce").reproduce.main(args),
-                "intervene": lambda args: __import__("sinkexp.interventions").interventions.main(args),
-                "measure": lambda args: hugging_face("command", args), "export": lambda args: hugging_face("export", args)}
-    if command not in commands:
-        print(f"sinkexp: error: unknown command {command!r}; choose one of: {', '.join(commands)}", file=sys.stderr)
+    if command not in COMMANDS:
+        print(f"sinkexp: error: unknown command {command!r}; choose one of: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
-    return commands[command](rest)
+    return train(rest) if command == "train" else run_command(COMMANDS[command], rest)
 
 
 def main() -> None:

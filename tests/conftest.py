@@ -14,7 +14,7 @@ atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], ignore_errors=True)
 
 import torch  # noqa: E402
 
-from sinkexp.compose import compose_config  # noqa: E402
+from sinkexp.config.compose import compose_config  # noqa: E402
 
 
 def load_script(name):

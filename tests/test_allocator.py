@@ -1,4 +1,4 @@
-"""sinkexp/allocator.py: glibc keeps a step's freed memory, so the next step takes no page faults."""
+"""sinkexp/machine/allocator.py: glibc keeps a step's freed memory, so the next step takes no page faults."""
 import json
 import os
 import platform
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sinkexp.allocator import keep_freed_memory
+from sinkexp.machine.allocator import keep_freed_memory
 
 BENCH = Path(__file__).parent.parent / "scripts" / "bench_malloc.py"
 

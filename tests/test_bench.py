@@ -3,7 +3,7 @@
 import torch
 
 from conftest import load_script
-from sinkexp.config import AttnConfig, ModelConfig
+from sinkexp.config.schema import AttnConfig, ModelConfig
 from sinkexp.model import Transformer
 from sinkexp.tasks.trigger import TriggerConfig, TriggerTask
 

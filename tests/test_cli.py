@@ -82,7 +82,7 @@ def test_single_run_writes_the_run_directory(tmp_path):
 def test_a_language_model_run_prints_the_sink_rate_over_heads_and_massive_activations(tmp_path):
     """task=lm with the llama preset, shrunk: the table has every layer's massive-activation rows and
     the model's sink rate over all heads, and the run evaluates on the held-out split. The task's
-    100-step warm-up follows the 30 steps given (sinkexp/follow.py), and the run records that."""
+    100-step warm-up follows the 30 steps given (sinkexp/config/follow.py), and the run records that."""
     small = ("task=lm", "model.n_layers=2", "model.n_heads=2", "model.d_model=32", "task.seq_len=32", *QUICK)
     result = sinkexp("train", *small, "hydra.run.dir=lm", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -189,7 +189,7 @@ def test_each_sweep_job_records_its_own_command(tmp_path, monkeypatch):
 
 
 def test_replicas_write_the_directories_lone_runs_would(tmp_path, make_config):
-    from sinkexp.rundir import config_hash
+    from sinkexp.config.identity import config_hash
 
     sweep = sinkexp("train", "-m", "seed=0", "train.replicas=2", "name=rep", *QUICK, cwd=tmp_path)
     assert sweep.returncode == 0, sweep.stderr
@@ -214,7 +214,7 @@ def test_replicas_write_the_directories_lone_runs_would(tmp_path, make_config):
 def test_a_pack_trains_in_one_job_into_the_lone_runs_directories(make_config, tmp_path):
     """A weight-decay grid as one process: each run lands where `sinkexp train -m train.weight_decay=...`
     would put it; the job's own folder (its log) is the pack's first run's, and no other is made."""
-    from sinkexp.rundir import config_hash
+    from sinkexp.config.identity import config_hash
 
     packed = sinkexp("train", "-m", "name=p", "pack={train.weight_decay:[0.01,0.1]}", "seed=0,1", *QUICK, cwd=tmp_path)
     assert packed.returncode == 0, packed.stderr

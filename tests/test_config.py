@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from sinkexp import config as C
-from sinkexp.plan import plan
+from sinkexp.config import schema as C
+from sinkexp.jobs.plan import plan
 from sinkexp.errors import ConfigError
 from sinkexp.model import AXES as MODEL_AXES
 from sinkexp.model import Transformer
@@ -32,7 +32,7 @@ def test_every_option_composes_builds_and_runs(make_config, key, value):
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_every_variant_with_every_task_runs_a_step(make_config, attn, task):
     from sinkexp.evaluate.evaluator import evaluate
-    from sinkexp.runner import make_trainer
+    from sinkexp.jobs.runner import make_trainer
 
     for n_layers in (1, 2):
         cfg = make_config(f"task={task}", f"attn={attn}", f"model.n_layers={n_layers}", "model.n_registers=1",
@@ -129,7 +129,7 @@ def test_a_sweep_into_a_folder_that_cannot_be_written_names_the_key_the_user_set
 
 
 # Config hashes name existing run directories (docs/rundir.md): these defaults' must never change,
-# whatever follows what (sinkexp/follow.py).
+# whatever follows what (sinkexp/config/follow.py).
 PINNED = {(): "96365c1e", ("task=lm",): "62b3b899", ("task=lm", "scale=paper"): "37c6702b",
           ("task=lm", "train.steps=100"): "4c679acd", ("task=damping",): "a98183c9", ("task=broadcast",): "d562f907",
           ("task=backcopy",): "b37d5942", ("task=damping_dynamics",): "9026a4d8", ("model=llama",): "3c0c0569"}
@@ -137,7 +137,7 @@ PINNED = {(): "96365c1e", ("task=lm",): "62b3b899", ("task=lm", "scale=paper"): 
 
 @pytest.mark.parametrize("overrides", list(PINNED), ids=lambda overrides: " ".join(overrides) or "default")
 def test_defaults_keep_their_config_hashes(make_config, overrides):
-    from sinkexp.rundir import config_hash
+    from sinkexp.config.identity import config_hash
 
     assert config_hash(make_config(*overrides)) == PINNED[overrides]
 
@@ -146,7 +146,7 @@ def test_a_preset_value_follows_the_one_key_the_user_changed(make_config):
     """task=lm's warm-up is at most the run's steps; damping's and broadcast's placement of added
     positions gives way when model.pos adds none. A value the user sets never follows: two that
     conflict are refused with one line naming both and the fix."""
-    from sinkexp.rundir import config_hash
+    from sinkexp.config.identity import config_hash
 
     assert make_config("task=lm", "train.steps=60").train.warmup == 60
     assert make_config("task=lm", "train.steps=60", "scale=paper").train.warmup == 60    # the paper rung's 1000 too
@@ -191,7 +191,7 @@ def test_the_composed_task_section_has_every_field_of_its_schema(task):
     assert set(section) == set(TASKS[task].Config.__dataclass_fields__)
 
 
-@pytest.mark.parametrize("module", ["sinkexp.config", "sinkexp.report", "sinkexp.reproduce.declare"])
+@pytest.mark.parametrize("module", ["sinkexp.config.schema", "sinkexp.report.runs", "sinkexp.reproduce.declare"])
 def test_the_schema_and_the_report_load_no_torch(module):
     """Tools that read only the schema or run directories answer without torch's import."""
     import subprocess
@@ -203,7 +203,7 @@ def test_the_schema_and_the_report_load_no_torch(module):
 
 
 def test_no_yaml_file_repeats_a_schema_default():
-    """A group file holds only what differs from the schema (sinkexp/config.py): a task file's keys
+    """A group file holds only what differs from the schema (sinkexp/config/schema.py): a task file's keys
     from the dataclasses' defaults, an attention preset's from AttnConfig's."""
     from importlib.resources import files
 

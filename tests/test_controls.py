@@ -5,7 +5,7 @@ import torch
 
 from sinkexp.errors import ConfigError
 from sinkexp.model import Transformer
-from sinkexp.runner import make_trainer
+from sinkexp.jobs.runner import make_trainer
 from sinkexp.tasks import TASKS
 
 
@@ -36,7 +36,7 @@ def test_a_frozen_readout_keeps_its_initial_weights_while_the_rest_trains(make_c
 
 
 def test_a_frozen_readout_is_refused_where_it_cannot_hold(make_config):
-    from sinkexp.validate import validate
+    from sinkexp.config.validate import validate
 
     with pytest.raises(ConfigError, match="model.freeze_readout=true needs"):
         validate(make_config("model.freeze_readout=true", "train.replicas=2"))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sinkexp import config as C
+from sinkexp.config import schema as C
 from sinkexp.evaluate.tables import METRICS
 from sinkexp.reproduce.declare import (DeclarationError, Experiment, Paired, Paper, Trend, Value, at_least,
                                        override_value)

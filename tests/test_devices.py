@@ -1,4 +1,4 @@
-"""sinkexp/devices.py on the CPU: where jobs and pool workers go on GPUs (pure functions), what
+"""sinkexp/machine/devices.py on the CPU: where jobs and pool workers go on GPUs (pure functions), what
 `device=auto` says of a GPU torch cannot use, and a CPU run's process settings."""
 import multiprocessing
 import warnings
@@ -6,8 +6,8 @@ import warnings
 import pytest
 import torch
 
-from sinkexp import devices
-from sinkexp.devices import job_device, visible_gpus, worker_gpus, workers_per_gpu
+from sinkexp.machine import devices
+from sinkexp.machine.devices import job_device, visible_gpus, worker_gpus, workers_per_gpu
 from sinkexp.errors import ConfigError
 
 GiB = 2**30

@@ -97,7 +97,7 @@ def test_the_preset_table_lists_every_attention_preset():
 
 
 def test_the_model_axes_table_lists_every_model_key():
-    from sinkexp.config import ModelConfig
+    from sinkexp.config.schema import ModelConfig
 
     keys = {field.name for field in dataclasses.fields(ModelConfig)}
     assert table_keys(REPO / "docs" / "tasks.md", "Model axes") == keys

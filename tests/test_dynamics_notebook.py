@@ -9,7 +9,7 @@ import math
 import torch
 
 from conftest import load_script
-from sinkexp.runner import make_trainer
+from sinkexp.jobs.runner import make_trainer
 
 notebook = load_script("dynamics_notebook")     # OneHead, notebook_step, copy_into_notebook
 

@@ -124,7 +124,7 @@ def test_final_values_average_heads_at_the_last_step_and_feed_the_summary():
 def test_evaluate_looks_at_the_task_tokens_of_a_model_with_registers_and_a_slot(make_config):
     """The model's sequence is BOS, 2 registers, then the task's tokens; its keys end with the slot."""
     from sinkexp.model import capture
-    from sinkexp.runner import make_trainer
+    from sinkexp.jobs.runner import make_trainer
 
     cfg = make_config("model.n_registers=2", "attn=sink_kv", "model.n_heads=2")
     (task,), trainer = make_trainer([cfg], torch.device("cpu"))
@@ -186,7 +186,7 @@ def test_the_evaluator_writes_exactly_the_registered_metrics(make_config):
     """Over models that have every optional part, the evaluator writes every name in the registry a
     claim may name (evaluate/tables.py METRICS), and no other; the losses become loss_eval/baseline."""
     from sinkexp.evaluate.tables import METRICS
-    from sinkexp.runner import make_trainer
+    from sinkexp.jobs.runner import make_trainer
 
     written = set()
     for overrides in (("model.n_registers=1", "attn=sink_kv", "model.n_heads=2"), ("attn=gated",),

@@ -1,4 +1,4 @@
-"""One fault boundary for a run's files (sinkexp/faults.py): each errno a file system gives (a full
+"""One fault boundary for a run's files (sinkexp/rundir/faults.py): each errno a file system gives (a full
 disk, a spent quota, a read-only mount, no permission), injected at each file a run writes, ends
 `sinkexp train` with one line naming the file, the cause and what to do, exit status 1, no temporary
 file left, and a run that the same command resumes to an uninterrupted run's tables.
@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from sinkexp import faults
-from sinkexp import runfiles as F
-from sinkexp.launch import launch
-from sinkexp.plan import Plan, plan
+from sinkexp.rundir import faults
+from sinkexp.rundir import files as F
+from sinkexp.jobs.launch import launch
+from sinkexp.jobs.plan import Plan, plan
 
 from test_cli import sinkexp
 

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from sinkexp import devices
-from sinkexp import runfiles as F
-from sinkexp.config import run_configs
-from sinkexp.replicas import ReplicaTrainer
-from sinkexp.runner import make_trainer, run, train_together
+from sinkexp.machine import devices
+from sinkexp.rundir import files as F
+from sinkexp.config.schema import run_configs
+from sinkexp.train.replicas import ReplicaTrainer
+from sinkexp.jobs.runner import make_trainer, run, train_together
 from sinkexp.tasks import TASKS
-from sinkexp.train import Trainer
+from sinkexp.train.loop import Trainer
 
 from conftest import QUICK
 from test_train import assert_same_tables
@@ -88,7 +88,7 @@ def test_a_killed_run_resumes_to_identical_tables(make_config, tmp_path, kill_at
 def test_fused_and_explicit_attention_agree_in_value_and_gradient(T):
     """The fused kernel (memory-efficient, 3xTF32 products on Ampere and later) against the explicit
     path (full fp32 with precision=exact)."""
-    from sinkexp.config import AttnConfig
+    from sinkexp.config.schema import AttnConfig
     from sinkexp.model import capture
     from sinkexp.model.attention import Attention
 
@@ -220,8 +220,8 @@ def test_cuda_1_leaves_gpu_0_without_a_context(tmp_path):
     """A run on cuda:1, then NVML's list of the processes on each GPU (no CUDA context needed to ask)."""
     script = f"""
 import os, pynvml, torch
-from sinkexp.compose import compose_config
-from sinkexp.runner import run
+from sinkexp.config.compose import compose_config
+from sinkexp.jobs.runner import run
 run(compose_config("device=cuda:1", "train.steps=10", "eval.every=10", "train.batch_size=16",
                    "eval.batch_size=32"), {str(tmp_path / 'run')!r})
 pynvml.nvmlInit()

@@ -211,7 +211,7 @@ def test_sweep_skips_finished_runs_and_report_draws_the_checkpoints(tmp_path):
     assert pd.read_csv(runs[1].parent / "metrics.csv")["step"].unique().tolist() == [300]
     assert sinkexp("report", str(tmp_path / "outputs/sweeps/grid"), cwd=tmp_path).returncode == 0
     assert (tmp_path / "outputs/sweeps/grid/report/checkpoints.png").exists()
-    from sinkexp.report_steps import measured_checkpoints
+    from sinkexp.report.steps import measured_checkpoints
     runs_table = pd.read_csv(tmp_path / "outputs/sweeps/grid/report/runs.csv")
     measured, lines = measured_checkpoints(runs_table, ["model", "step"])
     assert sorted(measured["step"]) == [100, 300] and lines == []     # one folder per step: one line, not two
@@ -221,7 +221,7 @@ def test_measure_checkpoint_for_claims_on_named_checkpoints(tmp_path, monkeypatc
     """What a reproduce claim calls: on_disk first (no network), then the run directory, reused."""
     from sinkexp.hf.command import measure_checkpoint
     from sinkexp.hf.sources import on_disk
-    from sinkexp.runfiles import RunFiles
+    from sinkexp.rundir.files import RunFiles
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     folder = tiny("gpt2", tmp_path / "g")
@@ -253,7 +253,7 @@ BAD = {   # input -> (arguments, the words the one line must hold)
 
 
 def test_the_command_line_reads_as_train_reads_it():
-    """compose.py's parsing and sweep order: quotes and escapes removed, the later key varying fastest."""
+    """config/compose.py's parsing and sweep order: quotes and escapes removed, the later key varying fastest."""
     from sinkexp.hf.settings import parse
 
     multirun, jobs = parse(["-m", "m", "text='my file.txt'", "n=3,4", "revision=null,'a b'"])

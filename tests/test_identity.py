@@ -3,13 +3,15 @@ before the kind counted, a CUDA run is another run, a directory of one kind is n
 other, and load_run rebuilds a run on the kind it trained on."""
 import pytest
 
-from sinkexp import devices, load_run
-from sinkexp import rundir as R
-from sinkexp import runfiles as F
-from sinkexp.config import run_configs
+from sinkexp.config.identity import config_hash
+from sinkexp import load_run
+from sinkexp.machine import devices
+from sinkexp.rundir import lifecycle as R
+from sinkexp.rundir import files as F
+from sinkexp.config.schema import run_configs
 from sinkexp.errors import ConfigError
-from sinkexp.plan import plan
-from sinkexp.runner import run
+from sinkexp.jobs.plan import plan
+from sinkexp.jobs.runner import run
 
 from conftest import QUICK
 
@@ -26,22 +28,22 @@ PINNED = {("task=trigger", "train.steps=300"): "ca78f5ea",
 def test_cpu_runs_keep_their_hashes(make_config, overrides, device, monkeypatch):
     monkeypatch.setattr(devices, "cuda_status", lambda: (False, None))      # auto: the CPU, as here
     cfg = make_config(*overrides, f"device={device}")
-    assert R.config_hash(cfg) == R.config_hash(cfg, "cpu") == PINNED[overrides]
+    assert config_hash(cfg) == config_hash(cfg, "cpu") == PINNED[overrides]
     assert R.RunDir("unused", cfg).digest == PINNED[overrides]
 
 
 @pytest.mark.parametrize("overrides", list(PINNED))
 def test_a_cuda_run_is_another_run(make_config, overrides, monkeypatch):
-    cuda = R.config_hash(make_config(*overrides, "device=cuda"))
+    cuda = config_hash(make_config(*overrides, "device=cuda"))
     assert cuda != PINNED[overrides]
-    assert R.config_hash(make_config(*overrides, "device=cuda:1")) == R.config_hash(make_config(*overrides), "cuda") == cuda
+    assert config_hash(make_config(*overrides, "device=cuda:1")) == config_hash(make_config(*overrides), "cuda") == cuda
     monkeypatch.setattr(devices, "cuda_status", lambda: (True, None))       # auto where a GPU is usable
-    assert R.config_hash(make_config(*overrides)) == cuda
+    assert config_hash(make_config(*overrides)) == cuda
 
 
 def test_a_packs_runs_get_the_kind_too(make_config):
     cfg = make_config("train.steps=100", "pack={train.weight_decay:[0.0,0.1]}", "device=cuda")
-    hashes = [R.config_hash(member) for member in run_configs(cfg)]
+    hashes = [config_hash(member) for member in run_configs(cfg)]
     assert len(set(hashes)) == 2 and PINNED[("task=trigger", "train.steps=100", "train.weight_decay=0.1")] not in hashes
 
 
@@ -67,7 +69,7 @@ def test_a_cuda_run_is_not_continued_on_the_cpu(cpu_run, make_config, tmp_path):
     cfg = make_config(*QUICK)
     shutil.copytree(cpu_run, tmp_path / "cuda_run")
     meta = F.read_json(tmp_path / "cuda_run" / F.META)
-    F.write_json(tmp_path / "cuda_run" / F.META, {**meta, "config_hash": R.config_hash(cfg, "cuda")})
+    F.write_json(tmp_path / "cuda_run" / F.META, {**meta, "config_hash": config_hash(cfg, "cuda")})
     with pytest.raises(R.RunDirError, match="trained on cuda, this one trains on cpu .*use device=cuda"):
         R.RunDir(tmp_path / "cuda_run", cfg).check()
 

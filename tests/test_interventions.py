@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from conftest import QUICK
-from sinkexp.interventions import INTERVENTIONS, random_other_keys, run_interventions
-from sinkexp.load import load_run
+from sinkexp.analysis.interventions import INTERVENTIONS, random_other_keys, run_interventions
+from sinkexp.analysis.load import load_run
 from sinkexp.model import capture, intervene
-from sinkexp.runner import run
+from sinkexp.jobs.runner import run
 
 B, H, S, D = 3, 2, 5, 4
 SINK = torch.tensor([0, 2, 4])          # a different sink key in every sequence
@@ -83,7 +83,7 @@ def test_interventions_on_a_trained_run(trained):
 def test_broadcast_payload_transfer(make_config, tmp_path):
     """The payload it reads from a batch is alpha x_{j*} R at every token, and the transfer's cosine
     and common-energy share are a cosine and a share."""
-    from sinkexp.interventions import payload_transfer
+    from sinkexp.analysis.interventions import payload_transfer
 
     run(make_config("task=broadcast", *QUICK, "train.steps=20"), tmp_path)
     trained = load_run(tmp_path)
@@ -97,7 +97,7 @@ def test_broadcast_payload_transfer(make_config, tmp_path):
 
 
 def test_without_bos_drops_position_0_and_keeps_the_runs_own_numbers_with_it(trained):
-    from sinkexp.interventions import drop_first, without_bos
+    from sinkexp.analysis.interventions import drop_first, without_bos
 
     dropped = drop_first(trained.batch)
     assert dropped.inputs.shape[1] == trained.batch.inputs.shape[1] - 1
@@ -116,7 +116,7 @@ def test_without_bos_drops_position_0_and_keeps_the_runs_own_numbers_with_it(tra
 def test_without_bos_compares_an_lms_losses_over_the_same_targets(make_config, tmp_path):
     """task=lm counts BOS's prediction of the first byte; without BOS nothing predicts it, so both
     losses leave it out: the loss with BOS is the mean over positions 1.. of the trained batch."""
-    from sinkexp.interventions import without_bos
+    from sinkexp.analysis.interventions import without_bos
 
     run(make_config("task=lm", "task.seq_len=16", "model.n_layers=1", "train.warmup=0", *QUICK), tmp_path)
     lm = load_run(tmp_path)
@@ -140,8 +140,8 @@ def test_the_command_prints_the_table_and_refuses_a_missing_layer(trained):
 
 def test_the_command_refuses_an_unfinished_run_unless_asked_and_then_says_which_step(make_config, tmp_path,
                                                                                      kill_at_step, capsys):
-    from sinkexp.interventions import main
-    from sinkexp.train import Trainer
+    from sinkexp.analysis.interventions import main
+    from sinkexp.train.loop import Trainer
 
     kill_at_step(Trainer, 25)                          # FAILED at step 24; the last checkpoint is step 20's
     with pytest.raises(KeyboardInterrupt):

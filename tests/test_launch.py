@@ -4,11 +4,11 @@ import hydra
 import pytest
 
 from sinkexp import cli
-from sinkexp import validate as validate_module
-from sinkexp.launch import execute
-from sinkexp.plan import plan
-from sinkexp.rundir import config_hash
-from sinkexp.runfiles import CONFIG, finished, status
+from sinkexp.config import validate as validate_module
+from sinkexp.jobs.launch import execute
+from sinkexp.jobs.plan import plan
+from sinkexp.config.identity import config_hash
+from sinkexp.rundir.files import CONFIG, finished, status
 
 from conftest import QUICK
 
@@ -62,7 +62,7 @@ def test_a_pool_worker_returns_once_a_run_another_process_trains_has_ended(tmp_p
     import threading
 
     from sinkexp.reproduce.execute import _run_job
-    from sinkexp.rundir import RunDir
+    from sinkexp.rundir.lifecycle import RunDir
 
     (job,) = plan([f"hydra.sweep.dir={tmp_path}", *QUICK], multirun=True).jobs
     (run_dir, digest), = job.runs
@@ -101,7 +101,7 @@ def test_a_run_written_before_later_keys_existed_loads_and_is_skipped(tmp_path, 
     from omegaconf import OmegaConf
 
     from sinkexp import load_run
-    from sinkexp.runfiles import LATER_KEYS
+    from sinkexp.config.schema import LATER_KEYS
 
     overrides = [f"hydra.sweep.dir={tmp_path}", *QUICK]
     (job,) = plan(overrides, multirun=True).jobs

@@ -93,7 +93,7 @@ def test_a_window_longer_than_a_split_is_refused(corpus):
 def test_the_corpus_content_names_the_run(make_config, corpus):
     from pathlib import Path
 
-    from sinkexp.rundir import config_hash
+    from sinkexp.config.identity import config_hash
 
     before = config_hash(make_config("task=lm", f"task.corpus={corpus}", "task.seq_len=8"))
     Path(corpus).write_text(Path(corpus).read_text().replace("abc", "abd"))

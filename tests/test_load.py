@@ -4,8 +4,8 @@ import torch
 
 from sinkexp import load_run
 from sinkexp.evaluate.evaluator import loss_rows
-from sinkexp.rundir import RunDirError
-from sinkexp.runner import run
+from sinkexp.rundir.lifecycle import RunDirError
+from sinkexp.jobs.runner import run
 
 from conftest import QUICK
 

@@ -1,16 +1,16 @@
-"""sinkexp/memory.py on the CPU: the floor counts the attention path a run actually takes, a plan made
+"""sinkexp/jobs/memory.py on the CPU: the floor counts the attention path a run actually takes, a plan made
 where the jobs will not run (a login node) is checked against the stated memory or left to the job,
 and reproduce's pool sizes its GPU workers from memory."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from sinkexp import memory
-from sinkexp.config import run_configs
-from sinkexp.devices import CONTEXT_BYTES
+from sinkexp.jobs import memory
+from sinkexp.config.schema import run_configs
+from sinkexp.machine.devices import CONTEXT_BYTES
 from sinkexp.errors import ConfigError
-from sinkexp.plan import plan
-from sinkexp.runner import make_trainer
+from sinkexp.jobs.plan import plan
+from sinkexp.jobs.runner import make_trainer
 
 from conftest import QUICK
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from omegaconf import OmegaConf
 
-from sinkexp.config import AttnConfig, ModelConfig
+from sinkexp.config.schema import AttnConfig, ModelConfig
 from sinkexp.model import NORMALISERS, Transformer, capture, tap_names
 from sinkexp.model.attention import Attention, rotary
 from sinkexp.model.transformer import DynamicTanh

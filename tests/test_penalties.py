@@ -3,11 +3,11 @@ minimises the task loss plus lambda x penalty (gradients through the step's own 
 import pytest
 import torch
 
-from sinkexp import penalties as P
+from sinkexp.evaluate import penalties as P
 from sinkexp.evaluate.metrics import common_mode_fraction
 from sinkexp.model import capture
-from sinkexp.runner import make_trainer
-from sinkexp.train import batch_loss
+from sinkexp.jobs.runner import make_trainer
+from sinkexp.train.loop import batch_loss
 
 
 def test_bos_attention_on_uniform_causal_attention():

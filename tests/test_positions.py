@@ -1,4 +1,4 @@
-"""Sink attention per query position (sinkexp/positions.py; metrics.sink_attn_by_position) on
+"""Sink attention per query position (sinkexp/analysis/positions.py; metrics.sink_attn_by_position) on
 hand-built attention, and the two readings of Ran-Milo's sink: some position, every position."""
 from types import SimpleNamespace
 
@@ -10,7 +10,7 @@ import torch
 
 from sinkexp.evaluate.metrics import sink_attn_by_position
 from sinkexp.model import Transformer
-from sinkexp.positions import position_profile, selected, strongest_position, weakest_position_of_best_layer
+from sinkexp.analysis.positions import position_profile, selected, strongest_position, weakest_position_of_best_layer
 from sinkexp.tasks import TASKS
 
 
@@ -65,7 +65,7 @@ def test_an_untrained_model_with_uniform_attention_pays_each_key_its_share(make_
 
 
 def test_the_position_figure_draws_each_runs_layers_down_and_positions_across(tmp_path):
-    from sinkexp.report_positions import position_figure, position_grid
+    from sinkexp.report.positions import position_figure, position_grid
 
     table = pd.DataFrame({"layer": [0, 0, 1, 1], "position": [0, 1, 0, 1], "value": [math.nan, 0.5, 0.2, 0.9],
                           "count": [0, 4, 4, 4]})

@@ -2,9 +2,9 @@
 import pandas as pd
 import pytest
 
-from sinkexp import rundir as R
-from sinkexp.report import collect, report, varying
-from sinkexp.runner import run
+from sinkexp.rundir import lifecycle as R
+from sinkexp.report.runs import collect, report, varying
+from sinkexp.jobs.runner import run
 
 from conftest import QUICK
 

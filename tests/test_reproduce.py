@@ -198,7 +198,7 @@ def test_runs_two_experiments_plan_train_once_in_the_pool(tmp_path, capsys):
 
 
 def test_a_pool_worker_resolves_the_presets_that_follow_another_key(tmp_path):
-    """task=lm's warm-up follows train.steps (follow.py): a pool worker, a fresh interpreter, resolves
+    """task=lm's warm-up follows train.steps (config/follow.py): a pool worker, a fresh interpreter, resolves
     it as `sinkexp train` does (it raised UnsupportedInterpolationType there) and records what followed."""
     lm = Experiment(name="lm", overrides={"task": "lm", **QUICK_SIZES, "task.seq_len": 32}, grid={"seed": (0, 1)})
     paper = Paper(name="lm", title="a tiny LM", experiments=(lm,), claims=(

@@ -17,7 +17,7 @@ from sinkexp.reproduce.measures import FinishedRun, final, intervention
 from sinkexp.reproduce.papers import PAPERS
 from sinkexp.reproduce.verdicts import check_claims, judge, load_runs, selects, spearman
 from sinkexp.reproduce.write import headline, results_page, write_docs
-from sinkexp.runfiles import setting
+from sinkexp.rundir.files import setting
 
 
 def test_an_unfinished_runs_claims_are_not_run_with_the_reason(plumbed, tmp_path):
@@ -60,8 +60,8 @@ def test_a_claim_whose_runs_cannot_be_told_apart_is_refused(plumbed):
 
 
 def test_an_intervention_measure_is_the_loss_ratio_of_the_runs_interventions(plumbed):
-    from sinkexp.interventions import run_interventions
-    from sinkexp.load import load_run
+    from sinkexp.analysis.interventions import run_interventions
+    from sinkexp.analysis.load import load_run
 
     runs, _ = load_runs(plumbed[0] / "plumbing" / "tiny")
     one = runs[0]

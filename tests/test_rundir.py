@@ -1,15 +1,16 @@
-"""The run directory (rundir.py): a finished run is never touched, a killed run resumes to the
+"""The run directory (rundir/lifecycle.py): a finished run is never touched, a killed run resumes to the
 same tables as an uninterrupted one, a different config is refused."""
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from sinkexp import rundir as R
-from sinkexp import runfiles as F
-from sinkexp.rundir import RunDirError
-from sinkexp.runner import run
-from sinkexp.train import Trainer
+from sinkexp.config.identity import config_hash
+from sinkexp.rundir import lifecycle as R
+from sinkexp.rundir import files as F
+from sinkexp.rundir.lifecycle import RunDirError
+from sinkexp.jobs.runner import run
+from sinkexp.train.loop import Trainer
 
 from conftest import QUICK
 
@@ -60,13 +61,12 @@ def test_a_stop_during_the_step_0_evaluation_names_step_0(make_config, tmp_path,
 
 def test_a_requeue_signal_checkpoints_where_the_run_is_and_resumes_to_the_same_tables(make_config, tmp_path,
                                                                                          monkeypatch):
-    """The scheduler's pre-timeout signal (preemption.py) at step 13 of 4-step data chunks: the run
+    """The scheduler's pre-timeout signal (machine/preemption.py) at step 13 of 4-step data chunks: the run
     trains on to step 14 (no data drawn ahead), checkpoints there, stops neither FAILED nor DONE, and
     its resumed run ends with an uninterrupted run's tables and kept checkpoints."""
     import torch
 
-    from sinkexp import preemption
-
+    from sinkexp.machine import preemption
     cfg = make_config(*QUICK, "train.data_chunk=4", "train.keep_checkpoints=true")
     run(cfg, tmp_path / "whole")
     original, calls = Trainer.train_step, {"n": 0}
@@ -124,18 +124,18 @@ def test_open_says_what_a_directory_allows(make_config, tmp_path):
 
 
 def test_hash_ignores_bookkeeping_and_keeps_earlier_names(make_config):
-    base = R.config_hash(make_config())
+    base = config_hash(make_config())
     assert base == "96365c1e"       # the trigger default's hash since the first release: run names stay valid
-    assert R.config_hash(make_config("device=cpu", "name=x", "threads=1", "train.replicas=4",
+    assert config_hash(make_config("device=cpu", "name=x", "threads=1", "train.replicas=4",
                                      "train.compile=true", "train.data_chunk=1")) == base
-    assert R.config_hash(make_config("train.data_chunk=8")) != base      # another data stream
-    assert R.config_hash(make_config("precision=exact")) == base
-    assert R.config_hash(make_config("precision=tf32")) != base          # another computation on a GPU
-    assert R.config_hash(make_config("seed=1")) != base
-    assert R.config_hash(make_config("task.p_trigger=0.3")) != base
+    assert config_hash(make_config("train.data_chunk=8")) != base      # another data stream
+    assert config_hash(make_config("precision=exact")) == base
+    assert config_hash(make_config("precision=tf32")) != base          # another computation on a GPU
+    assert config_hash(make_config("seed=1")) != base
+    assert config_hash(make_config("task.p_trigger=0.3")) != base
     # attn.sigmoid_bias was attn.bias: hashed under the first name, so sigmoid runs keep their names
-    assert R.config_hash(make_config("attn=sigmoid")) == "29e4407f"
-    assert R.config_hash(make_config("attn=sigmoid", "attn.sigmoid_bias=-1.0")) == "d5423262"   # was attn.bias=-1.0
+    assert config_hash(make_config("attn=sigmoid")) == "29e4407f"
+    assert config_hash(make_config("attn=sigmoid", "attn.sigmoid_bias=-1.0")) == "d5423262"   # was attn.bias=-1.0
 
 
 def test_replica_directories_are_the_pattern_resolved_with_each_seed(tmp_path):
@@ -176,7 +176,7 @@ def test_a_crafted_checkpoint_is_never_executed(make_config, tmp_path):
 
     cfg = make_config(*QUICK)
     marker = tmp_path / "executed"
-    torch.save({"config_hash": R.config_hash(cfg), "trainer": Marker(marker)}, tmp_path / F.CHECKPOINT)
+    torch.save({"config_hash": config_hash(cfg), "trainer": Marker(marker)}, tmp_path / F.CHECKPOINT)
     with pytest.raises(RunDirError, match="holds objects the safe loader refuses .not executed.: Unsupported global") as err:
         run(cfg, tmp_path)
     assert not marker.exists()
@@ -237,7 +237,7 @@ def test_a_file_system_without_flock_stops_the_run_with_one_line(make_config, tm
     assert "\n" not in str(err.value) and not (tmp_path / F.METRICS).exists() and not (tmp_path / F.FAILED).exists()
 
 def test_divergence_stops_the_run_with_failed_and_no_done(make_config, tmp_path):
-    from sinkexp.train import Diverged
+    from sinkexp.train.loop import Diverged
 
     with pytest.raises(Diverged, match="try a lower train.lr"):
         run(make_config(*QUICK, "train.lr=1e6"), tmp_path)
@@ -246,7 +246,7 @@ def test_divergence_stops_the_run_with_failed_and_no_done(make_config, tmp_path)
 
 
 def test_done_and_failed_never_coexist_and_stale_temporary_files_go(make_config, tmp_path, kill_at_step):
-    from sinkexp.train import Trainer
+    from sinkexp.train.loop import Trainer
 
     cfg = make_config(*QUICK)
     kill_at_step(Trainer, 15)

@@ -1,11 +1,11 @@
-"""The learning-rate schedule (sinkexp/schedule.py): closed forms, and the rate the optimiser takes."""
+"""The learning-rate schedule (sinkexp/config/schedule.py): closed forms, and the rate the optimiser takes."""
 import math
 
 import pytest
 import torch
 
 from sinkexp.errors import ConfigError
-from sinkexp.schedule import Checkpoints, log_steps, lr_factor
+from sinkexp.config.schedule import Checkpoints, log_steps, lr_factor
 
 
 def test_warmup_and_cosine_closed_forms():
@@ -18,7 +18,7 @@ def test_warmup_and_cosine_closed_forms():
 
 
 def test_the_optimiser_takes_the_scheduled_rate_each_step(make_config):
-    from sinkexp.runner import make_trainer
+    from sinkexp.jobs.runner import make_trainer
 
     cfg = make_config("train.steps=6", "train.warmup=3", "train.schedule=cosine", "train.lr=0.01",
                       "train.log_every=1", "device=cpu")
@@ -36,7 +36,7 @@ def test_the_optimiser_takes_the_scheduled_rate_each_step(make_config):
 
 
 def test_a_schedule_is_a_new_run_and_the_default_keeps_earlier_names(make_config):
-    from sinkexp.rundir import config_hash
+    from sinkexp.config.identity import config_hash
 
     base = config_hash(make_config())
     assert config_hash(make_config("train.warmup=0", "train.schedule=constant")) == base
@@ -64,7 +64,7 @@ def test_a_run_keeps_and_evaluates_its_log_checkpoints(make_config, tmp_path):
     import pandas as pd
 
     from sinkexp import load_run
-    from sinkexp.runner import run
+    from sinkexp.jobs.runner import run
 
     from conftest import QUICK
 

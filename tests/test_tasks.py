@@ -222,7 +222,7 @@ def test_a_marginal_with_no_mass_outside_bos_and_the_triggers_is_refused(tmp_pat
 def test_the_table_content_is_part_of_the_config_hash(tmp_path, make_config):
     import json
 
-    from sinkexp.rundir import config_hash
+    from sinkexp.config.identity import config_hash
 
     path = tmp_path / "table.json"
     table = {"cond": [[0.5, 0.5, 0.0], [0.5, 0.5, 0.0], [0.5, 0.5, 0.0]], "marginal": [0.5, 0.5, 0.0], "bos": 2}
@@ -237,7 +237,7 @@ def test_the_table_content_is_part_of_the_config_hash(tmp_path, make_config):
 def test_backcopy_multinomial_sampler_draws_the_first_releases_stream(make_config):
     """task.sampler=multinomial keeps the first release's draws, and with its position scale its run
     names (hash pinned from the first release)."""
-    from sinkexp.rundir import config_hash
+    from sinkexp.config.identity import config_hash
 
     task = BackcopyTask(BackcopyConfig(seq_len=16, sampler="multinomial"))
     batch = task.sample(4, torch.Generator().manual_seed(0), "cpu")

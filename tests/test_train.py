@@ -6,13 +6,13 @@ import pandas as pd
 import pytest
 import torch
 
-from sinkexp import runfiles as F
-from sinkexp.config import run_configs
+from sinkexp.rundir import files as F
+from sinkexp.config.schema import run_configs
 from sinkexp.errors import ConfigError
-from sinkexp.replicas import PerReplicaOptimizer, ReplicaTrainer, clip_grad_norm_per_replica_
-from sinkexp.rundir import config_hash
-from sinkexp.runner import make_trainer, run, train_together
-from sinkexp.train import Trainer, make_optimizer
+from sinkexp.train.replicas import PerReplicaOptimizer, ReplicaTrainer, clip_grad_norm_per_replica_
+from sinkexp.config.identity import config_hash
+from sinkexp.jobs.runner import make_trainer, run, train_together
+from sinkexp.train.loop import Trainer, make_optimizer
 
 from conftest import QUICK
 
@@ -91,7 +91,7 @@ def test_a_packed_grid_equals_its_lone_runs(make_config, tmp_path, pack):
 def test_a_diverging_learning_rate_fails_alone_and_the_rest_of_its_pack_finishes(make_config, tmp_path):
     """pack={train.lr: [1e-3, 1e6]} x 2 seeds: the two runs at 1e6 diverge and are marked FAILED with
     their own rate; the two at 1e-3 go on from their last checkpoint and end as their lone runs."""
-    from sinkexp.train import Diverged
+    from sinkexp.train.loop import Diverged
 
     cfg = make_config(*QUICK, "pack={train.lr:[1e-3,1e6]}", "seed=3", "train.replicas=2")
     dirs = [tmp_path / f"together{k}" for k in range(4)]           # lr 1e-3 seeds 3, 4; lr 1e6 seeds 3, 4
@@ -109,7 +109,7 @@ def test_a_diverging_learning_rate_fails_alone_and_the_rest_of_its_pack_finishes
 def test_after_a_late_divergence_the_packs_other_run_resumes_from_its_checkpoint(make_config, tmp_path, monkeypatch):
     """Replica 1's weights turn NaN at step 15: it is marked FAILED; replica 0 goes on from its step-10
     checkpoint and ends as its lone run."""
-    from sinkexp.train import Diverged
+    from sinkexp.train.loop import Diverged
 
     real = ReplicaTrainer.train_step
 

@@ -3,7 +3,7 @@ one run directory per (model, revision), as `sinkexp train` writes them (docs/me
 
 `plan` checks every job before anything runs (the model is there and supported, the text is long
 enough, the directory holds no other config's run): a problem is one line and exit code 2, with
-nothing written. `run_job` then measures each job under rundir.py's rules: a finished run
+nothing written. `run_job` then measures each job under rundir/lifecycle.py's rules: a finished run
 (DONE, same config hash) is skipped, the directory's lock keeps two processes apart, a failure
 writes FAILED and the sweep goes on, a rerun of the same command does what is left.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from sinkexp import runfiles as F
+from sinkexp.rundir import files as F
 from sinkexp.errors import ConfigError
 from sinkexp.hf import settings as S
 from sinkexp.hf import sources
@@ -51,8 +51,8 @@ def model_identity(folder: Path, cfg: S.MeasureConfig) -> str:
 
 
 def plan_job(cfg: S.MeasureConfig, multirun: bool, started: str) -> Job:
-    from sinkexp.plan import check_run_dir
-    from sinkexp.devices import resolve_device
+    from sinkexp.jobs.plan import check_run_dir
+    from sinkexp.machine.devices import resolve_device
     from sinkexp.tasks.base import data_digest
 
     folder = sources.resolve(cfg.model, cfg.revision)
@@ -78,8 +78,8 @@ def plan(argv: list[str]) -> tuple[bool, list[Job]]:
 
 
 def start_meta(job: Job, device: torch.device) -> dict:
-    from sinkexp.provenance import device_name, git_state, utc_now, versions
-    from sinkexp.runfiles import SCHEMA_VERSION
+    from sinkexp.rundir.provenance import device_name, git_state, utc_now, versions
+    from sinkexp.rundir.files import SCHEMA_VERSION
 
     import transformers
 
@@ -97,8 +97,8 @@ def measure_into(job: Job) -> dict:
 
     from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS, final_values, summary
     from sinkexp.hf.measure import NextToken, load_model, measure
-    from sinkexp.provenance import utc_now
-    from sinkexp.devices import resolve_device
+    from sinkexp.rundir.provenance import utc_now
+    from sinkexp.machine.devices import resolve_device
 
     began, device = time.perf_counter(), resolve_device(job.cfg.device)
     meta = start_meta(job, device)
@@ -126,8 +126,8 @@ INPUTS = "inputs.npz"     # the measured token ids, (n, seq_len): what `sinkexp 
 def run_job(job: Job, quiet: bool = False) -> bool:
     """Measure one job into its directory unless it is finished; True when it is finished."""
     from sinkexp.evaluate.tables import format_summary
-    from sinkexp.rundir import claim, existing_run, mark_failed
-    from sinkexp.runfiles import RunBusy, RunDirError
+    from sinkexp.rundir.lifecycle import claim, existing_run, mark_failed
+    from sinkexp.rundir.files import RunBusy, RunDirError
 
     try:        # finished (now or by another process meanwhile), another config's run put there since the plan
         lock, finished = claim(job.run_dir, lambda: existing_run(job.run_dir, job.digest, fix="dir or name"))

@@ -35,9 +35,9 @@ BOS_TOKEN = "<bos>"
 
 def check_run(run_dir: Path):
     """The finished run's config, if a LlamaForCausalLM computes its model (ConfigError otherwise)."""
-    from sinkexp.config import value_of
-    from sinkexp.validate import from_dictconfig
-    from sinkexp.runfiles import CONFIG, RunFiles, finished
+    from sinkexp.config.schema import value_of
+    from sinkexp.config.validate import from_dictconfig
+    from sinkexp.rundir.files import CONFIG, RunFiles, finished
 
     if not (run_dir / CONFIG).is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no {CONFIG})")
@@ -108,8 +108,8 @@ def export(run_dir: Path, out: Path) -> Path:
     from transformers import LlamaForCausalLM
     from transformers.utils import logging
 
-    from sinkexp.load import load_run
-    from sinkexp.runfiles import META, read_json
+    from sinkexp.analysis.load import load_run
+    from sinkexp.rundir.files import META, read_json
 
     logging.disable_progress_bar()
     run_dir = Path(run_dir).resolve()

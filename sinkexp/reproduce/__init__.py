@@ -79,7 +79,7 @@ def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROO
 def cpu_twins(papers: list[Paper], plans: dict, overrides: list[str], root: Path, pack: bool | None) -> dict:
     """The experiments planned at scale=cpu, whose jobs the estimate times for a larger scale's
     (estimate.py); the plans themselves at scale=cpu."""
-    from sinkexp.compose import key_of
+    from sinkexp.config.compose import key_of
     from sinkexp.reproduce.execute import packs_pay, plan_experiments, scale_of
 
     if scale_of(overrides) == "cpu":

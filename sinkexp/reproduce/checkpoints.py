@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sinkexp.reproduce.declare import Paper
 from sinkexp.reproduce.experiment import Checkpoint
-from sinkexp.runfiles import finished
+from sinkexp.rundir.files import finished
 
 TRAINED, UNTRAINED = "trained", "untrained"
 

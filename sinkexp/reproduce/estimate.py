@@ -39,14 +39,14 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from sinkexp.benchmark import QUIET
-from sinkexp.config import Config, run_configs
-from sinkexp.cost import training_flops
-from sinkexp.memory import available, estimate as memory_floor
-from sinkexp.plan import Job, Plan
+from sinkexp.machine.benchmark import QUIET
+from sinkexp.config.schema import Config, run_configs
+from sinkexp.jobs.cost import training_flops
+from sinkexp.jobs.memory import available, estimate as memory_floor
+from sinkexp.jobs.plan import Job, Plan
 from sinkexp.reproduce.execute import finished_runs, pool_workers, scale_of
-from sinkexp.runfiles import CHECKPOINT
-from sinkexp.threads import busy_cores
+from sinkexp.rundir.files import CHECKPOINT
+from sinkexp.machine.threads import busy_cores
 
 CALIBRATION_STEPS = 3
 CALIBRATIONS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sinkexp" / "calibration.json"
@@ -83,8 +83,8 @@ def calibrate(cfg: Config, device: torch.device, reps: int = 2) -> tuple[float, 
     """(seconds per training step of the job, seconds per evaluation of all its runs) on `device`,
     each the best of `reps` timings (after a warm-up step)."""
     from sinkexp.evaluate.evaluator import evaluate
-    from sinkexp.replicas import ReplicaTrainer
-    from sinkexp.runner import make_trainer
+    from sinkexp.train.replicas import ReplicaTrainer
+    from sinkexp.jobs.runner import make_trainer
     from sinkexp.tasks import held_out_batch
 
     run_cfgs = run_configs(cfg)
@@ -128,8 +128,8 @@ class Calibrations:
     processes kept busy around the CPU timings (kept only below benchmark.QUIET)."""
 
     def __init__(self, device: torch.device, path: Path | None = None, fresh: bool = False):
-        from sinkexp.provenance import device_name
-        from sinkexp.runfiles import read_json
+        from sinkexp.rundir.provenance import device_name
+        from sinkexp.rundir.files import read_json
 
         self.device, self.path, self.measured, self.busy = device, path or CALIBRATIONS, 0, 0.0
         self.source = f"sinkexp {source_digest()}"
@@ -155,7 +155,7 @@ class Calibrations:
             self.busy = max(self.busy, busy_cores() or 0.0)
 
     def save(self) -> None:
-        from sinkexp.runfiles import write_json
+        from sinkexp.rundir.files import write_json
 
         if self.measured:
             self.probe()
@@ -182,7 +182,7 @@ def estimate(plans: dict[tuple[str, str], Plan], overrides: list[str], root: Pat
     (reproduce's progress line reads them). `cpu_plans`: the same experiments planned at scale=cpu,
     whose jobs are timed in place of a larger scale's. Runs finished anywhere below `root`
     (reproduce's output folder) are counted as done: they are not trained again."""
-    from sinkexp.devices import resolve_device
+    from sinkexp.machine.devices import resolve_device
 
     jobs = [job for planned in plans.values() for job in planned.jobs]
     workers = pool_workers(overrides, jobs)[1]          # as run_pool sizes its pool (GPUs: by their memory)

@@ -1,6 +1,6 @@
 """Running a paper's experiments: each one sweep into outputs/reproduce/<paper>/<experiment>/.
 
-`plan_experiments` checks every job of every experiment (sinkexp/plan.py: composed and validated
+`plan_experiments` checks every job of every experiment (sinkexp/jobs/plan.py: composed and validated
 once) before anything trains, so a bad override stops the whole command at once. `run_pool` then
 runs every planned job of every experiment through one pool of processes (one per core; on GPUs,
 each worker pinned to one GPU, as many per GPU as its free memory holds), longest first, so no
@@ -21,15 +21,15 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-from sinkexp.compose import key_of, last_value
-from sinkexp.config import task_of
-from sinkexp.launch import launch
-from sinkexp.plan import Job, Plan, plan
-from sinkexp.preemption import Interrupted, sigterm_stops_children
+from sinkexp.config.compose import key_of, last_value
+from sinkexp.config.schema import task_of
+from sinkexp.jobs.launch import launch
+from sinkexp.jobs.plan import Job, Plan, plan
+from sinkexp.machine.preemption import Interrupted, sigterm_stops_children
 from sinkexp.reproduce.declare import Experiment, Paper
 from sinkexp.reproduce.experiment import Checkpoint
-from sinkexp.runfiles import DONE, finished
-from sinkexp.threads import usable_cores
+from sinkexp.rundir.files import DONE, finished
+from sinkexp.machine.threads import usable_cores
 
 
 def scale_of(overrides: list[str]) -> str:
@@ -40,8 +40,8 @@ def scale_of(overrides: list[str]) -> str:
 def packed_keys(exp: Experiment, given: set[str]) -> tuple[str, ...]:
     """The grid keys a job of `exp` can train together (config.packable_keys), unless the user set
     them; none where a penalty is on (penalties are not per replica)."""
-    from sinkexp.config import packable_keys
-    from sinkexp.penalties import PENALTIES
+    from sinkexp.config.schema import packable_keys
+    from sinkexp.evaluate.penalties import PENALTIES
 
     if any(f"train.{key}" in {**exp.overrides, **exp.grid} for key in PENALTIES):
         return ()
@@ -52,7 +52,7 @@ def packs_pay(overrides: list[str]) -> bool:
     """Whether reproduce packs its grids by default: on a GPU, where a step over many small models
     costs about what one does. On the CPU it does not pay (docs/performance.md: 0.91-1.02x the
     model-steps/s of one run at a time, measured on reproduce's own grids)."""
-    from sinkexp.devices import device_kind
+    from sinkexp.machine.devices import device_kind
 
     return device_kind(last_value(overrides, "device", "auto")) == "cuda"
 
@@ -136,7 +136,7 @@ def chose_launcher(overrides: list[str]) -> bool:
 def _quiet_worker(gpus: list[str], counter) -> None:
     """A pool worker's start: no progress bars (tqdm reads TQDM_DISABLE when imported), and on GPUs
     the next GPU of `gpus` as the only one it sees (devices.pin_worker)."""
-    from sinkexp.devices import pin_worker
+    from sinkexp.machine.devices import pin_worker
 
     os.environ["TQDM_DISABLE"] = "1"
     pin_worker(gpus, counter)
@@ -146,7 +146,7 @@ def pool_workers(overrides: list[str], jobs: list[Job]) -> tuple[list[str], int]
     """The GPU of each of the pool's workers and how many workers it has: on a machine with GPUs one
     per GPU slot (memory.pool_gpus: as many per GPU as its free memory holds for the largest job's
     floor, or hydra.launcher.n_jobs in all); on the CPU, or for one named GPU, none and workers_for."""
-    from sinkexp.memory import pool_gpus
+    from sinkexp.jobs.memory import pool_gpus
 
     chosen = int(last_value(overrides, "hydra.launcher.n_jobs", "0"))
     gpus = pool_gpus(last_value(overrides, "device", "auto"), [job.config for job in jobs], chosen if chosen > 0 else None)
@@ -161,8 +161,8 @@ def _run_job(job: Job) -> tuple[float, str]:
     set); returns (seconds, what it wrote to stderr: one line per problem) once each of its runs
     has ended here or, skipped because another process trains it, there (as launch waits), so the
     pool counts every run by how it ended. Its own output (tables, log lines) is in each run's train.log."""
-    from sinkexp.launch import execute
-    from sinkexp.runfiles import wait_for_lock
+    from sinkexp.jobs.launch import execute
+    from sinkexp.rundir.files import wait_for_lock
 
     global _stopped
     err = io.StringIO()

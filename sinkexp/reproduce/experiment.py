@@ -62,7 +62,7 @@ class Experiment:
     def argv(self, scale: str = "cpu", pack: tuple[str, ...] = ()) -> list[str]:
         """Its Hydra overrides at `scale`: the fixed ones, the sizes, the grid as sweeps, except the
         grid keys in `pack`, whose values go into one `pack={key: [values]}` (each job then trains
-        its combinations of them in one process: sinkexp/replicas.py)."""
+        its combinations of them in one process: sinkexp/train/replicas.py)."""
         sizes, grid = self.at(scale)
         packed = {k: v for k, v in grid.items() if k in pack}
         return ([f"{k}={override_value(v)}" for k, v in {**self.overrides, **sizes}.items()]

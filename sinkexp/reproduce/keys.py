@@ -1,12 +1,12 @@
 """Config keys, their defaults and the config groups' options, read from the schema
-(sinkexp/config.py's dataclasses) and the option files of configs/, without torch, so that a
+(sinkexp/config/schema.py's dataclasses) and the option files of configs/, without torch, so that a
 paper's declaration is checked in well under a second (declare.py)."""
 from __future__ import annotations
 
 import dataclasses
 from functools import cache
 
-from sinkexp.config import Config, group_options, task_of
+from sinkexp.config.schema import Config, group_options, task_of
 from sinkexp.tasks import TASKS
 
 GROUPS = ("attn", "model", "task", "scale")   # config groups a grid or override may choose

@@ -19,7 +19,7 @@ from typing import Callable
 import pandas as pd
 
 from sinkexp.reproduce.declare import Measure
-from sinkexp.runfiles import ATTENTION, RunFiles, setting
+from sinkexp.rundir.files import ATTENTION, RunFiles, setting
 
 
 class MissingValue(LookupError):
@@ -70,7 +70,7 @@ class FinishedRun:
 
     def untrained_checkpoint(self) -> "FinishedRun":
         """The measured untrained revision beside a checkpoint's run (reproduce/checkpoints.py)."""
-        from sinkexp.runfiles import collect, finished
+        from sinkexp.rundir.files import collect, finished
 
         folder = self.path.parent / "untrained"
         if not finished(folder):
@@ -98,12 +98,12 @@ class FinishedRun:
                 "devices": str(device.get("name") or device.get("resolved")), "threads": str(device.get("torch_threads"))}
 
     @cached_property
-    def loaded(self):                    # the trained model and held-out batch (sinkexp.load.load_run)
-        from sinkexp.load import load_run
+    def loaded(self):                    # the trained model and held-out batch (sinkexp.analysis.load.load_run)
+        from sinkexp.analysis.load import load_run
         return load_run(self.path, step=0 if self.untrained else None)
 
     def analysis(self, fn: Callable, *args):
-        """fn(the loaded run, *args), a sinkexp.interventions analysis, computed once per run and
+        """fn(the loaded run, *args), a sinkexp.analysis.interventions analysis, computed once per run and
         args (several claims read one analysis)."""
         key = (fn.__name__, args)
         if key not in self.analyses:
@@ -181,19 +181,19 @@ def pooled_peak(layer: int) -> Measure:
 def intervention(name: str, layer: int, query_type: str = "all") -> Measure:
     """Loss with one causal intervention on `layer` over the unchanged model's loss (1: no effect)."""
     def ratio(run: FinishedRun) -> float:
-        from sinkexp.interventions import run_interventions
+        from sinkexp.analysis.interventions import run_interventions
         table = run.analysis(run_interventions, layer).set_index(["intervention", "query_type"])["loss"]
         return float(table[(name, query_type)] / table[("none", query_type)])
     return Measure(f"loss with {name}[layer {layer}] / loss [{query_type}]", ratio)
 
 
 def position_sink(how: str, query_type: str, before: str | None = None) -> Measure:
-    """Sink attention per query position (sinkexp.positions): "some" position of any layer (the
+    """Sink attention per query position (sinkexp.analysis.positions): "some" position of any layer (the
     largest), or "every" selected position of the best layer (its smallest)."""
     from_table = {"some": "strongest_position", "every": "weakest_position_of_best_layer"}[how]
 
     def value(run: FinishedRun) -> float:
-        from sinkexp import positions
+        from sinkexp.analysis import positions
         return getattr(positions, from_table)(run.analysis(positions.position_profile, query_type, before))
     where = f"{query_type} queries" + (f" before the {before}" if before else "")
     label = {"some": "max over layers and positions", "every": "max over layers of the min over positions"}[how]
@@ -202,18 +202,18 @@ def position_sink(how: str, query_type: str, before: str | None = None) -> Measu
 
 def payload_transfer(key: str, layer: int) -> Measure:
     """Broadcast: `cosine` or `common_energy` of the output change with the donor's sink value at
-    the sink of `layer` (sinkexp.interventions.payload_transfer)."""
+    the sink of `layer` (sinkexp.analysis.interventions.payload_transfer)."""
     def value(run: FinishedRun) -> float:
-        from sinkexp.interventions import payload_transfer as transfer
+        from sinkexp.analysis.interventions import payload_transfer as transfer
         return run.analysis(transfer, layer)[key]
     return Measure(f"donor sink value [layer {layer}]: {key} of the change", value)
 
 
 def bos_removed(key: str) -> Measure:
     """`first_attn` or `loss` with BOS removed at inference over its value with BOS
-    (sinkexp.interventions.without_bos)."""
+    (sinkexp.analysis.interventions.without_bos)."""
     def ratio(run: FinishedRun) -> float:
-        from sinkexp.interventions import without_bos
+        from sinkexp.analysis.interventions import without_bos
         values = run.analysis(without_bos)
         return values[f"{key}_no_bos"] / values[f"{key}_bos"]
     return Measure(f"{key} without BOS / with BOS (at inference)", ratio)

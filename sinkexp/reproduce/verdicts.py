@@ -21,7 +21,7 @@ import pandas as pd
 
 from sinkexp.reproduce.declare import Claim, Paired, Paper, Trend
 from sinkexp.reproduce.measures import FinishedRun, MissingValue
-from sinkexp.runfiles import collect, setting
+from sinkexp.rundir.files import collect, setting
 
 VERDICTS = ("holds", "contradicted", "not reached", "cannot fail", "not run")
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from sinkexp.reproduce.declare import Paper
 from sinkexp.reproduce.verdicts import VERDICTS
-from sinkexp.runfiles import write_csv, write_text
+from sinkexp.rundir.files import write_csv, write_text
 
 CLAIMS = "claims.csv"
 RESULTS = "results.md"
@@ -74,7 +74,7 @@ def provenance_lines(rows: pd.DataFrame) -> list[str]:
 
 def figures(paper: Paper, root: Path) -> dict[str, Path]:
     """`sinkexp report` of each experiment folder (summary.csv and figures in <folder>/report/)."""
-    from sinkexp.report import write_report as report_folder
+    from sinkexp.report.runs import write_report as report_folder
 
     return {exp.name: report_folder(root / paper.name / exp.name)[0]
             for exp in paper.experiments if (root / paper.name / exp.name).is_dir()}

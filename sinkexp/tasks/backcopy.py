@@ -30,7 +30,7 @@ import json
 from dataclasses import dataclass
 from typing import Optional
 
-from sinkexp.lazy import torch
+from sinkexp.tasks.lazy import torch
 
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.tasks.base import Batch, Dims, read_data_file
@@ -121,7 +121,7 @@ class BackcopyTask:
     causal = True
     input_dim = None
     has_bos = True  # registers go after position 0 when True
-    packable = ("structure_seed",)   # settings that change the data only: a pack may vary them (replicas.py)
+    packable = ("structure_seed",)   # settings that change the data only: a pack may vary them (train/replicas.py)
     reference = "oracle (exact optimum from the table)"
     data_files = ("bigram_table",)   # config keys naming files whose content is part of the config hash
 

@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from sinkexp.lazy import torch
+from sinkexp.tasks.lazy import torch
 
 from sinkexp.errors import ConfigError
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sinkexp.lazy import torch
+from sinkexp.tasks.lazy import torch
 
 from sinkexp.errors import ConfigError
 from sinkexp.tasks.base import Batch, Dims, direction, mse
@@ -42,7 +42,7 @@ class BroadcastTask:
     causal = False
     vocab_size = None
     has_bos = False  # registers go after position 0 when True
-    packable = ("alpha", "structure_seed")   # settings that change the data only: a pack may vary them (replicas.py)
+    packable = ("alpha", "structure_seed")   # settings that change the data only: a pack may vary them (train/replicas.py)
     reference = "identity predictor (the heads add nothing)"
 
     def __init__(self, cfg: BroadcastConfig):

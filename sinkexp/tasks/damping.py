@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from sinkexp.lazy import torch
+from sinkexp.tasks.lazy import torch
 
 from sinkexp.errors import ConfigError
 from sinkexp.tasks.base import Batch, Dims, direction, mse
@@ -60,7 +60,7 @@ class DampingTask:
     causal = False
     vocab_size = None
     has_bos = True  # registers go after position 0 when True
-    packable = ("p", "gamma", "structure_seed")   # settings that change the data only: a pack may vary them (replicas.py)
+    packable = ("p", "gamma", "structure_seed")   # settings that change the data only: a pack may vary them (train/replicas.py)
     reference = "identity predictor (the head adds nothing)"
 
     def __init__(self, cfg: DampingConfig):

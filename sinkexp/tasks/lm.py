@@ -29,7 +29,7 @@ import gzip
 import lzma
 from dataclasses import dataclass
 
-from sinkexp.lazy import torch
+from sinkexp.tasks.lazy import torch
 
 from sinkexp.errors import ConfigError
 from sinkexp.tasks.base import Batch, Dims, data_path, read_data_file
@@ -103,7 +103,7 @@ class LMTask:
     causal = True
     input_dim = None
     has_bos = True            # position 0 is the sink position (BOS, or the first byte with task.bos=false)
-    packable = ()   # settings that change the data only: a pack may vary them (replicas.py)
+    packable = ()   # settings that change the data only: a pack may vary them (train/replicas.py)
     reference = "bigram model of the training split"
     data_files = ("corpus",)  # its content is part of the config hash
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sinkexp.lazy import torch
+from sinkexp.tasks.lazy import torch
 
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.tasks.base import Batch, Dims, mse
@@ -30,6 +30,22 @@ from sinkexp.tasks.base import Batch, Dims, mse
 TRIGGER, NON_TRIGGER = 0, 1           # indices into TriggerTask.query_types
 MODES = ("single", "bernoulli")
 
+
+
+def cumsum_in_order(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """torch.cumsum(x, dim), also in deterministic mode on CUDA, where torch refuses every floating
+    cumsum because its one-dimensional path (a cub scan) is not deterministic (pytorch/pytorch#75240).
+    Along a dimension of a tensor with more than one row, ATen scans each row in one thread, adding
+    in order (ScanUtils.cuh: scan_outer_dim, scan_innermost_dim): deterministic, so it is allowed."""
+    if not (x.is_cuda and x.is_floating_point() and x.numel() != x.size(dim)
+            and torch.are_deterministic_algorithms_enabled()):
+        return torch.cumsum(x, dim)
+    mode = torch.get_deterministic_debug_mode()
+    torch.set_deterministic_debug_mode(0)
+    try:
+        return torch.cumsum(x, dim)
+    finally:
+        torch.set_deterministic_debug_mode(mode)
 
 @dataclass
 class TriggerConfig:
@@ -49,7 +65,7 @@ class TriggerTask:
     vocab_size = None
     has_bos = True  # registers go after position 0 when True
     reference = "zero predictor"
-    packable = ("p_trigger",)   # settings that change the data only: a pack may vary them (replicas.py)
+    packable = ("p_trigger",)   # settings that change the data only: a pack may vary them (train/replicas.py)
 
     def __init__(self, cfg: TriggerConfig):
         self.cfg = cfg
@@ -74,8 +90,6 @@ class TriggerTask:
             raise choices_error("task.mode", cfg.mode, MODES)
 
     def sample(self, batch_size: int, generator: torch.Generator, device) -> Batch:
-        from sinkexp.devices import cumsum_in_order   # torch's: the schema imports this file without it
-
         B, L, d_x = batch_size, self.seq_len, self.cfg.d_x
         z = torch.randn(B, L, d_x, generator=generator, device=device)
         position = torch.arange(L, device=device)

@@ -3,7 +3,7 @@
 Theorem 1: a one-layer softmax model that solves the trigger-conditional mean puts almost all of
 every non-trigger query's attention on BOS. Theorem 2 (several layers): in at least one layer, *one
 of* the non-trigger positions sinks; the experiments report more, that every position before the
-trigger puts its weight on BOS. The two are checked apart, per query position (sinkexp.positions).
+trigger puts its weight on BOS. The two are checked apart, per query position (sinkexp.analysis.positions).
 Theorem 3: non-normalised ReLU attention (`attn=relu_raw`) solves the task with no sink; the
 abstract reports ReLU attention without sinks in single- and multi-head models, and the explainer
 describes the experiments' ReLU as not made to sum to 1: those paper claims run `relu_raw` in one

@@ -3,12 +3,12 @@
 This is the one reader of a run directory (docs/rundir.md is its contract). It imports no torch
 and no model code, so `sinkexp report`, `sinkexp reproduce`'s verdicts and `load_run` read runs the
 same way, and a notebook can too. What may happen to a directory while a run trains (config hash,
-checkpoint, resume) is rundir.py's job, built on these writers and on the lock here (`take_lock`
+checkpoint, resume) is rundir/lifecycle.py's job, built on these writers and on the lock here (`take_lock`
 while a process trains the run, `wait_for_lock` for a command whose run another process trains).
 
 Every write is atomic (a temporary file in the same folder, then os.replace), so a run killed at
 any moment leaves either the old file or the new one, and a write that fails (a full disk, a
-read-only file system, ...) is a RunFileError naming the file, its cause and what to do (faults.py).
+read-only file system, ...) is a RunFileError naming the file, its cause and what to do (rundir/faults.py).
 """
 from __future__ import annotations
 
@@ -27,8 +27,9 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
+from sinkexp.config.schema import LATER_KEYS
 from sinkexp.evaluate.tables import FINAL_COLUMNS, final_values
-from sinkexp.faults import run_file_error
+from sinkexp.rundir.faults import run_file_error
 
 SCHEMA_VERSION = 1
 CONFIG, META, METRICS, LOSSES, SUMMARY = "config.yaml", "meta.json", "metrics.csv", "losses.csv", "summary.json"
@@ -39,20 +40,6 @@ KEPT = "checkpoints"          # checkpoints/step_<N>.pt with train.keep_checkpoi
 
 def kept_checkpoint(step: int) -> str:
     return f"{KEPT}/step_{step:06d}.pt"
-
-
-# Keys that do not change a run's result, so they stay out of its hash (and out of the report's
-# grouping): a replica trained beside others, or compiled, is the same run as alone.
-UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile", "train.keep_checkpoints", "pack")
-# Keys added after run directories existed: at these values (the earlier behaviour) they stay out
-# of the hash, so earlier runs keep their directory names, and a run that lacks one is read as
-# having this value.
-LATER_KEYS = {"train.data_chunk": 1, "task.sampler": "multinomial", "model.pos_init_std": 0.02, "task.centred": False,
-              "model.pos_into": "stream", "model.mlp_bias": None, "model.hide_bos": False,
-              "model.global_pathway": "none", "train.bos_penalty": 0.0, "train.common_mode_penalty": 0.0,
-              "train.warmup": 0, "train.schedule": "constant", "model.embed_norm": False, "task.form": "causal",
-              "train.checkpoint_steps": None, "eval.at_checkpoints": False, "precision": "exact",
-              "model.attn_out": "linear", "model.freeze_readout": False}
 
 
 def _umask() -> int:
@@ -74,7 +61,7 @@ class RunBusy(RunDirError):
 
 def _atomic(path: Path, write) -> None:
     """Call write(temp_path), then move the temporary file over `path`; any OSError becomes a
-    RunFileError naming `path` (faults.py), and the file it would have replaced is untouched."""
+    RunFileError naming `path` (rundir/faults.py), and the file it would have replaced is untouched."""
     path = Path(path)
     tmp = None
     try:

@@ -9,7 +9,7 @@ is done per replica: the loss, gradient clipping (each replica's own norm) and t
 replica), so replica k follows its lone run's trajectory up to floating-point rounding order. The
 point is the GPU, where tiny models are bound by kernel launches rather than arithmetic
 (scripts/bench_gpu.py measures what K models cost against one). Each replica's state has the lone
-trainer's format (train.py), so a checkpoint written by either resumes in either.
+trainer's format (train/loop.py), so a checkpoint written by either resumes in either.
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from sinkexp.config import TrainConfig
+from sinkexp.config.schema import TrainConfig
 from sinkexp.tasks.base import Batch
-from sinkexp.train import FIELDS, TrainLoop, batch_loss, make_optimizer, maybe_compile
+from sinkexp.train.loop import FIELDS, TrainLoop, batch_loss, make_optimizer, maybe_compile
 
 # Optimiser state entries every replica shares: AdamW's step counter (all replicas step together).
 # Every other tensor in the state has its parameter's shape, model axis included.

@@ -1,4 +1,4 @@
-"""Figure of the sink attention per query position and layer (sinkexp/positions.py's tables): one
+"""Figure of the sink attention per query position and layer (sinkexp/analysis/positions.py's tables): one
 panel per run, positions across, layers down, the colour the mean over sequences of the attention
 on the sink. Plot code only: pandas and matplotlib, no model."""
 from __future__ import annotations

@@ -1,100 +1,41 @@
 """The run directory's lifecycle while a run trains (docs/rundir.md is the contract).
 
-- its path: the Hydra patterns in configs/config.yaml call the resolvers registered here (the run's
-  config hash, the process's UTC time, the sweep name), and `job_run_dirs` predicts the directory
+- its path: the Hydra patterns in configs/config.yaml name it by the run's identity (config/identity.py:
+  the config hash, the process's UTC time, the sweep name), and `job_run_dirs` predicts the directory
   each run of a replica group or pack would get alone;
-- its identity: `config_hash`, over every setting that changes the result;
 - what may happen to it (`RunDir.open`): a finished run of the same config is left untouched, a
   checkpoint of the same config is resumed, anything of another config is refused; the lock keeps
   two processes from training it at once.
 
-The files themselves (names, atomic writes, the lock, reading back) are runfiles.py's, which imports
-no torch; a fault on any of them is one line naming the file (faults.py).
+The files themselves (names, atomic writes, the lock, reading back) are rundir/files.py's, which imports
+no torch; a fault on any of them is one line naming the file (rundir/faults.py).
 
 `DONE` is written last; a failed run writes `FAILED` with the error instead; a run with neither is
 incomplete (and resumable when it has a checkpoint).
 """
 from __future__ import annotations
 
-import hashlib
 import io
-import json
 import logging
 import os
 import shutil
 import sys
 import traceback
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp import follow
-from sinkexp.config import Config, to_dict, value_of
-from sinkexp.devices import device_kind
-from sinkexp.validate import from_dictconfig
+from sinkexp.config.identity import config_hash
+from sinkexp.config.schema import Config, to_dict, value_of
+from sinkexp.machine.devices import device_kind
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
-from sinkexp.faults import note, run_file_error
-from sinkexp.runfiles import (ATTENTION, CHECKPOINT, CONFIG, DONE, FAILED, LATER_KEYS, LOSSES, META, METRICS,
-                              SCHEMA_VERSION, SUMMARY, UNHASHED_KEYS, RunDirError, _atomic, kept_checkpoint,
-                              finished, read_json, status, take_lock, write_arrays, write_bytes, write_csv, write_json,
-                              write_text)
-from sinkexp.provenance import device_name, git_state, numerics, utc_now, versions
-from sinkexp.tasks import TASKS
-from sinkexp.tasks.base import data_digest
+from sinkexp.rundir.faults import note, run_file_error
+from sinkexp.rundir.files import ATTENTION, CHECKPOINT, CONFIG, DONE, FAILED, LOSSES, META, METRICS, SCHEMA_VERSION, SUMMARY, RunDirError, _atomic, kept_checkpoint, finished, read_json, status, take_lock, write_arrays, write_bytes, write_csv, write_json, write_text
+from sinkexp.rundir.provenance import device_name, git_state, numerics, utc_now, versions
 
 log = logging.getLogger(__name__)
-
-# Keys renamed after run directories existed: they are hashed under their first name.
-RENAMED_KEYS = {"attn.sigmoid_bias": "attn.bias"}
-
-
-def config_hash(cfg: Config, kind: str | None = None) -> str:
-    """Eight hex digits over every setting that changes the result (not the UNHASHED_KEYS); a CUDA run's (`kind`,
-    default: what cfg.device trains on here) also over its device kind, so CPU runs keep their names."""
-    settings = to_dict(cfg)
-    if (kind or device_kind(cfg.device)) == "cuda":   # CUDA's generators draw other numbers than the CPU's
-        settings["device_kind"] = "cuda"
-    files = {f"task.{key}": data_digest(f"task.{key}", getattr(cfg.task, key))
-             for key in getattr(TASKS[cfg.task.name], "data_files", ()) if getattr(cfg.task, key)}
-    if files:   # a data file's content is part of the run: an edited file is a new run
-        settings["data_files"] = files
-    for key in (*UNHASHED_KEYS, *LATER_KEYS, *RENAMED_KEYS):
-        *parents, leaf = key.split(".")
-        node = settings
-        for parent in parents:
-            node = node[parent]
-        if leaf not in node:       # a key only some tasks have (task.sampler)
-            continue
-        if key in RENAMED_KEYS:
-            node[RENAMED_KEYS[key].rsplit(".", 1)[-1]] = node.pop(leaf)
-        elif key in UNHASHED_KEYS or node[leaf] == LATER_KEYS[key]:
-            del node[leaf]
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
-
-
-def register_resolvers() -> None:
-    """The resolvers configs/config.yaml's directory patterns use, and the presets' values that follow
-    another key (follow.py); idempotent (one timestamp per process)."""
-    if OmegaConf.has_resolver("sinkexp_utc_now"):
-        return
-    started = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    hashes: dict[str, str] = {}          # Hydra resolves the pattern several times per job
-
-    def hash_of(*, _root_: DictConfig) -> str:
-        plain = json.dumps({key: OmegaConf.to_container(_root_[key], resolve=True) if OmegaConf.is_config(_root_[key])
-                            else _root_[key] for key in _root_ if key != "hydra"}, sort_keys=True, default=str)
-        if plain not in hashes:
-            hashes[plain] = config_hash(from_dictconfig(_root_, check=False))   # validated by the plan already
-        return hashes[plain]
-
-    resolvers = {"sinkexp_utc_now": lambda: started, "sinkexp_sweep_name": lambda name: name if name else started,
-                 "sinkexp_config_hash": hash_of, **follow.RESOLVERS}
-    for name, resolver in resolvers.items():
-        OmegaConf.register_new_resolver(name, resolver)
-
 
 def job_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[Path]:
     """The run directory each of a job's runs (config.run_configs) would get alone: Hydra's
@@ -171,7 +112,7 @@ class RunDir:
     def load_checkpoint(self, name: str = CHECKPOINT, fix: str = "") -> dict | None:
         """The checkpoint's state, loaded as tensors and plain data only (weights_only: a crafted
         file cannot run code); None without one. RunDirError (ending with `fix`) for a file that is
-        not a checkpoint; an OSError reading it is a file fault (faults.py)."""
+        not a checkpoint; an OSError reading it is a file fault (rundir/faults.py)."""
         checkpoint = self.path / name
         if not checkpoint.exists():
             return None

@@ -1,4 +1,4 @@
-"""Running a plan's jobs (sinkexp/plan.py): the boundary between a command and a training process.
+"""Running a plan's jobs (sinkexp/jobs/plan.py): the boundary between a command and a training process.
 
     code = launch(plan(["task=trigger", "attn=softmax,relu"], multirun=True))
 
@@ -24,11 +24,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp import preemption
-from sinkexp.faults import marked, run_file_error
-from sinkexp.follow import followed
-from sinkexp.plan import Job, Plan, dir_overrides
-from sinkexp.runfiles import finished
+from sinkexp.machine import preemption
+from sinkexp.rundir.faults import marked, run_file_error
+from sinkexp.config.follow import followed
+from sinkexp.jobs.plan import Job, Plan, dir_overrides
+from sinkexp.rundir.files import finished
 
 log = logging.getLogger("sinkexp")
 BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
@@ -61,7 +61,7 @@ def launch(planned: Plan) -> int:
 def finished_elsewhere(run_dir: Path, digest: str) -> bool:
     """Whether a run ends finished (runfiles.finished), whoever trains it: a run whose lock another
     process holds (RunBusy: skipped here) is waited for first, then read."""
-    from sinkexp.runfiles import wait_for_lock
+    from sinkexp.rundir.files import wait_for_lock
 
     if finished(run_dir, digest):
         return True
@@ -78,10 +78,10 @@ def execute(job: Job, sweep: bool, parallel: bool = False) -> None:
     from hydra.core.utils import run_job as hydra_run_job
     from hydra.types import HydraContext
 
-    from sinkexp.rundir import register_resolvers
+    from sinkexp.config.identity import register_resolvers
 
     setup_globals()                  # Hydra's resolvers, as in a Hydra app (a pool worker is not one)
-    register_resolvers()             # and sinkexp's: a pool worker's fresh interpreter has none (follow.py's presets)
+    register_resolvers()             # and sinkexp's: a pool worker's fresh interpreter has none (config/follow.py's presets)
     JobRuntime.instance().set("name", str(job.composed.hydra.job.name))
     keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if sweep else ("hydra.run.dir", None)
     returned = hydra_run_job(task_function=partial(_body, job, parallel), config=copy.deepcopy(job.composed),
@@ -112,7 +112,7 @@ def hydra_launch(planned: Plan, parallel: bool) -> None:
     from hydra.core.plugins import Plugins
     from hydra.types import HydraContext
 
-    from sinkexp.compose import initialized
+    from sinkexp.config.compose import initialized
 
     master = copy.deepcopy(planned.master)
     master.hydra.mode = RunMode.MULTIRUN
@@ -128,7 +128,7 @@ def hydra_launch(planned: Plan, parallel: bool) -> None:
 
 def _terminate(signum, frame) -> None:
     """SIGTERM (`kill`, `scancel`): stops a run as Ctrl-C does, FAILED written. A submitit job's
-    pre-timeout signal requeues instead (preemption.py)."""
+    pre-timeout signal requeues instead (machine/preemption.py)."""
     raise preemption.Interrupted(signal.SIGTERM)
 
 
@@ -146,13 +146,13 @@ def run_job(job: Job, parallel: bool) -> None:
     `launch` counts the runs that did not finish."""
     import torch
 
-    from sinkexp.allocator import keep_freed_memory
+    from sinkexp.machine.allocator import keep_freed_memory
     from sinkexp.evaluate.tables import format_summary
-    from sinkexp.runfiles import status
-    from sinkexp.runner import train_together
-    from sinkexp.threads import choose_threads
+    from sinkexp.rundir.files import status
+    from sinkexp.jobs.runner import train_together
+    from sinkexp.machine.threads import choose_threads
 
-    # A submitit job's pre-timeout signal checkpoints, then requeues (preemption.py). watch() keeps
+    # A submitit job's pre-timeout signal checkpoints, then requeues (machine/preemption.py). watch() keeps
     # submitit's SIGTERM handler for the requeue to restore, so it comes before ours.
     preemption.watch()
     _handle_sigterm()
@@ -181,8 +181,8 @@ def run_job(job: Job, parallel: bool) -> None:
 def _stop(err: BaseException, dirs: list, sweep: bool) -> None:
     """A run that cannot go on: one line on stderr (a single run's bug: its traceback)."""
     from sinkexp.errors import ConfigError
-    from sinkexp.runfiles import RunBusy, RunDirError
-    from sinkexp.train import Diverged
+    from sinkexp.rundir.files import RunBusy, RunDirError
+    from sinkexp.train.loop import Diverged
 
     where = ", ".join(map(str, dirs))
     if isinstance(err, RunBusy):           # another process trains it: not ours to mark (launch waits for it)
@@ -195,7 +195,7 @@ def _stop(err: BaseException, dirs: list, sweep: bool) -> None:
     elif isinstance(err, preemption.Requeue):
         print(f"sinkexp: {where} {err}; submitit requeues the job, which resumes from it", file=sys.stderr)
         preemption.requeue()         # exits this process
-    # OSError: a fault on a run's files (faults.py); ConfigError: the device, checked as the job starts
+    # OSError: a fault on a run's files (rundir/faults.py); ConfigError: the device, checked as the job starts
     elif isinstance(err, (Diverged, RunDirError, OSError, ConfigError)):
         reason = run_file_error(err) if isinstance(err, OSError) else err
         print(f"sinkexp: error: {reason} ({marked(err)}{'; the sweep goes on' if sweep else ''})", file=sys.stderr)
@@ -231,7 +231,7 @@ def job_argv(hydra_cfg, sweep: bool) -> list[str]:
 def spread_over_gpus(device: str, hydra_cfg) -> str:
     """A sweep's jobs on a machine with several GPUs take GPU (job number mod GPU count), among the
     GPUs CUDA_VISIBLE_DEVICES leaves (a SLURM allocation's); devices.job_device decides."""
-    from sinkexp.devices import job_device, usable_gpus
+    from sinkexp.machine.devices import job_device, usable_gpus
 
     if hydra_cfg.mode != RunMode.MULTIRUN:
         return device
@@ -243,8 +243,8 @@ def hydra_main(argv: list[str], prog: str = "sinkexp train") -> None:
     (--cfg, --help, --info, -sc shell completion)."""
     import hydra
 
-    from sinkexp.config import CONFIG_MODULE, register_schema
-    from sinkexp.rundir import register_resolvers
+    from sinkexp.config.schema import CONFIG_MODULE, register_schema
+    from sinkexp.config.identity import register_resolvers
 
     register_schema()
     register_resolvers()

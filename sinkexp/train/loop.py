@@ -1,12 +1,12 @@
 """Trainers: fresh batches from seeded generators, one optimiser step each.
 
-`Trainer` trains one model; `ReplicaTrainer` (replicas.py) trains K models of one architecture (seeds
+`Trainer` trains one model; `ReplicaTrainer` (train/replicas.py) trains K models of one architecture (seeds
 and packed settings) in one vmapped step. Both share one loop (`TrainLoop.fit`) and know nothing about sinks. `fit` calls
 `on_eval(step)` at step 0, every `eval_every` steps and at the last step (and at every checkpoint
 with `eval_at_checkpoints`); `on_log(step, losses)` every `log_every` steps, with each model's mean
 train loss since the last log (a list: one entry per model); `on_checkpoint(step)` at the
 checkpoint steps (`schedule.Checkpoints`: every `checkpoint_every`, the last, `checkpoint_steps`). When
-`stop()` turns true (a scheduler's pre-timeout signal: preemption.py), the loop trains on to the
+`stop()` turns true (a scheduler's pre-timeout signal: machine/preemption.py), the loop trains on to the
 next step with no data drawn ahead, calls `on_checkpoint(step, keep=False)` there and raises
 Requeue (outside submitit: Interrupted), so the resumed run draws what an uninterrupted one does.
 Ctrl-C or SIGTERM leaves `fit` as preemption.Interrupted naming the step, the progress bar closed
@@ -26,11 +26,11 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from sinkexp import penalties
-from sinkexp.config import TrainConfig
+from sinkexp.evaluate import penalties
+from sinkexp.config.schema import TrainConfig
 from sinkexp.model import capture
-from sinkexp.preemption import Interrupted, stopped
-from sinkexp.schedule import Checkpoints, lr_factor
+from sinkexp.machine.preemption import Interrupted, stopped
+from sinkexp.config.schedule import Checkpoints, lr_factor
 from sinkexp.tasks.base import Batch
 
 FIELDS = dataclasses.fields(Batch)
@@ -98,7 +98,7 @@ class TrainLoop:
         return self.batches.popleft()
 
     def set_lr_factor(self, factor: float) -> None:
-        """The learning rate is train.lr x factor (sinkexp/schedule.py) from the next step on."""
+        """The learning rate is train.lr x factor (sinkexp/config/schedule.py) from the next step on."""
         for group in self.optimizer.param_groups:
             group["lr"] = self.cfg.lr * factor
 
@@ -179,7 +179,7 @@ class TrainLoop:
 
 
 class Trainer(TrainLoop):
-    """One model, one data generator. Penalties (train.bos_penalty, ...; sinkexp/penalties.py) read
+    """One model, one data generator. Penalties (train.bos_penalty, ...; sinkexp/evaluate/penalties.py) read
     the step's own forward pass through its taps and join the loss it minimises."""
 
     def __init__(self, model: nn.Module, task, cfg: TrainConfig, generator: torch.Generator, device: torch.device):

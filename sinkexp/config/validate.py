@@ -1,4 +1,4 @@
-"""Validation: from Hydra's composed config to a checked `Config` (sinkexp/config.py is the schema).
+"""Validation: from Hydra's composed config to a checked `Config` (sinkexp/config/schema.py is the schema).
 
 Every check that can refuse a run lives here, so that a bad value is caught before any directory
 or tensor is made: `from_dictconfig` converts and validates, `validate` checks a `Config`. Each
@@ -12,11 +12,11 @@ import re
 
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp.config import OPTIMIZERS, PRECISIONS, Config, TrainConfig, run_configs
+from sinkexp.config.schema import OPTIMIZERS, PRECISIONS, Config, TrainConfig, run_configs
 from sinkexp.errors import ConfigError, choices_error, omegaconf_message
 from sinkexp.model import AXES            # the model's registries are the valid choices
-from sinkexp.penalties import PENALTIES
-from sinkexp.schedule import SCHEDULES
+from sinkexp.evaluate.penalties import PENALTIES
+from sinkexp.config.schedule import SCHEDULES
 from sinkexp.tasks import TASKS
 
 
@@ -108,7 +108,7 @@ def validate(cfg: Config) -> None:
 
 
 def validate_task_needs(cfg: Config) -> None:
-    """Penalty weights (sinkexp/penalties.py), and the options that need a BOS token or a bidirectional task."""
+    """Penalty weights (sinkexp/evaluate/penalties.py), and the options that need a BOS token or a bidirectional task."""
     t, task_cls = cfg.train, TASKS[cfg.task.name]
     for key in PENALTIES:
         value = getattr(t, key)
@@ -149,7 +149,7 @@ def validate_optimizer(t: TrainConfig) -> None:
             isinstance(step, int) and not isinstance(step, bool) and step >= 1 for step in steps)):
         raise ConfigError(f"train.checkpoint_steps={steps} is not valid; choose null, log, or a list of steps >= 1 "
                           "(e.g. [10,20,50])")
-    if not 0 <= t.warmup <= t.steps:    # a preset's warm-up follows train.steps (sinkexp/follow.py); the user's does not
+    if not 0 <= t.warmup <= t.steps:    # a preset's warm-up follows train.steps (sinkexp/config/follow.py); the user's does not
         fix = f" (set train.warmup={t.steps} or less, or train.steps={t.warmup} or more)" if t.warmup > 0 else ""
         raise ConfigError(f"train.warmup={t.warmup} is not valid; it must lie in [0, train.steps={t.steps}]{fix}")
     for key in ("train.weight_decay", "train.grad_clip"):

@@ -3,12 +3,12 @@
 The YAML files under `configs/` hold only what differs from these defaults (a task's own sizes, an
 attention preset's axes, the sizes of another scale); `register_schema` puts the
 dataclasses into Hydra's ConfigStore, so a composed config has every key with its default. Library
-code receives a `Config` (plain dataclasses), never a DictConfig. sinkexp/validate.py turns
-Hydra's composed config into a checked `Config`; sinkexp/cost.py says what one costs.
+code receives a `Config` (plain dataclasses), never a DictConfig. sinkexp/config/validate.py turns
+Hydra's composed config into a checked `Config`; sinkexp/jobs/cost.py says what one costs.
 
 The task section is typed per task: `task.name` picks the task's own dataclass from the task
 registry (`sinkexp.tasks.TASKS`), so adding a task never touches this file. Importing this module
-loads no torch (the task files import it on first use: sinkexp/lazy.py), so that tools that only
+loads no torch (the task files import it on first use: sinkexp/tasks/lazy.py), so that tools that only
 read the schema (a paper's declaration, `reproduce --list`) answer at once.
 """
 from __future__ import annotations
@@ -37,8 +37,21 @@ PRECISIONS = ("exact", "tf32")
 # smallest sizes at which its phenomenon forms on 2 CPU cores (reproduce/declare.py).
 SCALES = ("cpu", "paper", "reach")
 # What may differ between the runs of one pack (besides each task's `packable` data settings): the
-# replicas' own seeds, learning rates and weight decays (sinkexp/replicas.py).
+# replicas' own seeds, learning rates and weight decays (sinkexp/train/replicas.py).
 PACKABLE = ("seed", "train.lr", "train.weight_decay")
+
+# Keys that do not change a run's result, so they stay out of its hash (and out of the report's
+# grouping): a replica trained beside others, or compiled, is the same run as alone.
+UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile", "train.keep_checkpoints", "pack")
+# Keys added after run directories existed: at these values (the earlier behaviour) they stay out
+# of the hash, so earlier runs keep their directory names, and a run that lacks one is read as
+# having this value.
+LATER_KEYS = {"train.data_chunk": 1, "task.sampler": "multinomial", "model.pos_init_std": 0.02, "task.centred": False,
+              "model.pos_into": "stream", "model.mlp_bias": None, "model.hide_bos": False,
+              "model.global_pathway": "none", "train.bos_penalty": 0.0, "train.common_mode_penalty": 0.0,
+              "train.warmup": 0, "train.schedule": "constant", "model.embed_norm": False, "task.form": "causal",
+              "train.checkpoint_steps": None, "eval.at_checkpoints": False, "precision": "exact",
+              "model.attn_out": "linear", "model.freeze_readout": False}
 
 
 @dataclass
@@ -95,10 +108,10 @@ class TrainConfig:
     replicas: int = 1            # K > 1: seeds seed .. seed+K-1 trained together, one run directory each
     compile: bool = False        # torch.compile the training step (CUDA graphs on a GPU)
     keep_checkpoints: bool = False   # also keep each checkpoint as checkpoints/step_<N>.pt (for load_run)
-    checkpoint_steps: Any = None     # null | log | [steps]: checkpoints besides every checkpoint_every (sinkexp/schedule.py)
-    warmup: int = 0                  # steps of linear learning-rate warm-up (sinkexp/schedule.py)
+    checkpoint_steps: Any = None     # null | log | [steps]: checkpoints besides every checkpoint_every (sinkexp/config/schedule.py)
+    warmup: int = 0                  # steps of linear learning-rate warm-up (sinkexp/config/schedule.py)
     schedule: str = "constant"       # constant | cosine: the learning rate after the warm-up
-    bos_penalty: float = 0.0         # lambda x mean attention on BOS, added to the loss (sinkexp/penalties.py)
+    bos_penalty: float = 0.0         # lambda x mean attention on BOS, added to the loss (sinkexp/evaluate/penalties.py)
     common_mode_penalty: float = 0.0  # lambda x sum over layers of the attention write's common-mode fraction
 
 
@@ -165,7 +178,7 @@ def packable_keys(task_name: str) -> tuple[str, ...]:
 
 
 def run_configs(cfg: Config) -> list[Config]:
-    """The lone runs one job trains together (sinkexp/replicas.py): every combination of `pack`'s
+    """The lone runs one job trains together (sinkexp/train/replicas.py): every combination of `pack`'s
     values (the first key varies slowest), each with the seeds seed .. seed+K-1 of train.replicas=K
     (with `seed` in the pack: each packed seed .. seed+K-1). Each is the Config its lone run has
     (`pack` null), so it gets that run's hash and directory. ConfigError for a key that cannot be

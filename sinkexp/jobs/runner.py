@@ -1,5 +1,5 @@
 """Runs, start to finish: build the task and the model, train with periodic evaluation, and hand
-every table to the run directory (rundir.py decides what a directory allows and writes the files).
+every table to the run directory (rundir/lifecycle.py decides what a directory allows and writes the files).
 
 `run` trains one config; `train_together` trains the configs of one job together (train.replicas, pack:
 config.run_configs: the runs of a job), each writing the directory it would write alone.
@@ -14,17 +14,17 @@ from pathlib import Path
 
 import torch
 
-from sinkexp.config import Config, packable_keys, to_dict
-from sinkexp.devices import configure, resolve_device
+from sinkexp.config.schema import Config, packable_keys, to_dict
+from sinkexp.machine.devices import configure, resolve_device
 from sinkexp.evaluate.evaluator import evaluate, mean_attention
 from sinkexp.evaluate.tables import final_values, summary
-from sinkexp.memory import check_start
+from sinkexp.jobs.memory import check_start
 from sinkexp.model import Transformer
-from sinkexp.preemption import Requeue, requested
-from sinkexp.rundir import RunDir
+from sinkexp.machine.preemption import Requeue, requested
+from sinkexp.rundir.lifecycle import RunDir
 from sinkexp.tasks import TASKS, held_out_batch
-from sinkexp.replicas import ReplicaTrainer
-from sinkexp.train import Diverged, Trainer
+from sinkexp.train.replicas import ReplicaTrainer
+from sinkexp.train.loop import Diverged, Trainer
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def train_together(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict |
 
     Finished runs are skipped; the others train together, grouped by the step their checkpoint
     holds (0 without one), so that each resumes where it stopped. A failure marks every run of the
-    group it hit FAILED, except Requeue (the scheduler's signal: preemption.py), which leaves them
+    group it hit FAILED, except Requeue (the scheduler's signal: machine/preemption.py), which leaves them
     checkpointed and incomplete, and divergence in a pack, which marks only the runs that diverged:
     the others go on from their last checkpoint (as a rerun would resume them), and Diverged is
     raised once they have finished. `hydra_files` (.hydra/<name>: text) are written into each started run;

@@ -19,13 +19,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from sinkexp import runfiles as F
-from sinkexp.config import Config
-from sinkexp.validate import from_dictconfig
+from sinkexp.rundir import files as F
+from sinkexp.config.schema import Config
+from sinkexp.config.validate import from_dictconfig
 from sinkexp.evaluate.evaluator import captured_forward
 from sinkexp.model import Transformer, tap_names
-from sinkexp.rundir import RunDir, RunDirError
-from sinkexp.runfiles import RunFiles
+from sinkexp.rundir.lifecycle import RunDir, RunDirError
+from sinkexp.rundir.files import RunFiles
 from sinkexp.tasks import TASKS, held_out_batch
 from sinkexp.tasks.base import Batch
 
@@ -59,7 +59,7 @@ def load_run(path, step: int | None = None, device: str | None = None) -> Loaded
     model, rebuilt from the run's seed when no checkpoint of step 0 was kept), on `device`
     (default: the kind it trained on, cuda or cpu). RunDirError for a device of another kind: the
     held-out batch would then come from another generator, not the one the run was evaluated on."""
-    from sinkexp.devices import device_kind, resolve_device, usable_gpus
+    from sinkexp.machine.devices import device_kind, resolve_device, usable_gpus
 
     path = Path(path)
     if not (path / F.CONFIG).exists():

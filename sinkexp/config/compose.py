@@ -7,7 +7,7 @@ one line naming the key.
         full = compose(jobs[0])                                  # Hydra's config, its hydra node included
     cfg = compose_config("task=damping", "seed=1")               # a validated Config, for tests and scripts
 
-Nothing here runs a job: sinkexp/plan.py composes every job of a command once and checks it.
+Nothing here runs a job: sinkexp/jobs/plan.py composes every job of a command once and checks it.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp.config import CONFIG_MODULE, Config, register_schema
+from sinkexp.config.schema import CONFIG_MODULE, Config, register_schema
 from sinkexp.errors import ConfigError, choices_error, omegaconf_message
 
 PARSE_HINT = "quote values with spaces or special characters, e.g. key='a b'"
@@ -32,7 +32,7 @@ def initialized():
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from sinkexp.rundir import register_resolvers
+    from sinkexp.config.identity import register_resolvers
 
     register_schema()
     register_resolvers()
@@ -101,7 +101,7 @@ def compose(overrides: list[str]) -> DictConfig:
 def compose_config(*overrides: str) -> Config:
     """A validated Config from KEY=VALUE overrides, composed as `sinkexp train` composes a job,
     without running anything (for tests, scripts and `reproduce --plan`)."""
-    from sinkexp.validate import from_dictconfig
+    from sinkexp.config.validate import from_dictconfig
 
     with initialized():
         return from_dictconfig(compose([as_hydra_override(o) for o in overrides]))

@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sinkexp import runfiles as F
+from sinkexp.rundir import files as F
 from sinkexp.evaluate.tables import FINAL_COLUMNS
-from sinkexp.report_steps import measured_checkpoints, plot_checkpoints
-from sinkexp.runfiles import UNHASHED_KEYS, collect
+from sinkexp.report.steps import measured_checkpoints, plot_checkpoints
+from sinkexp.rundir.files import collect
+from sinkexp.config.schema import UNHASHED_KEYS
 
 SHARE_LABEL = "share of attention on the sink"   # sink_share: the raw weight for softmax, row-normalised otherwise
 IGNORED_SETTINGS = {"seed", *UNHASHED_KEYS}   # the seed is what groups average over; the rest is bookkeeping

@@ -15,7 +15,7 @@ every recipient (cosine), as one change common to all tokens (common energy)? Fo
 `without_bos`: the held-out batch with BOS removed at inference.
 
     from sinkexp import load_run
-    from sinkexp.interventions import run_interventions
+    from sinkexp.analysis.interventions import run_interventions
     table = run_interventions(load_run(path), layer=0)   # one row per intervention
 
 Values are (B, H, S, D) at `blocks.<l>.attn.v`, weights (B, H, T, S) at `blocks.<l>.attn.weights`;
@@ -179,9 +179,9 @@ def main(argv: list[str]) -> int:
     import argparse
     import sys
 
-    from sinkexp.faults import run_file_error
-    from sinkexp.load import load_run
-    from sinkexp.runfiles import FAILED, status
+    from sinkexp.rundir.faults import run_file_error
+    from sinkexp.analysis.load import load_run
+    from sinkexp.rundir.files import FAILED, status
 
     parser = argparse.ArgumentParser(prog="sinkexp intervene", description=__doc__.splitlines()[0])
     parser.add_argument("run", help="a run directory")

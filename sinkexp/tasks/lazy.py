@@ -1,8 +1,8 @@
 """torch, imported on its first use rather than when a module is imported.
 
 The task files hold their config dataclasses, which are part of the config schema
-(sinkexp/config.py). They import torch through here, so that reading the schema (`import
-sinkexp.config`, `sinkexp reproduce --list`, a paper's declaration checks) does not pay torch's
+(sinkexp/config/schema.py). They import torch through here, so that reading the schema (`import
+sinkexp.config.schema`, `sinkexp reproduce --list`, a paper's declaration checks) does not pay torch's
 import (~2 s); any attribute of `torch` loads it. This is the recipe of the Python documentation
 (importlib, "Implementing lazy imports"); a process that imported torch already gets it as it is.
 """

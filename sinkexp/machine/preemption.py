@@ -13,7 +13,7 @@ with the tables of an uninterrupted run. docs/rundir.md ("Requeue") is the contr
 Outside submitit nobody requeues: SIGUSR2 (SLURM's `--signal=USR2@N` around a plain `sinkexp train`)
 is recorded the same way, and at that step, its checkpoint written, the run stops as Ctrl-C and
 SIGTERM stop it (`Interrupted`: FAILED says by what and at which step; the same command resumes it).
-SIGTERM is not the requeue signal: outside a requeue it stops a run where it is (launch.py).
+SIGTERM is not the requeue signal: outside a requeue it stops a run where it is (jobs/launch.py).
 """
 from __future__ import annotations
 

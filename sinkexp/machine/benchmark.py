@@ -1,7 +1,7 @@
 """What the benchmark scripts share (scripts/bench*.py, scripts/profile_reproduce.py): timing
 sides of a comparison in alternation (`alternate`, `time_sides`), the machine's matmul peak, and
 whether other processes made a measurement invalid. The FLOPs of a step are the library's
-(sinkexp/cost.py); the load probe is the one the thread choice uses (sinkexp/threads.py)."""
+(sinkexp/jobs/cost.py); the load probe is the one the thread choice uses (sinkexp/machine/threads.py)."""
 from __future__ import annotations
 
 import os
@@ -11,7 +11,7 @@ from typing import Callable
 
 import torch
 
-from sinkexp.threads import busy_cores
+from sinkexp.machine.threads import busy_cores
 
 QUIET = 0.25          # cores other processes may use for a measurement to count
 

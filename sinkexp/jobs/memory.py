@@ -1,5 +1,5 @@
 """How much memory a job needs, and whether the device it will train on has it: checked when the
-plan is made (plan.py, `check_plan`) and again when the job starts (runner.train_together,
+plan is made (jobs/plan.py, `check_plan`) and again when the job starts (runner.train_together,
 `check_start`), and used to size reproduce's pool on GPUs (`pool_gpus`).
 
 What counts as the device's memory: on the CPU the machine's physical memory; on a GPU its free
@@ -15,13 +15,13 @@ import os
 
 import torch
 
-from sinkexp.compose import last_value
-from sinkexp.config import Config, run_configs
-from sinkexp.devices import (device_kind, resolve_device, usable_gpus, visible_gpus, worker_gpus,
+from sinkexp.config.compose import last_value
+from sinkexp.config.schema import Config, run_configs
+from sinkexp.machine.devices import (device_kind, resolve_device, usable_gpus, visible_gpus, worker_gpus,
                              workers_per_gpu)
 from sinkexp.errors import ConfigError
 from sinkexp.tasks import TASKS
-from sinkexp.threads import usable_cores
+from sinkexp.machine.threads import usable_cores
 
 STATED = "SINKEXP_DEVICE_MEMORY"
 ELSEWHERE = ("slurm", "submitit_slurm")   # launchers whose jobs run on other machines

@@ -3,11 +3,11 @@ anything runs.
 
     planned = plan(["task=trigger", "attn=softmax,relu"], multirun=True)
     planned.jobs[1].configs, planned.jobs[1].run_dirs, planned.jobs[1].flops
-    code = launch(planned)                   # sinkexp/launch.py runs the planned jobs
+    code = launch(planned)                   # sinkexp/jobs/launch.py runs the planned jobs
 
 A job is what one process trains: one run, or the runs trained together by a pack or by
 train.replicas (config.run_configs), each into the directory it would have alone. Before the
-first job runs, every job of a sweep is composed (compose.py) and validated (validate.py) once; it
+first job runs, every job of a sweep is composed (config/compose.py) and validated (config/validate.py) once; it
 must fit the device's memory and have run directories that can be created and hold no other
 config's run. Any problem is a ConfigError: one line naming the key, and nothing written.
 Everything downstream reads the plan: the launchers, `sinkexp reproduce`'s pool and its `--plan`.
@@ -21,13 +21,14 @@ from pathlib import Path
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from sinkexp.compose import as_hydra_override, compose, expand, initialized, pack_first_values, parse
-from sinkexp.config import Config, run_configs, value_of
-from sinkexp.cost import training_flops
+from sinkexp.config.compose import as_hydra_override, compose, expand, initialized, pack_first_values, parse
+from sinkexp.config.schema import Config, run_configs, value_of
+from sinkexp.jobs.cost import training_flops
 from sinkexp.errors import ConfigError
-from sinkexp.memory import check_plan
-from sinkexp.rundir import RunDir, RunDirError, config_hash, existing_run, job_run_dirs
-from sinkexp.validate import from_dictconfig
+from sinkexp.jobs.memory import check_plan
+from sinkexp.rundir.lifecycle import RunDir, RunDirError, existing_run, job_run_dirs
+from sinkexp.config.identity import config_hash
+from sinkexp.config.validate import from_dictconfig
 
 
 
@@ -82,9 +83,9 @@ def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Pla
         composed = []
         for job in expand(own, multirun, params):
             full = compose(job + hydra_own)
-            cfg = from_dictconfig(full)          # validate.py: one line naming the key
+            cfg = from_dictconfig(full)          # config/validate.py: one line naming the key
             if check_memory:
-                check_plan(cfg, overrides, multirun)   # fits the device it will train on (memory.py)
+                check_plan(cfg, overrides, multirun)   # fits the device it will train on (jobs/memory.py)
             composed.append((job, full, cfg))
         if any(cfg.train.replicas > 1 or cfg.pack for _, _, cfg in composed):
             check_shared_dirs([(full, cfg) for _, full, cfg in composed], multirun)

@@ -116,22 +116,6 @@ def configure(device: torch.device, precision: str) -> None:
     torch.use_deterministic_algorithms(cuda)
 
 
-def cumsum_in_order(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """torch.cumsum(x, dim), also in deterministic mode on CUDA, where torch refuses every floating
-    cumsum because its one-dimensional path (a cub scan) is not deterministic (pytorch/pytorch#75240).
-    Along a dimension of a tensor with more than one row, ATen scans each row in one thread, adding
-    in order (ScanUtils.cuh: scan_outer_dim, scan_innermost_dim): deterministic, so it is allowed."""
-    if not (x.is_cuda and x.is_floating_point() and x.numel() != x.size(dim)
-            and torch.are_deterministic_algorithms_enabled()):
-        return torch.cumsum(x, dim)
-    mode = torch.get_deterministic_debug_mode()
-    torch.set_deterministic_debug_mode(0)
-    try:
-        return torch.cumsum(x, dim)
-    finally:
-        torch.set_deterministic_debug_mode(mode)
-
-
 def usable_gpus() -> int:
     """How many GPUs this process may use (CUDA_VISIBLE_DEVICES applied by CUDA itself)."""
     return torch.cuda.device_count() if cuda_status()[0] else 0

@@ -1,6 +1,6 @@
 """The report's figure of `sinkexp measure` runs of several checkpoints: the sink rate, the first
 token's attention and massive_ratio against each checkpoint's training step (config.yaml's `step`),
-e.g. Pythia's checkpoints (revision=step1000, ...). report.py labels the rows; pandas and
+e.g. Pythia's checkpoints (revision=step1000, ...). report/runs.py labels the rows; pandas and
 matplotlib only."""
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """What a config costs in work: the FLOPs of a training step.
 
 `training_flops` x steps is how much work a run is (the plan's FLOPs, `reproduce --plan`'s scaling,
-the benchmarks' utilisation). The memory a job needs is sinkexp/memory.py's (`estimate`).
+the benchmarks' utilisation). The memory a job needs is sinkexp/jobs/memory.py's (`estimate`).
 """
 from __future__ import annotations
 
-from sinkexp.config import Config
+from sinkexp.config.schema import Config
 from sinkexp.tasks import TASKS
 
 
