@@ -1,6 +1,7 @@
 """Load a finished run, draw its attention maps, and ablate its sink.
 
-    .venv/bin/sinkexp train attn=softmax train.keep_checkpoints=true train.checkpoint_steps=log hydra.run.dir=outputs/demo
+    .venv/bin/sinkexp train attn=softmax train.keep_checkpoints=true train.checkpoint_steps=log \
+        hydra.run.dir=outputs/demo
     .venv/bin/python examples/inspect_run.py outputs/demo
 
 Writes <run>/inspect/attention.png (per layer: the held-out batch's mean attention of head 0, with
@@ -24,8 +25,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from sinkexp import load_run  # noqa: E402
-from sinkexp.evaluate import metrics as M  # noqa: E402
 from sinkexp.analysis.interventions import sink_keys, zero_sink_value  # noqa: E402
+from sinkexp.evaluate import metrics as M  # noqa: E402
 from sinkexp.model import intervene  # noqa: E402
 
 
@@ -103,7 +104,8 @@ def main() -> None:
                 for index, query in enumerate(kept.task.query_types):
                     queries = kept.batch.query_type == index
                     if queries.any():
-                        cells.append(f"layer {layer} {query} {M.sink_attn(weights, kept.batch.sink, queries).mean():.3f}")
+                        cells.append(f"layer {layer} {query} "
+                                     f"{M.sink_attn(weights, kept.batch.sink, queries).mean():.3f}")
             print(f"  step {step:>6}: " + ", ".join(cells))
 
 

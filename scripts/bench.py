@@ -7,8 +7,8 @@ Both sides train the same architecture from the same initial weights on the same
 task sampler, one seeded generator each), alternating repetitions so drift in the machine hits
 both alike. The project side is the real Trainer, with evaluation (capture points and metrics)
 every `eval.every` steps as in a training run; a third side runs it with the fused attention kernel
-switched off ("explicit"), which gives the fused path's speed-up in the same run. Reported: steps/s, tokens/s, FLOPs per step
-(matmuls, forward + backward = 3x forward), utilisation of the matmul peak measured here at the
+switched off ("explicit"), which gives the fused path's speed-up in the same run. Reported: steps/s,
+tokens/s, FLOPs per step (matmuls, forward + backward = 3x forward), utilisation of the matmul peak measured here at the
 same thread count, and the project/reference ratio. A machine busy with other processes makes the
 measurement invalid: it is marked so, and the numbers are not to be quoted.
 """
@@ -21,10 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sinkexp.machine.benchmark import load, machine, matmul_peak, time_sides, validity
 from sinkexp.config.schema import AttnConfig, Config, EvalConfig, ModelConfig, TrainConfig
-from sinkexp.jobs.cost import training_flops
 from sinkexp.evaluate.evaluator import evaluate
+from sinkexp.jobs.cost import training_flops
+from sinkexp.machine.benchmark import load, machine, matmul_peak, time_sides, validity
 from sinkexp.model import Transformer
 from sinkexp.tasks.trigger import TriggerConfig, TriggerTask
 from sinkexp.train.loop import Trainer, masked_mean

@@ -38,13 +38,13 @@ from pathlib import Path
 
 import torch
 
-from sinkexp.machine.benchmark import alternate
 from sinkexp.config.compose import compose_config
-from sinkexp.rundir.provenance import device_name
-from sinkexp.evaluate.tables import format_summary
 from sinkexp.config.schema import run_configs
-from sinkexp.machine.devices import configure, resolve_device
+from sinkexp.evaluate.tables import format_summary
 from sinkexp.jobs.runner import make_trainer, run
+from sinkexp.machine.benchmark import alternate
+from sinkexp.machine.devices import configure, resolve_device
+from sinkexp.rundir.provenance import device_name
 
 
 def synchronize(device: torch.device) -> None:

@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sinkexp.machine.benchmark import load, time_sides, validity
-from sinkexp.evaluate.evaluator import evaluate
 from sinkexp.config.compose import compose_config
+from sinkexp.evaluate.evaluator import evaluate
+from sinkexp.machine.benchmark import load, time_sides, validity
 from sinkexp.model import Transformer
 from sinkexp.model.attention import rotary
 from sinkexp.tasks import held_out_batch

@@ -25,9 +25,9 @@ SIDES = {"glibc": "glibc", "kept": "keep"}      # side -> SINKEXP_MALLOC
 def worker(task: str, seed: int, steps: int) -> None:
     import torch
 
-    from sinkexp.machine.allocator import keep_freed_memory
     from sinkexp.config.compose import compose_config
     from sinkexp.jobs.runner import make_trainer
+    from sinkexp.machine.allocator import keep_freed_memory
 
     how = keep_freed_memory()          # as `sinkexp train` does before it builds anything
     torch.set_num_threads(1)
@@ -82,7 +82,8 @@ def main() -> None:
         faults = {side: statistics.median(r["faults_per_step"] for r in rs) for side, rs in results.items()}
         each = {side: ", ".join(f"{r['ms_per_step']:.1f}" for r in rs) for side, rs in results.items()}
         print(f"{task:>9}: glibc {ms['glibc']:6.2f} ms/step, {faults['glibc']:6.0f} faults/step | kept "
-              f"{ms['kept']:6.2f} ms/step, {faults['kept']:6.0f} faults/step | glibc / kept {ms['glibc'] / ms['kept']:.3f}"
+              f"{ms['kept']:6.2f} ms/step, {faults['kept']:6.0f} faults/step | "
+              f"glibc / kept {ms['glibc'] / ms['kept']:.3f}"
               f"  (per worker, ms: glibc {each['glibc']}; kept {each['kept']})", flush=True)
 
 

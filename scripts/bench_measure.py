@@ -21,8 +21,8 @@ import tempfile
 
 import torch
 
-from sinkexp.machine.benchmark import load, machine, time_sides, validity
 from sinkexp.hf.measure import load_model, measure
+from sinkexp.machine.benchmark import load, machine, time_sides, validity
 
 
 def pythia_70m_shaped(folder: str) -> str:
@@ -62,7 +62,8 @@ def main() -> None:
     seconds = {side: [1 / rate for rate in rates] for side, rates in time_sides(sides, 1, args.reps, warmup=1).items()}
     median = {side: statistics.median(values) for side, values in seconds.items()}
     print(machine(args.threads))
-    print(f"Pythia-70M-shaped GPT-NeoX (random weights), {args.n} x {args.seq_len} tokens, chunk {args.chunk or args.n}")
+    print(f"Pythia-70M-shaped GPT-NeoX (random weights), {args.n} x {args.seq_len} tokens, chunk "
+          f"{args.chunk or args.n}")
     for side, values in seconds.items():
         print(f"  {side:<10} {median[side]:7.3f} s per pass (median of {args.reps}: "
               + ", ".join(f"{v:.3f}" for v in values) + ")")

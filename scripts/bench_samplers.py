@@ -115,7 +115,8 @@ def main() -> None:
     ours, source = best_seconds_interleaved([task, SourceBackcopy(task)], 512, min(args.reps, 3))
     print(f"backcopy the source's generator (one process) {tokens / source / 1e6:7.3f} M tokens/s; inverse_cdf "
           f"in the same run {tokens / ours / 1e6:7.2f} M tokens/s (sinkexp / source: {source / ours:.0f}x)")
-    print(f"damping   batch 1024 x 32 x 64: {best_seconds(DampingTask(DampingConfig()), 1024, args.reps) * 1e3:7.2f} ms")
+    print(f"damping   batch 1024 x 32 x 64: {best_seconds(DampingTask(DampingConfig()), 1024, args.reps) * 1e3:7.2f} "
+          f"ms")
     broadcast = BroadcastTask(BroadcastConfig())
     ours, source = best_seconds_interleaved([broadcast, SourceBroadcast(broadcast)], 1024, args.reps)
     print(f"broadcast batch 1024 x 32 x 64: {ours * 1e3:7.2f} ms, the source's generator {source * 1e3:7.2f} ms "

@@ -29,13 +29,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from sinkexp.jobs.cost import training_flops
 from sinkexp.machine.allocator import keep_freed_memory
 from sinkexp.machine.benchmark import matmul_peak
-from sinkexp.jobs.cost import training_flops
+from sinkexp.machine.threads import busy_cores
 from sinkexp.reproduce import estimate
 from sinkexp.reproduce.execute import plan_experiments
 from sinkexp.reproduce.papers import PAPERS
-from sinkexp.machine.threads import busy_cores
 
 
 def measured_seconds(folder: Path) -> tuple[float, int]:
@@ -91,11 +91,13 @@ def main() -> None:
         print(table)
     wall = total["predicted_s"] / args.cores
     print(f"\npredicted wall time with {args.cores} jobs at a time (no idle core): {wall:.0f} s = {wall / 60:.1f} min "
-          f"(training {total['train_s'] / total['predicted_s']:.0%}, evaluation {total['eval_s'] / total['predicted_s']:.0%})")
+          f"(training {total['train_s'] / total['predicted_s']:.0%}, "
+          f"evaluation {total['eval_s'] / total['predicted_s']:.0%})")
     print(f"floor (every step only its matmuls at peak, {args.cores} cores): {total['floor_s']:.0f} s = "
           f"{total['floor_s'] / 60:.1f} min")
     if args.measured:
-        print(f"measured job-seconds in {args.measured}: {total['measured_s']:.0f} over {total['measured_runs']:.0f} runs "
+        print(f"measured job-seconds in {args.measured}: {total['measured_s']:.0f} "
+              f"over {total['measured_runs']:.0f} runs "
               f"= {total['measured_s'] / args.cores:.0f} s with {args.cores} jobs at a time")
 
 

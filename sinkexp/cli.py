@@ -51,9 +51,9 @@ def help_groups() -> str:
 
 def help_choices() -> str:
     """`key: choice, ...` for every key that names a registry entry (the model's AXES and the optimiser)."""
+    from sinkexp.config.schedule import SCHEDULES
     from sinkexp.config.schema import OPTIMIZERS
     from sinkexp.model import AXES
-    from sinkexp.config.schedule import SCHEDULES
 
     choices = {**AXES, "train.optim": OPTIMIZERS, "train.schedule": SCHEDULES}
     return "".join(f"{key}: {', '.join(registry)}\n" for key, registry in choices.items())

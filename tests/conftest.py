@@ -73,6 +73,7 @@ def plumbed(tmp_path_factory):
     import io
 
     from plumbing import plumbing_paper
+
     from sinkexp.reproduce import reproduce
 
     root = tmp_path_factory.mktemp("reproduce")

@@ -1,6 +1,7 @@
 """The plumbing paper: a tiny trigger experiment (softmax and ReLU, two seeds, a few seconds a run)
 whose claims exercise reproduce end to end (the `plumbed` fixture in conftest.py runs it once)."""
 from conftest import QUICK
+
 from sinkexp.reproduce.declare import Experiment, Paired, Paper, Value, at_least, between
 from sinkexp.reproduce.measures import final
 

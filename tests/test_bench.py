@@ -1,8 +1,8 @@
 """scripts/bench.py compares like with like: the hand-written reference is the same model."""
 
 import torch
-
 from conftest import load_script
+
 from sinkexp.config.schema import AttnConfig, ModelConfig
 from sinkexp.model import Transformer
 from sinkexp.tasks.trigger import TriggerConfig, TriggerTask

@@ -6,11 +6,11 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from sinkexp.reproduce import exit_code, reproduce                       # noqa: E402
-from sinkexp.reproduce.declare import Checkpoint, Paper, Value, at_least, at_most   # noqa: E402
-from sinkexp.reproduce.measures import final                                        # noqa: E402
+from test_hf import sink_at_position_zero, tiny  # noqa: E402
 
-from test_hf import sink_at_position_zero, tiny                                     # noqa: E402
+from sinkexp.reproduce import exit_code, reproduce  # noqa: E402
+from sinkexp.reproduce.declare import Checkpoint, Paper, Value, at_least, at_most  # noqa: E402
+from sinkexp.reproduce.measures import final  # noqa: E402
 
 RATE = final("sink_rate@0.3", -1)
 TINY = Checkpoint(name="tiny", model="org/tiny", untrained="step0", settings={"n": 8, "seq_len": 16})

@@ -16,11 +16,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from conftest import QUICK
 
 from sinkexp import cli
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
-
-from conftest import QUICK
 
 
 def sinkexp(*args, cwd, process=False):
@@ -120,7 +119,9 @@ def test_bad_input_exits_nonzero_with_one_line_and_no_directory(tmp_path, args, 
 def test_help_lists_groups_and_cfg_prints_the_composed_config(tmp_path):
     helped = sinkexp("train", "--help", cwd=tmp_path)
     assert helped.returncode == 0
-    for group in ("task: backcopy, broadcast, damping, damping_dynamics, lm, trigger", "model: default, llama", "attn: gated, relu, relu_len, relu_raw, sigmoid, sigmoid_nobias, sigmoid_norm, sink_kv, softmax, softmax1, softpick",
+    for group in ("task: backcopy, broadcast, damping, damping_dynamics, lm, trigger", "model: default, llama",
+                  "attn: gated, relu, relu_len, relu_raw, sigmoid, sigmoid_nobias, sigmoid_norm, sink_kv, softmax, "
+                  "softmax1, softpick",
                   "scale: cpu, paper"):
         assert group in helped.stdout
     shown = sinkexp("train", "--cfg", "job", "attn=relu", "model.n_layers=3", cwd=tmp_path)
@@ -224,7 +225,8 @@ def test_a_pack_trains_in_one_job_into_the_lone_runs_directories(make_config, tm
         for wd in (0.01, 0.1) for seed in (0, 1))
     assert all((p / "DONE").exists() for p in runs.iterdir())
     assert packed.stdout.count("run directory: ") == 4
-    both = sinkexp("train", "-m", "pack={train.weight_decay:[0.01,0.1]}", "train.weight_decay=0,1", *QUICK, cwd=tmp_path)
+    both = sinkexp("train", "-m", "pack={train.weight_decay:[0.01,0.1]}", "train.weight_decay=0,1", *QUICK,
+                   cwd=tmp_path)
     assert both.returncode == 2 and "train.weight_decay is both swept and packed" in both.stderr
 
 
@@ -261,7 +263,8 @@ def test_another_configs_directory_is_refused_without_touching_it(tmp_path):
     assert refused.returncode == 2 and "another config" in refused.stderr
     again = sinkexp("train", "hydra.run.dir=taken", *QUICK, cwd=tmp_path)   # the same config: skipped
     assert again.returncode == 0 and again.stdout.strip().splitlines() == [
-        f"{tmp_path / 'taken'} is finished already (hash {json.loads((tmp_path / 'taken/meta.json').read_text())['config_hash']}); left untouched"]
+        f"{tmp_path / 'taken'} is finished already "
+        f"(hash {json.loads((tmp_path / 'taken/meta.json').read_text())['config_hash']}); left untouched"]
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "taken").rglob("*")} == stamps   # .hydra and train.log too
 
 

@@ -3,13 +3,14 @@ import pytest
 import torch
 
 from sinkexp.config import schema as C
-from sinkexp.jobs.plan import plan
 from sinkexp.errors import ConfigError
+from sinkexp.jobs.plan import plan
 from sinkexp.model import AXES as MODEL_AXES
 from sinkexp.model import Transformer
 from sinkexp.tasks import TASKS
 
-ATTN_PRESETS = ("softmax", "relu", "relu_len", "relu_raw", "sigmoid", "sigmoid_nobias", "sigmoid_norm", "softmax1", "softpick", "gated", "sink_kv")
+ATTN_PRESETS = ("softmax", "relu", "relu_len", "relu_raw", "sigmoid", "sigmoid_nobias", "sigmoid_norm", "softmax1",
+                "softpick", "gated", "sink_kv")
 AXES = {**{key: tuple(registry) for key, registry in MODEL_AXES.items()
            if key not in ("model.embed", "model.readout")},   # identity needs vector data of width d_model
         "model.qk_norm": (True,), "model.n_registers": (2,), "train.optim": C.OPTIMIZERS,
@@ -221,4 +222,5 @@ def test_no_yaml_file_repeats_a_schema_default():
         for section, values in node.items():
             for key, value in (values.items() if section != "defaults" else ()):
                 default = defaults[f"{section}.{key}"]
-                assert value != (list(default) if isinstance(default, tuple) else default), f"{path.name}: {section}.{key}"
+                assert value != (list(default) if isinstance(default, tuple)
+                                 else default), f"{path.name}: {section}.{key}"

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from sinkexp.errors import ConfigError
-from sinkexp.model import Transformer
 from sinkexp.jobs.runner import make_trainer
+from sinkexp.model import Transformer
 from sinkexp.tasks import TASKS
 
 

@@ -8,8 +8,16 @@ import pytest
 
 from sinkexp.config import schema as C
 from sinkexp.evaluate.tables import METRICS
-from sinkexp.reproduce.declare import (DeclarationError, Experiment, Paired, Paper, Trend, Value, at_least,
-                                       override_value)
+from sinkexp.reproduce.declare import (
+    DeclarationError,
+    Experiment,
+    Paired,
+    Paper,
+    Trend,
+    Value,
+    at_least,
+    override_value,
+)
 from sinkexp.reproduce.keys import config_keys
 from sinkexp.reproduce.measures import final
 from sinkexp.tasks import TASKS
@@ -47,11 +55,14 @@ def test_a_sound_declaration_is_accepted():
     (value(where={"task.gamma": "high"}), "p/c: task.gamma='high' does not fit the key"),
     (value(experiment="other", where={"attn.name": "softmax"}),
      "p/c: attn.name=softmax is not a value its experiments run (other: gated)"),
-    (Paired(name="c", kind="paper", statement="-", source="-", paper_value="-", experiment="one", measure=final("gate", 0),
+    (Paired(name="c", kind="paper", statement="-", source="-", paper_value="-", experiment="one",
+            measure=final("gate", 0),
             criterion=at_least(0), against={"seed": 0}, compare="quotient"), "p/c: compare='quotient'"),
-    (Trend(name="c", kind="paper", statement="-", source="-", paper_value="-", experiment="one", measure=final("gate", 0),
+    (Trend(name="c", kind="paper", statement="-", source="-", paper_value="-", experiment="one",
+           measure=final("gate", 0),
            criterion=at_least(0), key="task.gamma"), "p/c: trend key task.gamma takes fewer than 3 values in one"),
-    (Trend(name="c", kind="paper", statement="-", source="-", paper_value="-", experiment="one", measure=final("gate", 0),
+    (Trend(name="c", kind="paper", statement="-", source="-", paper_value="-", experiment="one",
+           measure=final("gate", 0),
            criterion=at_least(0), key="train.lrr"), "p/c: train.lrr: unknown key"),
 ])
 def test_a_claims_broken_reference_is_one_line_naming_the_claim_and_the_key(claim, says):

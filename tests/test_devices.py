@@ -6,9 +6,9 @@ import warnings
 import pytest
 import torch
 
+from sinkexp.errors import ConfigError
 from sinkexp.machine import devices
 from sinkexp.machine.devices import job_device, visible_gpus, worker_gpus, workers_per_gpu
-from sinkexp.errors import ConfigError
 
 GiB = 2**30
 

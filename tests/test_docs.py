@@ -79,7 +79,8 @@ def test_every_relative_link_in_the_readme_and_docs_leads_to_a_file_and_heading(
 
 def test_anchors_are_githubs():
     assert slug("Causal interventions (`sinkexp intervene`)") == "causal-interventions-sinkexp-intervene"
-    assert slug("Many models per step: `train.replicas=K` and `pack=`") == "many-models-per-step-trainreplicask-and-pack"
+    heading = "Many models per step: `train.replicas=K` and `pack=`"
+    assert slug(heading) == "many-models-per-step-trainreplicask-and-pack"
     assert slug("The gamma sweep in the source's form") == "the-gamma-sweep-in-the-sources-form"
 
 
@@ -115,3 +116,9 @@ def test_every_paper_has_one_findings_page_linked_from_the_index():
 def test_reproduce_md_is_reference_without_dated_sections():
     headings = [line for line in prose(REPO / "docs" / "reproduce.md") if line.startswith("#")]
     assert len(headings) > 3 and [h for h in headings if re.search(r"\d{4}-\d{2}-\d{2}", h)] == []
+
+
+def test_ci_runs_exactly_the_readmes_test_command():
+    command = "bash scripts/setup.sh && .venv/bin/ruff check . && .venv/bin/python -m pytest"
+    assert f"```\n{command}\n```" in (REPO / "README.md").read_text()
+    assert (REPO / ".ci" / "run").read_text().splitlines()[-1] == command

@@ -7,8 +7,8 @@ their draws (docs/findings/fesser2026.md, "where the dynamics sink lands")."""
 import math
 
 import torch
-
 from conftest import load_script
+
 from sinkexp.jobs.runner import make_trainer
 
 notebook = load_script("dynamics_notebook")     # OneHead, notebook_step, copy_into_notebook

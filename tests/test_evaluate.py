@@ -31,7 +31,8 @@ OUTPUT_MS = (0.25 + 0.25 + 0.49 + 0.65 ** 2 + 0.25) / 8                     # me
 def hand_built_rows(pathway: bool = False):
     scores = torch.zeros(1, 1, 4, 4)
     scores[..., 0] = 2.0                                   # the sink scores 2 above every other key
-    cache = {"blocks.0.attn.scores": scores, "blocks.0.attn.weights": WEIGHTS, "blocks.0.attn.k": V, "blocks.0.attn.v": V,
+    cache = {"blocks.0.attn.scores": scores, "blocks.0.attn.weights": WEIGHTS, "blocks.0.attn.k": V,
+             "blocks.0.attn.v": V,
              "blocks.0.attn.mixed": WEIGHTS @ V, "blocks.0.attn.output": OUTPUT, "blocks.0.resid_post": RESID,
              "blocks.0.pathway.output": torch.ones(1, 4, 2)}   # a global pathway writing (1, 1) everywhere
     eye = torch.eye(2)
@@ -123,8 +124,8 @@ def test_final_values_average_heads_at_the_last_step_and_feed_the_summary():
 
 def test_evaluate_looks_at_the_task_tokens_of_a_model_with_registers_and_a_slot(make_config):
     """The model's sequence is BOS, 2 registers, then the task's tokens; its keys end with the slot."""
-    from sinkexp.model import capture
     from sinkexp.jobs.runner import make_trainer
+    from sinkexp.model import capture
 
     cfg = make_config("model.n_registers=2", "attn=sink_kv", "model.n_heads=2")
     (task,), trainer = make_trainer([cfg], torch.device("cpu"))
@@ -169,7 +170,8 @@ def test_head_cancellation_is_written_for_several_heads_only():
     eye = torch.eye(2)
     weights, v = WEIGHTS.expand(1, 2, 4, 4), V.expand(1, 2, 4, 2)
     cache = {"blocks.0.attn.scores": torch.zeros(1, 2, 4, 4), "blocks.0.attn.weights": weights,
-             "blocks.0.attn.k": v, "blocks.0.attn.v": v, "blocks.0.attn.mixed": weights @ v, "blocks.0.resid_post": RESID,
+             "blocks.0.attn.k": v, "blocks.0.attn.v": v, "blocks.0.attn.mixed": weights @ v,
+             "blocks.0.resid_post": RESID,
              "blocks.0.attn.output": torch.zeros(1, 4, 2)}                  # the heads' writes cancel
     anatomy = Anatomy(tokens=torch.arange(4), registers=torch.arange(0), n_keys=4,
                       visible=torch.ones(4, 4, dtype=torch.bool).tril(),

@@ -7,12 +7,11 @@ import pandas as pd
 import pytest
 import torch
 from omegaconf import OmegaConf
+from test_cli import sinkexp
 
 from sinkexp import load_run
 from sinkexp.evaluate.evaluator import evaluate
 from sinkexp.hf.measure import text_batch
-
-from test_cli import sinkexp
 
 KEYS = ["step", "layer", "head", "query_type", "metric"]
 

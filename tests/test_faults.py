@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_cli import sinkexp
 
-from sinkexp.rundir import faults
-from sinkexp.rundir import files as F
 from sinkexp.jobs.launch import launch
 from sinkexp.jobs.plan import Plan, plan
-
-from test_cli import sinkexp
+from sinkexp.rundir import faults
+from sinkexp.rundir import files as F
 
 # Two steps, each evaluated and checkpointed (kept too), one thread: bit-equal resumes.
 TINY = ("train.steps=2", "eval.every=1", "train.log_every=1", "train.checkpoint_every=1", "train.batch_size=4",
@@ -126,8 +125,9 @@ def test_each_cause_says_what_to_do():
         assert f"({errno.errorcode[code]})" in str(err) and "\n" not in str(err)
     read = faults.run_file_error(PermissionError(errno.EACCES, "Permission denied", "/x/run/checkpoint.pt"),
                                  doing="read")
-    assert str(read).startswith("cannot read /x/run/checkpoint.pt: no permission") and "chmod -R u+r /x/run" in str(read)
+    assert str(read).startswith("cannot read /x/run/checkpoint.pt: no permission")
+    assert "chmod -R u+r /x/run" in str(read)
     other = faults.run_file_error(OSError(errno.EIO, "Input/output error"), "/x/run/DONE", "write")
     assert str(other).startswith("cannot write /x/run/DONE: Input/output error; check the file system")
-    import pickle                                         # a launcher's worker sends it back pickled
+    import pickle  # a launcher's worker sends it back pickled
     assert str(pickle.loads(pickle.dumps(read))) == str(read)

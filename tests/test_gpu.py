@@ -17,17 +17,16 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from sinkexp.machine import devices
-from sinkexp.rundir import files as F
-from sinkexp.config.schema import run_configs
-from sinkexp.train.replicas import ReplicaTrainer
-from sinkexp.jobs.runner import make_trainer, run, train_together
-from sinkexp.tasks import TASKS
-from sinkexp.train.loop import Trainer
-
 from conftest import QUICK
 from test_train import assert_same_tables
+
+from sinkexp.config.schema import run_configs
+from sinkexp.jobs.runner import make_trainer, run, train_together
+from sinkexp.machine import devices
+from sinkexp.rundir import files as F
+from sinkexp.tasks import TASKS
+from sinkexp.train.loop import Trainer
+from sinkexp.train.replicas import ReplicaTrainer
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 ON_CUDA = (*QUICK[:-1], "device=cuda")          # 30 steps, evaluated and checkpointed every 10

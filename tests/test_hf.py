@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from test_cli import sinkexp
 
 from sinkexp.evaluate.tables import METRICS
-from sinkexp.hf import families, measure as H
+from sinkexp.hf import families
+from sinkexp.hf import measure as H
 from sinkexp.hf.capture import layer_by_layer
 from sinkexp.hf.export import byte_tokenizer
-
-from test_cli import sinkexp
 
 SIZES = dict(vocab_size=257, hidden_size=16, num_attention_heads=2, num_hidden_layers=2, max_position_embeddings=32)
 
@@ -248,7 +248,8 @@ BAD = {   # input -> (arguments, the words the one line must hold)
     "unknown key": (lambda p: [str(tiny("gpt2", p / "g")), "sequences=5"], "choose one of: model, revision"),
     "sweep without -m": (lambda p: ["model=a,b"], "needs -m (sinkexp measure -m"),
     "a directory that cannot be made": (lambda p: [str(tiny("gpt2", p / "g")), "seq_len=8", "dir=/proc/sinkexp"],
-                                        "/proc/sinkexp cannot be created (/proc is not a writable folder); choose another dir"),
+                                        "/proc/sinkexp cannot be created (/proc is not a writable folder); "
+                                        "choose another dir"),
 }
 
 
@@ -282,7 +283,8 @@ def test_a_directory_of_another_settings_run_is_refused_before_anything_runs(tmp
     assert sinkexp("measure", folder, "n=3", "seq_len=8", f"dir={tmp_path / 'run'}", cwd=tmp_path).returncode == 0
     written = {path: path.stat().st_mtime_ns for path in (tmp_path / "run").iterdir()}
     result = sinkexp("measure", folder, "n=4", "seq_len=8", f"dir={tmp_path / 'run'}", cwd=tmp_path)
-    assert result.returncode == 2 and "of another config" in result.stderr and "choose another dir or name" in result.stderr
+    assert result.returncode == 2 and "of another config" in result.stderr
+    assert "choose another dir or name" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert {path: path.stat().st_mtime_ns for path in (tmp_path / "run").iterdir()} == written
 

@@ -2,18 +2,17 @@
 before the kind counted, a CUDA run is another run, a directory of one kind is never continued on the
 other, and load_run rebuilds a run on the kind it trained on."""
 import pytest
+from conftest import QUICK
 
-from sinkexp.config.identity import config_hash
 from sinkexp import load_run
-from sinkexp.machine import devices
-from sinkexp.rundir import lifecycle as R
-from sinkexp.rundir import files as F
+from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import run_configs
 from sinkexp.errors import ConfigError
 from sinkexp.jobs.plan import plan
 from sinkexp.jobs.runner import run
-
-from conftest import QUICK
+from sinkexp.machine import devices
+from sinkexp.rundir import files as F
+from sinkexp.rundir import lifecycle as R
 
 # Hashes of CPU runs written before the device kind counted (meta.json of runs trained at commit c973904).
 PINNED = {("task=trigger", "train.steps=300"): "ca78f5ea",

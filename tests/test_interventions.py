@@ -3,12 +3,12 @@ unchanged model reproduces the run's own final losses and a sink that takes all 
 once its value is zeroed, makes the head write nothing."""
 import pytest
 import torch
-
 from conftest import QUICK
+
 from sinkexp.analysis.interventions import INTERVENTIONS, random_other_keys, run_interventions
 from sinkexp.analysis.load import load_run
-from sinkexp.model import capture, intervene
 from sinkexp.jobs.runner import run
+from sinkexp.model import capture, intervene
 
 B, H, S, D = 3, 2, 5, 4
 SINK = torch.tensor([0, 2, 4])          # a different sink key in every sequence
@@ -130,7 +130,8 @@ def test_the_command_prints_the_table_and_refuses_a_missing_layer(trained):
     import subprocess
     import sys
 
-    ok = subprocess.run([sys.executable, "-m", "sinkexp.cli", "intervene", str(trained.path)], capture_output=True, text=True)
+    ok = subprocess.run([sys.executable, "-m", "sinkexp.cli", "intervene", str(trained.path)], capture_output=True,
+                        text=True)
     assert ok.returncode == 0, ok.stderr
     assert "redirect" in ok.stdout and "BOS removed at inference" in ok.stdout
     bad = subprocess.run([sys.executable, "-m", "sinkexp.cli", "intervene", str(trained.path), "--layer", "3"],

@@ -2,15 +2,14 @@
 without composing again, and run directories whose names outlive the code that wrote them."""
 import hydra
 import pytest
+from conftest import QUICK
 
 from sinkexp import cli
 from sinkexp.config import validate as validate_module
+from sinkexp.config.identity import config_hash
 from sinkexp.jobs.launch import execute
 from sinkexp.jobs.plan import plan
-from sinkexp.config.identity import config_hash
 from sinkexp.rundir.files import CONFIG, finished, status
-
-from conftest import QUICK
 
 
 @pytest.fixture

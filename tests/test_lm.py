@@ -43,7 +43,8 @@ def test_the_held_out_split_is_every_twentieth_document_and_only_it_is_evaluated
     assert bytes(task.streams["held_out"].tolist()) == held_out                     # documents 19 and 39
     batch = task.sample_held_out(200, torch.Generator().manual_seed(1), "cpu")
     assert all(text_of(torch.cat([i, t[-1:]])) in held_out for i, t in zip(batch.inputs, batch.targets))
-    assert not any(doc.encode() in bytes(task.streams["train"].tolist()) for doc in DOCS[HELD_OUT_EVERY - 1::HELD_OUT_EVERY])
+    assert not any(doc.encode() in bytes(task.streams["train"].tolist())
+                   for doc in DOCS[HELD_OUT_EVERY - 1::HELD_OUT_EVERY])
 
 
 def test_doc_bos_puts_a_bos_before_every_document_instead_of_the_blank_line(corpus):

@@ -1,13 +1,12 @@
 """load_run: a run directory back as config, task, model, held-out batch and tables."""
 import pytest
 import torch
+from conftest import QUICK
 
 from sinkexp import load_run
 from sinkexp.evaluate.evaluator import loss_rows
-from sinkexp.rundir.lifecycle import RunDirError
 from sinkexp.jobs.runner import run
-
-from conftest import QUICK
+from sinkexp.rundir.lifecycle import RunDirError
 
 
 @pytest.fixture(scope="module")

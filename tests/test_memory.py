@@ -4,15 +4,14 @@ and reproduce's pool sizes its GPU workers from memory."""
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import QUICK
 
-from sinkexp.jobs import memory
 from sinkexp.config.schema import run_configs
-from sinkexp.machine.devices import CONTEXT_BYTES
 from sinkexp.errors import ConfigError
+from sinkexp.jobs import memory
 from sinkexp.jobs.plan import plan
 from sinkexp.jobs.runner import make_trainer
-
-from conftest import QUICK
+from sinkexp.machine.devices import CONTEXT_BYTES
 
 GiB = 2**30
 

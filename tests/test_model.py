@@ -32,7 +32,8 @@ def test_normalisers_match_their_formulas_on_a_hand_built_case():
         "sigmoid_norm": torch.stack([torch.tensor([1.0, 0, 0]),                            # one key: all of it
                                      torch.cat([torch.sigmoid(torch.tensor([1.0, 3.0]) - math.log(3)), torch.zeros(1)]),
                                      torch.sigmoid(torch.tensor([0.0, 1.0, 2.0]) - math.log(3))]),
-        "softmax1": torch.stack([torch.exp(scores[0, 0, i]) * visible[i] / (1 + (torch.exp(scores[0, 0, i]) * visible[i]).sum())
+        "softmax1": torch.stack([torch.exp(scores[0, 0, i]) * visible[i]
+                                 / (1 + (torch.exp(scores[0, 0, i]) * visible[i]).sum())
                                  for i in range(3)]),
         "softpick": torch.stack([torch.relu(torch.expm1(scores[0, 0, i])) * visible[i]
                                  / ((torch.expm1(scores[0, 0, i]) * visible[i]).abs().sum()) for i in range(3)]),
@@ -119,7 +120,8 @@ def test_gu_sigmoid_presets_have_no_bias():
     scores, visible = torch.tensor([0.0, 1.0, 2.0]).view(1, 1, 1, 3), torch.ones(1, 3, dtype=torch.bool)
     raw = torch.tensor([0.5, 0.7310586, 0.8807971])
     for preset, expected in (("sigmoid_nobias", raw), ("sigmoid_norm", raw / raw.sum())):
-        attn = AttnConfig(**{k: v for k, v in OmegaConf.load(CONFIGS / "attn" / f"{preset}.yaml").items() if k != "name"})
+        attn = AttnConfig(**{k: v for k, v in OmegaConf.load(CONFIGS / "attn" / f"{preset}.yaml").items()
+                             if k != "name"})
         torch.testing.assert_close(NORMALISERS[attn.normaliser](scores, visible, attn)[0, 0, 0], expected)
 
 
@@ -351,7 +353,8 @@ def test_global_pathway_adds_its_gated_pooled_state_to_the_attention_write(gate)
     pi = torch.softmax(z @ pathway.w_p.weight[0], dim=1)                           # (B, T)
     state = (pi[..., None] * (z @ pathway.w_vg.weight.T)).sum(1)                    # (B, d)
     gamma = torch.sigmoid(z @ pathway.gate.weight[0] + pathway.gate.bias)[..., None] if gate == "learned" else 1.0
-    h = model.positions(x) + block.attn(z, model.visible(6, x.device)) + gamma * (state @ pathway.w_og.weight.T)[:, None]
+    pathway_write = gamma * (state @ pathway.w_og.weight.T)[:, None]
+    h = model.positions(x) + block.attn(z, model.visible(6, x.device)) + pathway_write
     h = block.sublayer(1, h, block.mlp)
     with capture(model, ["blocks.0.resid_post", "blocks.0.pathway.pool"]) as cache:
         model(x)

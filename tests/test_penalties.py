@@ -5,8 +5,8 @@ import torch
 
 from sinkexp.evaluate import penalties as P
 from sinkexp.evaluate.metrics import common_mode_fraction
-from sinkexp.model import capture
 from sinkexp.jobs.runner import make_trainer
+from sinkexp.model import capture
 from sinkexp.train.loop import batch_loss
 
 

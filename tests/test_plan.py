@@ -7,14 +7,14 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from sinkexp.config.compose import compose_config
+from sinkexp.config.identity import config_hash
+from sinkexp.config.schema import run_configs
+from sinkexp.jobs.cost import training_flops
+from sinkexp.model import Transformer
 from sinkexp.reproduce import estimate, estimate_papers, main
 from sinkexp.reproduce.declare import Experiment
 from sinkexp.reproduce.execute import plan_experiments
-from sinkexp.config.compose import compose_config
-from sinkexp.config.schema import run_configs
-from sinkexp.config.identity import config_hash
-from sinkexp.model import Transformer
-from sinkexp.jobs.cost import training_flops
 from sinkexp.tasks import TASKS
 from sinkexp.train.loop import Trainer
 
@@ -170,8 +170,8 @@ def test_an_interrupted_run_is_priced_from_its_checkpoint(tmp_path):
 def test_a_plan_states_what_does_not_fit_the_device_instead_of_refusing(monkeypatch, tmp_path):
     """--plan plans a job larger than the device (training it is refused, memory.check_plan) and
     says which experiments need more than the device has, with each job's memory floor."""
-    from sinkexp.jobs import memory
     from sinkexp.errors import ConfigError
+    from sinkexp.jobs import memory
     from sinkexp.reproduce.estimate import format_estimate
     from sinkexp.reproduce.execute import plan_experiments
 

@@ -1,16 +1,15 @@
 """Sink attention per query position (sinkexp/analysis/positions.py; metrics.sink_attn_by_position) on
 hand-built attention, and the two readings of Ran-Milo's sink: some position, every position."""
-from types import SimpleNamespace
-
 import math
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 import torch
 
+from sinkexp.analysis.positions import position_profile, selected, strongest_position, weakest_position_of_best_layer
 from sinkexp.evaluate.metrics import sink_attn_by_position
 from sinkexp.model import Transformer
-from sinkexp.analysis.positions import position_profile, selected, strongest_position, weakest_position_of_best_layer
 from sinkexp.tasks import TASKS
 
 

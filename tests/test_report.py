@@ -1,13 +1,11 @@
 """`sinkexp report`: reads run directories only, aggregates over seeds, lists unfinished runs."""
 import pandas as pd
 import pytest
-
-from sinkexp.rundir import lifecycle as R
-from sinkexp.report.runs import collect, report, varying
-from sinkexp.jobs.runner import run
-
 from conftest import QUICK
 
+from sinkexp.jobs.runner import run
+from sinkexp.report.runs import collect, report, varying
+from sinkexp.rundir import lifecycle as R
 
 
 @pytest.fixture(scope="module")
@@ -37,13 +35,14 @@ def test_summary_is_mean_std_and_count_over_seeds(sweep, capsys):
     runs, finals = collect(sweep)
     row = summary[(summary["attn.name"] == "softmax") & (summary["layer"] == 0)
                   & (summary["query_type"] == "non_trigger") & (summary["metric"] == "sink_attn")].iloc[0]
-    per_seed = finals[(finals["metric"] == "sink_attn") & (finals["layer"] == 0) & (finals["query_type"] == "non_trigger")
-                      & finals["run"].str.contains("softmax")]["value"]
+    per_seed = finals[(finals["metric"] == "sink_attn") & (finals["layer"] == 0)
+                      & (finals["query_type"] == "non_trigger") & finals["run"].str.contains("softmax")]["value"]
     assert row["n"] == 2
     assert row["mean"] == pytest.approx(per_seed.mean()) and row["std"] == pytest.approx(per_seed.std())
     for figure in ("sink_attn_by_layer.png", "dynamics.png"):
         assert (out / figure).stat().st_size > 1000
-    assert sorted(p.name for p in out.glob("attention_*.png")) == ["attention_attn=relu.png", "attention_attn=softmax.png"]
+    assert sorted(p.name for p in out.glob("attention_*.png")) == ["attention_attn=relu.png",
+                                                                   "attention_attn=softmax.png"]
     assert not list(out.glob("heads_*.png"))                  # one layer of one head: no layer x head grid
     finals_csv = pd.read_csv(out / "finals.csv")      # every finished run's final values, labelled by setting
     assert set(finals_csv["label"]) == {"attn=relu", "attn=softmax"} and finals_csv["run"].nunique() == 4
@@ -72,7 +71,8 @@ def test_damaged_runs_are_listed_with_the_reason_and_the_rest_reported(sweep, tm
     assert runs.loc["trigger/softmax/L1/s0", "status"] == "damaged"
     assert "metrics.csv step 10" in runs.loc["trigger/softmax/L1/s0", "reason"]
     assert runs.loc["trigger/relu/L1/s0", "status"] == "damaged"
-    assert runs.loc["trigger/relu/L1/s1", "status"] == "damaged" and "config.yaml" in runs.loc["trigger/relu/L1/s1", "reason"]
+    damaged = runs.loc["trigger/relu/L1/s1"]
+    assert damaged["status"] == "damaged" and "config.yaml" in damaged["reason"]
     assert runs.loc["trigger/softmax/L1/s1", "status"] == "done"      # the rest is reported
     summary = pd.read_csv(root / "report/summary.csv")
     assert set(summary["n"]) == {1}

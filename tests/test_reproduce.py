@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-
 from plumbing import QUICK_SIZES, claim, plumbing_paper
+
 from sinkexp.reproduce import reproduce
 from sinkexp.reproduce.declare import Checkpoint, Experiment, Paper, Value, at_least, at_most, between
 from sinkexp.reproduce.execute import experiment_overrides, plan_experiments
@@ -142,7 +142,8 @@ def test_sigterm_to_reproduce_stops_its_pool_workers_runs(tmp_path):
 def test_runs_another_experiment_finished_are_copied_not_trained(plumbed, tmp_path, capsys):
     """An experiment that repeats another's configs reads copies of those runs, byte for byte."""
     shutil.copytree(plumbed[0], tmp_path, dirs_exist_ok=True)
-    again = Experiment(name="again", overrides={"task": "trigger", **QUICK_SIZES}, grid={"attn": ("softmax",), "seed": (0, 1)})
+    again = Experiment(name="again", overrides={"task": "trigger", **QUICK_SIZES},
+                       grid={"attn": ("softmax",), "seed": (0, 1)})
     bos = final("sink_attn", 0, "non_trigger")
     paper = Paper(name="repeat", title="the same runs", experiments=(again,),
                   claims=(claim(experiment="again", measure=bos, criterion=between(0, 1)),))
@@ -176,7 +177,8 @@ def test_the_plan_predicts_a_time_for_every_run_reproduce_trained(plumbed):
 
 def test_runs_two_experiments_plan_train_once_in_the_pool(tmp_path, capsys):
     """Within one command, a run that two experiments plan is trained by one and copied to the other."""
-    tiny = Experiment(name="tiny", overrides={"task": "trigger", **QUICK_SIZES}, grid={"attn": ("softmax",), "seed": (0, 1)})
+    tiny = Experiment(name="tiny", overrides={"task": "trigger", **QUICK_SIZES},
+                      grid={"attn": ("softmax",), "seed": (0, 1)})
     again = Experiment(name="again", overrides=tiny.overrides, grid=tiny.grid)
     bos = final("sink_attn", 0, "non_trigger")
     paper = Paper(name="twins", title="the same runs twice", experiments=(tiny, again),

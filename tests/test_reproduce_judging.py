@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from plumbing import claim, plumbing_paper
+
 from sinkexp.reproduce import reproduce
 from sinkexp.reproduce.declare import Measure, Paired, Paper, Trend, at_least, at_most, between
 from sinkexp.reproduce.measures import FinishedRun, final, intervention

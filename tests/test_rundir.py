@@ -4,16 +4,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-
-from sinkexp.config.identity import config_hash
-from sinkexp.rundir import lifecycle as R
-from sinkexp.rundir import files as F
-from sinkexp.rundir.lifecycle import RunDirError
-from sinkexp.jobs.runner import run
-from sinkexp.train.loop import Trainer
-
 from conftest import QUICK
 
+from sinkexp.config.identity import config_hash
+from sinkexp.jobs.runner import run
+from sinkexp.rundir import files as F
+from sinkexp.rundir import lifecycle as R
+from sinkexp.rundir.lifecycle import RunDirError
+from sinkexp.train.loop import Trainer
 
 
 def read(run_dir, name):
@@ -177,7 +175,8 @@ def test_a_crafted_checkpoint_is_never_executed(make_config, tmp_path):
     cfg = make_config(*QUICK)
     marker = tmp_path / "executed"
     torch.save({"config_hash": config_hash(cfg), "trainer": Marker(marker)}, tmp_path / F.CHECKPOINT)
-    with pytest.raises(RunDirError, match="holds objects the safe loader refuses .not executed.: Unsupported global") as err:
+    with pytest.raises(RunDirError,
+                       match="holds objects the safe loader refuses .not executed.: Unsupported global") as err:
         run(cfg, tmp_path)
     assert not marker.exists()
     assert "\n" not in str(err.value) and str(tmp_path / F.CHECKPOINT) in str(err.value)

@@ -4,8 +4,8 @@ import math
 import pytest
 import torch
 
-from sinkexp.errors import ConfigError
 from sinkexp.config.schedule import Checkpoints, log_steps, lr_factor
+from sinkexp.errors import ConfigError
 
 
 def test_warmup_and_cosine_closed_forms():
@@ -62,11 +62,10 @@ def test_a_run_keeps_and_evaluates_its_log_checkpoints(make_config, tmp_path):
     """train.checkpoint_steps=log with keep_checkpoints and eval.at_checkpoints: every checkpoint is
     kept, evaluated, and opens with load_run(step=N)."""
     import pandas as pd
+    from conftest import QUICK
 
     from sinkexp import load_run
     from sinkexp.jobs.runner import run
-
-    from conftest import QUICK
 
     run(make_config(*QUICK, "train.checkpoint_steps=log", "train.keep_checkpoints=true", "eval.at_checkpoints=true"),
         tmp_path)                                                # 30 steps, checkpoint_every 10, eval every 10

@@ -52,7 +52,8 @@ def test_a_driver_too_old_for_any_build_is_refused_in_one_line(tmp_path):
 
 
 def test_an_nvidia_smi_without_a_driver_gets_the_pin_and_says_so(tmp_path):
-    chosen = choose(tmp_path, "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'; exit 9")
+    chosen = choose(tmp_path,
+                    "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'; exit 9")
     assert (chosen.returncode, chosen.stdout) == (0, f"{TESTED}\n")
     assert chosen.stderr.count("\n") == 1 and "no working driver" in chosen.stderr
 

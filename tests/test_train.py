@@ -5,16 +5,15 @@ import shutil
 import pandas as pd
 import pytest
 import torch
+from conftest import QUICK
 
-from sinkexp.rundir import files as F
+from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import run_configs
 from sinkexp.errors import ConfigError
-from sinkexp.train.replicas import PerReplicaOptimizer, ReplicaTrainer, clip_grad_norm_per_replica_
-from sinkexp.config.identity import config_hash
 from sinkexp.jobs.runner import make_trainer, run, train_together
+from sinkexp.rundir import files as F
 from sinkexp.train.loop import Trainer, make_optimizer
-
-from conftest import QUICK
+from sinkexp.train.replicas import PerReplicaOptimizer, ReplicaTrainer, clip_grad_norm_per_replica_
 
 # Two settings that touch every per-replica piece: clipping that bites (gradient norms here are
 # 0.008-0.02, and SGD's step scales with the clipped gradient where AdamW's barely does), AdamW and

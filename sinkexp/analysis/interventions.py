@@ -179,8 +179,8 @@ def main(argv: list[str]) -> int:
     import argparse
     import sys
 
-    from sinkexp.rundir.faults import run_file_error
     from sinkexp.analysis.load import load_run
+    from sinkexp.rundir.faults import run_file_error
     from sinkexp.rundir.files import FAILED, status
 
     parser = argparse.ArgumentParser(prog="sinkexp intervene", description=__doc__.splitlines()[0])

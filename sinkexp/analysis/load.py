@@ -19,13 +19,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from sinkexp.rundir import files as F
 from sinkexp.config.schema import Config
 from sinkexp.config.validate import from_dictconfig
 from sinkexp.evaluate.evaluator import captured_forward
 from sinkexp.model import Transformer, tap_names
-from sinkexp.rundir.lifecycle import RunDir, RunDirError
+from sinkexp.rundir import files as F
 from sinkexp.rundir.files import RunFiles
+from sinkexp.rundir.lifecycle import RunDir, RunDirError
 from sinkexp.tasks import TASKS, held_out_batch
 from sinkexp.tasks.base import Batch
 
@@ -68,7 +68,8 @@ def load_run(path, step: int | None = None, device: str | None = None) -> Loaded
     cfg = from_dictconfig(files.config)
     trained = ((files.meta or {}).get("device") or {}).get("resolved") or "cpu"     # e.g. cuda:0
     kind = device_kind(trained)
-    why = f"{path} was trained on {trained}, so it loads on {kind} only (its held-out batch comes from a {kind} generator)"
+    why = (f"{path} was trained on {trained}, so it loads on {kind} only (its held-out batch comes from a {kind} "
+           f"generator)")
     if device_kind(device or trained) != kind:
         raise RunDirError(f"{why}; drop device={device}")
     if kind == "cuda" and not usable_gpus():

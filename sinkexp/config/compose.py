@@ -124,7 +124,8 @@ def explain(overrides: list[str], err: Exception) -> ConfigError:
     base = hydra_compose("config", overrides=chosen, return_hydra_config=True)
     for override in parsed:
         key = override.key_or_group
-        if not _is_group(loader, key) and not override.is_add() and OmegaConf.select(base, key, default=KeyError) is KeyError:
+        absent = OmegaConf.select(base, key, default=KeyError) is KeyError
+        if not _is_group(loader, key) and not override.is_add() and absent:
             parent, _, leaf = key.rpartition(".")
             node = OmegaConf.select(base, parent) if parent else base
             valid = sorted(str(k) for k in node.keys()) if isinstance(node, DictConfig) else []

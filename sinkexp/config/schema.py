@@ -17,15 +17,14 @@ import copy
 import dataclasses
 import functools
 import itertools
-from importlib.resources import files
 from dataclasses import dataclass, field
+from importlib.resources import files
 from typing import Any, Optional, Tuple
 
 from omegaconf import MISSING, OmegaConf
 
 from sinkexp.errors import ConfigError, omegaconf_message
 from sinkexp.tasks import TASKS
-
 
 CONFIG_MODULE = "sinkexp.conf"   # configs/, installed as a package (pyproject.toml's package-dir)
 OPTIMIZERS = ("adamw", "sgd")
@@ -76,11 +75,13 @@ class ModelConfig:
     mlp: str = "none"
     pos: str = "learned"
     pos_init_std: float = 0.02   # learned positions start at N(0, std^2) (nn.Embedding's default would be 1)
-    pos_into: str = "stream"     # stream | first_attn: added positions enter the residual stream, or block 0's attention input only
+    # stream | first_attn: added positions enter the residual stream, or block 0's attention input only
+    pos_into: str = "stream"
     qk_norm: bool = False        # RMSNorm on q and k per head
     n_registers: int = 0         # learned tokens after BOS, dropped at the output (Darcet et al. 2023)
     bos_vector: bool = False     # a learned vector added at position 0 (Fesser et al.'s sink token)
-    embed_norm: bool = False     # a norm on the embedded stream (after positions and BOS vector): the residual carries the normalised input
+    # a norm on the embedded stream (after positions and BOS vector): the residual carries the normalised input
+    embed_norm: bool = False
     hide_bos: bool = False       # no query but BOS itself sees the BOS key (blocks the sink; tasks with a BOS)
     embed: str = "linear"        # linear | identity (identity: the inputs are the residual stream)
     readout: str = "linear"      # linear | identity (identity: the residual stream is the prediction)
@@ -108,7 +109,8 @@ class TrainConfig:
     replicas: int = 1            # K > 1: seeds seed .. seed+K-1 trained together, one run directory each
     compile: bool = False        # torch.compile the training step (CUDA graphs on a GPU)
     keep_checkpoints: bool = False   # also keep each checkpoint as checkpoints/step_<N>.pt (for load_run)
-    checkpoint_steps: Any = None     # null | log | [steps]: checkpoints besides every checkpoint_every (sinkexp/config/schedule.py)
+    # null | log | [steps]: checkpoints besides every checkpoint_every (sinkexp/config/schedule.py)
+    checkpoint_steps: Any = None
     warmup: int = 0                  # steps of linear learning-rate warm-up (sinkexp/config/schedule.py)
     schedule: str = "constant"       # constant | cosine: the learning rate after the warm-up
     bos_penalty: float = 0.0         # lambda x mean attention on BOS, added to the loss (sinkexp/evaluate/penalties.py)
@@ -120,7 +122,8 @@ class EvalConfig:
     every: int = 250             # also evaluated at step 0 and at the last step
     batch_size: int = 512
     seed: int = 12345            # the held-out batch is the same for every run seed
-    at_checkpoints: bool = False  # also evaluate at every checkpoint step (with train.checkpoint_steps=log: where sinks form)
+    # also evaluate at every checkpoint step (with train.checkpoint_steps=log: where sinks form)
+    at_checkpoints: bool = False
 
 
 @dataclass
@@ -189,7 +192,8 @@ def run_configs(cfg: Config) -> list[Config]:
     allowed = packable_keys(cfg.task.name)
     for key, values in pack.items():
         if key not in allowed:
-            raise ConfigError(f"pack: {key} cannot be packed (task {cfg.task.name}); choose among: {', '.join(allowed)}")
+            raise ConfigError(f"pack: {key} cannot be packed (task {cfg.task.name}); choose among: "
+                              f"{', '.join(allowed)}")
         if not isinstance(values, (list, tuple)) or not values or len(set(map(repr, values))) != len(values):
             raise ConfigError(f"pack.{key}={values} is not valid; give a list of distinct values, e.g. [0,0.1]")
     run_cfgs = []

@@ -12,11 +12,11 @@ import re
 
 from omegaconf import DictConfig, OmegaConf
 
+from sinkexp.config.schedule import SCHEDULES
 from sinkexp.config.schema import OPTIMIZERS, PRECISIONS, Config, TrainConfig, run_configs
 from sinkexp.errors import ConfigError, choices_error, omegaconf_message
-from sinkexp.model import AXES            # the model's registries are the valid choices
 from sinkexp.evaluate.penalties import PENALTIES
-from sinkexp.config.schedule import SCHEDULES
+from sinkexp.model import AXES  # the model's registries are the valid choices
 from sinkexp.tasks import TASKS
 
 
@@ -108,7 +108,8 @@ def validate(cfg: Config) -> None:
 
 
 def validate_task_needs(cfg: Config) -> None:
-    """Penalty weights (sinkexp/evaluate/penalties.py), and the options that need a BOS token or a bidirectional task."""
+    """Penalty weights (sinkexp/evaluate/penalties.py), and the options that need a BOS token or a
+    bidirectional task."""
     t, task_cls = cfg.train, TASKS[cfg.task.name]
     for key in PENALTIES:
         value = getattr(t, key)
@@ -149,7 +150,8 @@ def validate_optimizer(t: TrainConfig) -> None:
             isinstance(step, int) and not isinstance(step, bool) and step >= 1 for step in steps)):
         raise ConfigError(f"train.checkpoint_steps={steps} is not valid; choose null, log, or a list of steps >= 1 "
                           "(e.g. [10,20,50])")
-    if not 0 <= t.warmup <= t.steps:    # a preset's warm-up follows train.steps (sinkexp/config/follow.py); the user's does not
+    # a preset's warm-up follows train.steps (sinkexp/config/follow.py); the user's does not
+    if not 0 <= t.warmup <= t.steps:
         fix = f" (set train.warmup={t.steps} or less, or train.steps={t.warmup} or more)" if t.warmup > 0 else ""
         raise ConfigError(f"train.warmup={t.warmup} is not valid; it must lie in [0, train.steps={t.steps}]{fix}")
     for key in ("train.weight_decay", "train.grad_clip"):

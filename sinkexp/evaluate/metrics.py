@@ -160,7 +160,8 @@ def stable_rank(update: torch.Tensor) -> torch.Tensor:
     # symmetric eigenproblem per head and sequence instead of an SVD of the T x d matrix.
     # The Gram matrix is divided by its trace (||U||_F^2) first, so its eigenvalues lie in [0, 1]
     # whatever the update's scale, and the ratio is 1 / the largest of them.
-    gram = update @ update.transpose(-2, -1) if update.shape[-2] <= update.shape[-1] else update.transpose(-2, -1) @ update
+    transposed = update.transpose(-2, -1)
+    gram = update @ transposed if update.shape[-2] <= update.shape[-1] else transposed @ update
     trace = gram.diagonal(dim1=-2, dim2=-1).sum(-1)
     usable = gram.isfinite().all(dim=-1).all(dim=-1) & (trace > 0)       # a diverged run's or a zero update: NaN
     unit = torch.where(usable[..., None, None], gram / torch.where(usable, trace, 1.0)[..., None, None], 0.0)

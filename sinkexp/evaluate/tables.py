@@ -81,9 +81,11 @@ def format_summary(summary: dict) -> str:
     verdict line per layer, and the losses next to the task's reference predictor."""
     query_types, metrics, layers = summary["query_types"], summary["metrics"], sorted(summary["sink_attn"], key=int)
     rows = [(f"sink_attn, {q} queries", [summary["sink_attn"][layer].get(q) for layer in layers]) for q in query_types]
-    shares = [(f"  its share of the row, {q}", [metrics.get("sink_share", {}).get(layer, {}).get(q) for layer in layers])
+    shares = [(f"  its share of the row, {q}",
+               [metrics.get("sink_share", {}).get(layer, {}).get(q) for layer in layers])
               for q in query_types]
-    if any(not _same(raw, share) for (_, raws), (_, share_row) in zip(rows, shares) for raw, share in zip(raws, share_row)):
+    if any(not _same(raw, share) for (_, raws), (_, share_row) in zip(rows, shares)
+           for raw, share in zip(raws, share_row)):
         rows = [row for pair in zip(rows, shares) for row in pair]      # unnormalised rows: the share beside each
     rows += [(f"sink_rate@{eps} (share of heads)", [summary["sink_rate"][layer].get(str(eps)) for layer in layers])
              for eps in SINK_RATE_EPS]
@@ -95,7 +97,8 @@ def format_summary(summary: dict) -> str:
     for start in range(0, len(layers), per_chunk):
         chunk = range(start, min(start + per_chunk, len(layers)))
         lines.append(f"{'(mean over heads)':<{label_width}}" + "".join(f"{'layer ' + layers[i]:>10}" for i in chunk))
-        lines += [f"{label:<{label_width}}" + "".join(f"{_fmt(values[i]):>10}" for i in chunk) for label, values in rows]
+        lines += [f"{label:<{label_width}}" + "".join(f"{_fmt(values[i]):>10}" for i in chunk)
+                  for label, values in rows]
     if any(value is None for _, values in rows for value in values):
         lines.append("(- : not defined here, e.g. no query of that type in the held-out batch)")
     lines += [verdict(layer, summary) for layer in layers]
@@ -118,7 +121,8 @@ def verdict(layer: str, summary: dict) -> str:
     share = summary["sink_rate"].get(layer, {}).get(str(SINK_EPS))
     score = summary["metrics"].get("sink_score", {}).get(layer, {}).get("all")
     if share:
-        return f"layer {layer}: sink formed in {share:.0%} of heads (sink score alpha_s > {SINK_EPS}, counted per sequence)"
+        return (f"layer {layer}: sink formed in {share:.0%} of heads (sink score alpha_s > {SINK_EPS}, counted per "
+                f"sequence)")
     return f"layer {layer}: no sink (sink score alpha_s {_fmt(score)}, mean over heads, <= {SINK_EPS})"
 
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from sinkexp.rundir import files as F
 from sinkexp.errors import ConfigError
 from sinkexp.hf import settings as S
 from sinkexp.hf import sources
+from sinkexp.rundir import files as F
 
 USAGE = """usage: sinkexp measure [-m] [MODEL] [KEY=VALUE ...]
   MODEL (or model=): a model folder (config.json, weights, tokenizer) or a Hugging Face hub id
@@ -78,10 +78,10 @@ def plan(argv: list[str]) -> tuple[bool, list[Job]]:
 
 
 def start_meta(job: Job, device: torch.device) -> dict:
-    from sinkexp.rundir.provenance import device_name, git_state, utc_now, versions
-    from sinkexp.rundir.files import SCHEMA_VERSION
-
     import transformers
+
+    from sinkexp.rundir.files import SCHEMA_VERSION
+    from sinkexp.rundir.provenance import device_name, git_state, utc_now, versions
 
     return {"schema_version": SCHEMA_VERSION, "config_hash": job.digest, "command": "measure",
             "model": {"id": job.cfg.model, "revision": job.cfg.revision, "folder": str(job.folder), "weights": None},
@@ -97,8 +97,8 @@ def measure_into(job: Job) -> dict:
 
     from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS, final_values, summary
     from sinkexp.hf.measure import NextToken, load_model, measure
-    from sinkexp.rundir.provenance import utc_now
     from sinkexp.machine.devices import resolve_device
+    from sinkexp.rundir.provenance import utc_now
 
     began, device = time.perf_counter(), resolve_device(job.cfg.device)
     meta = start_meta(job, device)
@@ -126,8 +126,8 @@ INPUTS = "inputs.npz"     # the measured token ids, (n, seq_len): what `sinkexp 
 def run_job(job: Job, quiet: bool = False) -> bool:
     """Measure one job into its directory unless it is finished; True when it is finished."""
     from sinkexp.evaluate.tables import format_summary
-    from sinkexp.rundir.lifecycle import claim, existing_run, mark_failed
     from sinkexp.rundir.files import RunBusy, RunDirError
+    from sinkexp.rundir.lifecycle import claim, existing_run, mark_failed
 
     try:        # finished (now or by another process meanwhile), another config's run put there since the plan
         lock, finished = claim(job.run_dir, lambda: existing_run(job.run_dir, job.digest, fix="dir or name"))
@@ -148,7 +148,8 @@ def run_job(job: Job, quiet: bool = False) -> bool:
         raise
     except Exception as err:
         mark_failed(job.run_dir, err)
-        print(f"sinkexp: error: {job.run_dir}: {err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else ''} "
+        print(f"sinkexp: error: {job.run_dir}: {err.__class__.__name__}: "
+              f"{str(err).splitlines()[0] if str(err) else ''} "
               "(FAILED written)", file=sys.stderr)
         return False
     finally:

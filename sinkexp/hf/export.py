@@ -69,13 +69,15 @@ def llama_config(cfg, task, step: int, run_dir: Path, digest: str):
 
 def llama_weights(state: dict, n_layers: int) -> dict:
     """sinkexp's state dict under LlamaForCausalLM's names (every tensor used once)."""
-    out = {"model.embed_tokens.weight": state.pop("embed_in.weight"), "model.norm.weight": state.pop("final_norm.weight"),
+    out = {"model.embed_tokens.weight": state.pop("embed_in.weight"),
+           "model.norm.weight": state.pop("final_norm.weight"),
            "lm_head.weight": state.pop("readout.weight")}
     for i in range(n_layers):
         ours, theirs = f"blocks.{i}.", f"model.layers.{i}."
         q, k, v = state.pop(ours + "attn.qkv.weight").chunk(3, dim=0)
         out.update({theirs + "self_attn.q_proj.weight": q, theirs + "self_attn.k_proj.weight": k,
-                    theirs + "self_attn.v_proj.weight": v, theirs + "self_attn.o_proj.weight": state.pop(ours + "attn.out.weight"),
+                    theirs + "self_attn.v_proj.weight": v,
+                    theirs + "self_attn.o_proj.weight": state.pop(ours + "attn.out.weight"),
                     theirs + "input_layernorm.weight": state.pop(ours + "norms_in.0.weight"),
                     theirs + "post_attention_layernorm.weight": state.pop(ours + "norms_in.1.weight"),
                     theirs + "mlp.gate_proj.weight": state.pop(ours + "mlp.w1.weight"),
@@ -99,7 +101,8 @@ def byte_tokenizer(bos: bool):
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     if bos:
-        tokenizer.post_processor = processors.TemplateProcessing(single=f"{BOS_TOKEN} $A", special_tokens=[(BOS_TOKEN, 256)])
+        tokenizer.post_processor = processors.TemplateProcessing(single=f"{BOS_TOKEN} $A",
+                                                                 special_tokens=[(BOS_TOKEN, 256)])
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token=BOS_TOKEN)
 
 

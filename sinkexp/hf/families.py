@@ -31,7 +31,8 @@ class Family:
 def separate(out: str) -> Callable:
     """q_proj, k_proj and an output projection named `out` (nn.Linear: weight is (out, in))."""
     def weights(attn, n_heads: int):
-        return attn.q_proj.weight, expand_keys(attn.k_proj.weight, attn.q_proj.weight, n_heads), getattr(attn, out).weight
+        keys = expand_keys(attn.k_proj.weight, attn.q_proj.weight, n_heads)
+        return attn.q_proj.weight, keys, getattr(attn, out).weight
     return weights
 
 

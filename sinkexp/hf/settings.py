@@ -41,7 +41,8 @@ UNHASHED = ("step", "device", "dir", "name")    # a label and bookkeeping: the s
 def parse(argv: list[str]) -> tuple[bool, list[dict[str, str]]]:
     """(multirun, one {key: value text} per job) from `[-m] [MODEL] [KEY=VALUE ...]`, read and
     expanded as `sinkexp train` reads its overrides (config/compose.py: Hydra's grammar and sweep order)."""
-    from sinkexp.config.compose import expand, parse as parse_overrides
+    from sinkexp.config.compose import expand
+    from sinkexp.config.compose import parse as parse_overrides
 
     multirun = any(arg in ("-m", "--multirun") for arg in argv)
     args = [arg for arg in argv if arg not in ("-m", "--multirun")]

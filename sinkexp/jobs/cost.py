@@ -8,7 +8,6 @@ from __future__ import annotations
 from sinkexp.config.schema import Config
 from sinkexp.tasks import TASKS
 
-
 MLP_FLOPS = {"none": 0, "gelu": 16, "relu": 16, "swiglu": 16}   # x d^2 per position (4d hidden; SwiGLU 3 x 8/3 d)
 
 

@@ -24,10 +24,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from sinkexp.machine import preemption
-from sinkexp.rundir.faults import marked, run_file_error
 from sinkexp.config.follow import followed
 from sinkexp.jobs.plan import Job, Plan, dir_overrides
+from sinkexp.machine import preemption
+from sinkexp.rundir.faults import marked, run_file_error
 from sinkexp.rundir.files import finished
 
 log = logging.getLogger("sinkexp")
@@ -81,7 +81,8 @@ def execute(job: Job, sweep: bool, parallel: bool = False) -> None:
     from sinkexp.config.identity import register_resolvers
 
     setup_globals()                  # Hydra's resolvers, as in a Hydra app (a pool worker is not one)
-    register_resolvers()             # and sinkexp's: a pool worker's fresh interpreter has none (config/follow.py's presets)
+    # and sinkexp's: a pool worker's fresh interpreter has none (config/follow.py's presets)
+    register_resolvers()
     JobRuntime.instance().set("name", str(job.composed.hydra.job.name))
     keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if sweep else ("hydra.run.dir", None)
     returned = hydra_run_job(task_function=partial(_body, job, parallel), config=copy.deepcopy(job.composed),
@@ -146,11 +147,11 @@ def run_job(job: Job, parallel: bool) -> None:
     `launch` counts the runs that did not finish."""
     import torch
 
-    from sinkexp.machine.allocator import keep_freed_memory
     from sinkexp.evaluate.tables import format_summary
-    from sinkexp.rundir.files import status
     from sinkexp.jobs.runner import train_together
+    from sinkexp.machine.allocator import keep_freed_memory
     from sinkexp.machine.threads import choose_threads
+    from sinkexp.rundir.files import status
 
     # A submitit job's pre-timeout signal checkpoints, then requeues (machine/preemption.py). watch() keeps
     # submitit's SIGTERM handler for the requeue to restore, so it comes before ours.
@@ -243,8 +244,8 @@ def hydra_main(argv: list[str], prog: str = "sinkexp train") -> None:
     (--cfg, --help, --info, -sc shell completion)."""
     import hydra
 
-    from sinkexp.config.schema import CONFIG_MODULE, register_schema
     from sinkexp.config.identity import register_resolvers
+    from sinkexp.config.schema import CONFIG_MODULE, register_schema
 
     register_schema()
     register_resolvers()

@@ -17,11 +17,10 @@ import torch
 
 from sinkexp.config.compose import last_value
 from sinkexp.config.schema import Config, run_configs
-from sinkexp.machine.devices import (device_kind, resolve_device, usable_gpus, visible_gpus, worker_gpus,
-                             workers_per_gpu)
 from sinkexp.errors import ConfigError
-from sinkexp.tasks import TASKS
+from sinkexp.machine.devices import device_kind, resolve_device, usable_gpus, visible_gpus, worker_gpus, workers_per_gpu
 from sinkexp.machine.threads import usable_cores
+from sinkexp.tasks import TASKS
 
 STATED = "SINKEXP_DEVICE_MEMORY"
 ELSEWHERE = ("slurm", "submitit_slurm")   # launchers whose jobs run on other machines
@@ -114,7 +113,8 @@ def check_plan(cfg: Config, overrides: list[str], multirun: bool) -> None:
     need, elsewhere = estimate(cfg), launcher(overrides) in ELSEWHERE
     if elsewhere and cfg.device == "auto" and not usable_gpus():
         raise ConfigError("device=auto: this machine has no GPU to resolve it for the jobs hydra/launcher=slurm runs "
-                          "elsewhere, and a run's directory depends on its device kind; name it: device=cuda or device=cpu")
+                          "elsewhere, and a run's directory depends on its device kind; name it: "
+                          "device=cuda or device=cpu")
     if elsewhere and (device_kind(cfg.device) == "cpu" or not usable_gpus()):
         stated = stated_memory()        # the jobs' device is not here: the stated memory, or the job checks
         if stated is not None and need > stated:

@@ -22,14 +22,13 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from sinkexp.config.compose import as_hydra_override, compose, expand, initialized, pack_first_values, parse
+from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import Config, run_configs, value_of
-from sinkexp.jobs.cost import training_flops
+from sinkexp.config.validate import from_dictconfig
 from sinkexp.errors import ConfigError
+from sinkexp.jobs.cost import training_flops
 from sinkexp.jobs.memory import check_plan
 from sinkexp.rundir.lifecycle import RunDir, RunDirError, existing_run, job_run_dirs
-from sinkexp.config.identity import config_hash
-from sinkexp.config.validate import from_dictconfig
-
 
 
 @dataclass(frozen=True)

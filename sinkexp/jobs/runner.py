@@ -15,16 +15,16 @@ from pathlib import Path
 import torch
 
 from sinkexp.config.schema import Config, packable_keys, to_dict
-from sinkexp.machine.devices import configure, resolve_device
 from sinkexp.evaluate.evaluator import evaluate, mean_attention
 from sinkexp.evaluate.tables import final_values, summary
 from sinkexp.jobs.memory import check_start
-from sinkexp.model import Transformer
+from sinkexp.machine.devices import configure, resolve_device
 from sinkexp.machine.preemption import Requeue, requested
+from sinkexp.model import Transformer
 from sinkexp.rundir.lifecycle import RunDir
 from sinkexp.tasks import TASKS, held_out_batch
-from sinkexp.train.replicas import ReplicaTrainer
 from sinkexp.train.loop import Diverged, Trainer
+from sinkexp.train.replicas import ReplicaTrainer
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,8 @@ def train_and_evaluate(runs: list[RunDir], device: torch.device) -> list[dict]:
         evaluated, diverged = [], []
         for k, (view, task, eval_batch) in enumerate(zip(views, tasks, eval_batches)):
             rows, losses = evaluate(view.model, task, eval_batch, step)
-            bad = [f"{split}={loss}" for _, split, loss in losses if split.startswith("eval/") and not math.isfinite(loss)]
+            bad = [f"{split}={loss}" for _, split, loss in losses if split.startswith("eval/")
+                   and not math.isfinite(loss)]
             if bad:   # finite weights can still be large enough to overflow the prediction
                 diverged.append((k, bad[0]))
             evaluated.append((rows, losses))

@@ -34,7 +34,8 @@ DETERMINISTIC_WORKSPACES = (":4096:8", ":16:8")
 os.environ.setdefault(CUBLAS_WORKSPACE, DETERMINISTIC_WORKSPACES[0])
 
 NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")   # present where the NVIDIA kernel driver is loaded
-CONTEXT_BYTES = 2**29       # a CUDA context with torch's kernels, per process (about 0.5 GiB; CUDA loads modules lazily)
+# a CUDA context with torch's kernels, per process (about 0.5 GiB; CUDA loads modules lazily)
+CONTEXT_BYTES = 2**29
 
 
 @functools.lru_cache(maxsize=1)

@@ -179,5 +179,6 @@ class Attention(nn.Module):
         weights = self.weights(self.normalise(scores, visible, self.cfg))
         mixed = weights[..., :T] @ v                                                          # (B, H, T, D)
         if self.slot is not None:
-            mixed = mixed + weights[..., T:] * self.slot.v                                     # slot's share of its value
+            # slot's share of its value
+            mixed = mixed + weights[..., T:] * self.slot.v
         return mixed

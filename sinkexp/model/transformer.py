@@ -11,8 +11,8 @@
     inputs -> embed (+ positions, BOS vector) -> (embed norm) -> [block] x n_layers -> (final norm) -> readout
 
 Capture points (see capture.py): `embed` (residual stream entering block 0), and per block
-`blocks.{l}.attn.{scores,weights,k,v,mixed,output}` (k after RoPE and the q/k norm), `blocks.{l}.pathway.{pool,output}` (with a
-global pathway) and `blocks.{l}.resid_post` (residual after the block).
+`blocks.{l}.attn.{scores,weights,k,v,mixed,output}` (k after RoPE and the q/k norm),
+`blocks.{l}.pathway.{pool,output}` (with a global pathway) and `blocks.{l}.resid_post` (residual after the block).
 `Transformer.anatomy` hands evaluators what they need to know about the sequence and the weights.
 """
 from __future__ import annotations

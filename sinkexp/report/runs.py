@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sinkexp.rundir import files as F
+from sinkexp.config.schema import UNHASHED_KEYS
 from sinkexp.evaluate.tables import FINAL_COLUMNS
 from sinkexp.report.steps import measured_checkpoints, plot_checkpoints
+from sinkexp.rundir import files as F
 from sinkexp.rundir.files import collect
-from sinkexp.config.schema import UNHASHED_KEYS
 
 SHARE_LABEL = "share of attention on the sink"   # sink_share: the raw weight for softmax, row-normalised otherwise
 IGNORED_SETTINGS = {"seed", *UNHASHED_KEYS}   # the seed is what groups average over; the rest is bookkeeping
@@ -110,7 +110,8 @@ def plot_sink_by_layer(finals: pd.DataFrame, runs: pd.DataFrame, groups: list[st
     handles = [plt.Line2D([], [], color=colour[label], marker="s", linestyle="", label=f"{label} (n={n[label]})")
                for label in labels]
     fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
-    fig.suptitle(f"Final share of attention on the sink, mean ± std over seeds (dots: seeds); {compared(groups)}", fontsize=10)
+    fig.suptitle(f"Final share of attention on the sink, mean ± std over seeds (dots: seeds); {compared(groups)}",
+                 fontsize=10)
     fig.tight_layout(rect=(0, 0, 1 - 2.6 / (4.6 * len(query_types) + 2.6), 0.95))
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -125,8 +126,10 @@ def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path)
     for _, run in runs[runs["status"] == "done"].iterrows():
         label = label_of(run, groups)
         metrics = pd.read_csv(Path(root) / run["run"] / F.METRICS)
-        metrics = metrics[(metrics["metric"] == "sink_share") & (metrics["query_type"] != "all") & (metrics["head"] >= 0)]
-        curves.append(metrics.groupby(["step", "layer", "query_type"], as_index=False)["value"].mean().assign(label=label))
+        metrics = metrics[(metrics["metric"] == "sink_share") & (metrics["query_type"] != "all")
+                          & (metrics["head"] >= 0)]
+        curves.append(metrics.groupby(["step", "layer", "query_type"],
+                                      as_index=False)["value"].mean().assign(label=label))
         loss = pd.read_csv(Path(root) / run["run"] / F.LOSSES)
         losses.append(loss[loss["split"] == "eval/all"].assign(label=label))
     if not curves:
@@ -174,7 +177,8 @@ def plot_heatmaps(run: Path, label: str, path: Path) -> None:
             image = axes[i][h].imshow(maps[name][h], cmap="viridis", vmin=0, vmax=top)
             if sink >= 0:
                 axes[i][h].axvline(sink, color="red", linestyle="--", linewidth=1)
-            axes[i][h].set(title=f"layer {i}, head {h}", xlabel="key" + (f" (sink: {sink}, dashed)" if sink >= 0 else ""),
+            axes[i][h].set(title=f"layer {i}, head {h}", xlabel="key"
+                           + (f" (sink: {sink}, dashed)" if sink >= 0 else ""),
                            ylabel="query")
             fig.colorbar(image, ax=axes[i][h], fraction=0.046)
     fig.suptitle(f"{label}\nmean attention over the held-out batch ({run.name})", fontsize=9)

@@ -40,9 +40,16 @@ def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROO
     Checkpoints are measured where their weights are here (checkpoints.py; `weights`: a folder of them)."""
     # Imported here, not at the top: execute reaches torch (through launch), and `--list`, `--docs`
     # and a declaration error should answer without it.
-    from sinkexp.reproduce.execute import (chose_launcher, packs_pay, plan_experiments, planned_dirs, run_experiment,
-                                           run_pool, scale_of)
     from sinkexp.reproduce.checkpoints import measure_checkpoints, planned_runs
+    from sinkexp.reproduce.execute import (
+        chose_launcher,
+        packs_pay,
+        plan_experiments,
+        planned_dirs,
+        run_experiment,
+        run_pool,
+        scale_of,
+    )
     from sinkexp.reproduce.verdicts import check_claims
     from sinkexp.reproduce.write import figures, passing, table_text, write_claims_report
 

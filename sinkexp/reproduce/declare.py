@@ -36,7 +36,6 @@ from sinkexp.reproduce.experiment import Checkpoint, Experiment, override_value
 from sinkexp.reproduce.keys import key_problem
 
 
-
 class DeclarationError(ValueError):
     """A paper declares something that does not exist; one line naming the claim and the key."""
 

@@ -39,14 +39,15 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from sinkexp.machine.benchmark import QUIET
 from sinkexp.config.schema import Config, run_configs
 from sinkexp.jobs.cost import training_flops
-from sinkexp.jobs.memory import available, estimate as memory_floor
+from sinkexp.jobs.memory import available
+from sinkexp.jobs.memory import estimate as memory_floor
 from sinkexp.jobs.plan import Job, Plan
+from sinkexp.machine.benchmark import QUIET
+from sinkexp.machine.threads import busy_cores
 from sinkexp.reproduce.execute import finished_runs, pool_workers, scale_of
 from sinkexp.rundir.files import CHECKPOINT
-from sinkexp.machine.threads import busy_cores
 
 CALIBRATION_STEPS = 3
 CALIBRATIONS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sinkexp" / "calibration.json"
@@ -83,9 +84,9 @@ def calibrate(cfg: Config, device: torch.device, reps: int = 2) -> tuple[float, 
     """(seconds per training step of the job, seconds per evaluation of all its runs) on `device`,
     each the best of `reps` timings (after a warm-up step)."""
     from sinkexp.evaluate.evaluator import evaluate
-    from sinkexp.train.replicas import ReplicaTrainer
     from sinkexp.jobs.runner import make_trainer
     from sinkexp.tasks import held_out_batch
+    from sinkexp.train.replicas import ReplicaTrainer
 
     run_cfgs = run_configs(cfg)
     tasks, trainer = make_trainer(run_cfgs, device)
@@ -128,12 +129,13 @@ class Calibrations:
     processes kept busy around the CPU timings (kept only below benchmark.QUIET)."""
 
     def __init__(self, device: torch.device, path: Path | None = None, fresh: bool = False):
-        from sinkexp.rundir.provenance import device_name
         from sinkexp.rundir.files import read_json
+        from sinkexp.rundir.provenance import device_name
 
         self.device, self.path, self.measured, self.busy = device, path or CALIBRATIONS, 0, 0.0
         self.source = f"sinkexp {source_digest()}"
-        self.where = f"{device_name(device)} | torch {torch.__version__} | {torch.get_num_threads()} threads | {self.source}"
+        self.where = (f"{device_name(device)} | torch {torch.__version__} | {torch.get_num_threads()} threads | "
+                      f"{self.source}")
         try:
             self.kept = {} if fresh else read_json(self.path)
         except (OSError, ValueError):           # none yet, or unreadable: measure
@@ -176,7 +178,8 @@ def pool_time(durations: list[float], workers: int) -> float:
 
 
 def estimate(plans: dict[tuple[str, str], Plan], overrides: list[str], root: Path | None = None,
-             recalibrate: bool = False, cpu_plans: dict[tuple[str, str], Plan] | None = None) -> tuple[pd.DataFrame, dict]:
+             recalibrate: bool = False,
+             cpu_plans: dict[tuple[str, str], Plan] | None = None) -> tuple[pd.DataFrame, dict]:
     """One row per experiment of `plans` (runs, jobs, steps, FLOPs, predicted times) and the totals,
     with `job_seconds`: the name of each run directory to train -> the predicted seconds of its job
     (reproduce's progress line reads them). `cpu_plans`: the same experiments planned at scale=cpu,

@@ -26,10 +26,10 @@ from sinkexp.config.schema import task_of
 from sinkexp.jobs.launch import launch
 from sinkexp.jobs.plan import Job, Plan, plan
 from sinkexp.machine.preemption import Interrupted, sigterm_stops_children
+from sinkexp.machine.threads import usable_cores
 from sinkexp.reproduce.declare import Experiment, Paper
 from sinkexp.reproduce.experiment import Checkpoint
 from sinkexp.rundir.files import DONE, finished
-from sinkexp.machine.threads import usable_cores
 
 
 def scale_of(overrides: list[str]) -> str:
@@ -149,7 +149,8 @@ def pool_workers(overrides: list[str], jobs: list[Job]) -> tuple[list[str], int]
     from sinkexp.jobs.memory import pool_gpus
 
     chosen = int(last_value(overrides, "hydra.launcher.n_jobs", "0"))
-    gpus = pool_gpus(last_value(overrides, "device", "auto"), [job.config for job in jobs], chosen if chosen > 0 else None)
+    gpus = pool_gpus(last_value(overrides, "device", "auto"), [job.config for job in jobs],
+                     chosen if chosen > 0 else None)
     return gpus, len(gpus) or workers_for(overrides)
 
 

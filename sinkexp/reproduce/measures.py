@@ -95,7 +95,8 @@ class FinishedRun:
         git, versions, device = meta.get("git") or {}, meta.get("versions") or {}, meta.get("device") or {}
         commit = (git.get("commit") or "unknown")[:7] + ("+dirty" if git.get("dirty") else "")
         return {"commits": commit, "versions": f"sinkexp {versions.get('sinkexp')}, torch {versions.get('torch')}",
-                "devices": str(device.get("name") or device.get("resolved")), "threads": str(device.get("torch_threads"))}
+                "devices": str(device.get("name") or device.get("resolved")),
+                "threads": str(device.get("torch_threads"))}
 
     @cached_property
     def loaded(self):                    # the trained model and held-out batch (sinkexp.analysis.load.load_run)

@@ -39,7 +39,8 @@ class RunFileError(OSError):
         cause, fix = CAUSES.get(err.errno, default)
         access = {"read": ("read", "r")}.get(doing, ("write", "w"))
         self.cause = cause
-        self.line = (f"cannot {doing} {path}: {cause}" + (f" ({errno.errorcode[err.errno]})" if err.errno in CAUSES else "")
+        self.line = (f"cannot {doing} {path}: {cause}"
+                     + (f" ({errno.errorcode[err.errno]})" if err.errno in CAUSES else "")
                      + "; " + fix.format(folder=os.path.dirname(path) or ".", access=access[0], flag=access[1])
                      + ", then run the same command again: the run resumes from its last checkpoint")
 

@@ -29,10 +29,33 @@ from omegaconf import DictConfig, OmegaConf
 
 from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import Config, to_dict, value_of
-from sinkexp.machine.devices import device_kind
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
+from sinkexp.machine.devices import device_kind
 from sinkexp.rundir.faults import note, run_file_error
-from sinkexp.rundir.files import ATTENTION, CHECKPOINT, CONFIG, DONE, FAILED, LOSSES, META, METRICS, SCHEMA_VERSION, SUMMARY, RunDirError, _atomic, kept_checkpoint, finished, read_json, status, take_lock, write_arrays, write_bytes, write_csv, write_json, write_text
+from sinkexp.rundir.files import (
+    ATTENTION,
+    CHECKPOINT,
+    CONFIG,
+    DONE,
+    FAILED,
+    LOSSES,
+    META,
+    METRICS,
+    SCHEMA_VERSION,
+    SUMMARY,
+    RunDirError,
+    _atomic,
+    finished,
+    kept_checkpoint,
+    read_json,
+    status,
+    take_lock,
+    write_arrays,
+    write_bytes,
+    write_csv,
+    write_json,
+    write_text,
+)
 from sinkexp.rundir.provenance import device_name, git_state, numerics, utc_now, versions
 
 log = logging.getLogger(__name__)
@@ -80,7 +103,8 @@ class RunDir:
             return existing_run(self.path, self.digest, fix="hydra.run.dir (a sweep: name or hydra.sweep.dir)")
         except RunDirError:
             other = "cpu" if self.kind == "cuda" else "cuda"
-            if read_json(self.path / META).get("config_hash") == config_hash(self.cfg, other):   # this config, other kind
+            # this config, other kind
+            if read_json(self.path / META).get("config_hash") == config_hash(self.cfg, other):
                 raise RunDirError(f"{self.path} holds a run of this config trained on {other}, this one trains on "
                                   f"{self.kind} (device={self.cfg.device}); runs never change device kind: use "
                                   f"device={other}") from None
@@ -97,7 +121,8 @@ class RunDir:
             self.close()
             raise
         # The rows up to the checkpoint: opened again, a run forgets what it evaluated since (a pack's divergence).
-        self.metric_rows, self.loss_rows = (self.state["metric_rows"], self.state["loss_rows"]) if self.state else ([], [])
+        state = self.state or {"metric_rows": [], "loss_rows": []}
+        self.metric_rows, self.loss_rows = state["metric_rows"], state["loss_rows"]
         return None
 
     def close(self) -> None:

@@ -30,10 +30,9 @@ import json
 from dataclasses import dataclass
 from typing import Optional
 
-from sinkexp.tasks.lazy import torch
-
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.tasks.base import Batch, Dims, read_data_file
+from sinkexp.tasks.lazy import torch
 
 TRIGGER, NON_TRIGGER = 0, 1
 ROW_NOISE = 2.0  # spread of the synthetic rows' logits around log pi

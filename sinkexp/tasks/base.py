@@ -7,9 +7,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from sinkexp.tasks.lazy import torch
-
 from sinkexp.errors import ConfigError
+from sinkexp.tasks.lazy import torch
 
 
 @dataclass

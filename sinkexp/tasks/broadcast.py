@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sinkexp.tasks.lazy import torch
-
 from sinkexp.errors import ConfigError
 from sinkexp.tasks.base import Batch, Dims, direction, mse
+from sinkexp.tasks.lazy import torch
 
 
 @dataclass
@@ -42,7 +41,8 @@ class BroadcastTask:
     causal = False
     vocab_size = None
     has_bos = False  # registers go after position 0 when True
-    packable = ("alpha", "structure_seed")   # settings that change the data only: a pack may vary them (train/replicas.py)
+    # settings that change the data only: a pack may vary them (train/replicas.py)
+    packable = ("alpha", "structure_seed")
     reference = "identity predictor (the heads add nothing)"
 
     def __init__(self, cfg: BroadcastConfig):
@@ -63,7 +63,8 @@ class BroadcastTask:
             raise ConfigError(f"task.seq_len={cfg.seq_len} is not valid; it must be >= 2")
         if cfg.d < 1 + cfg.centred:
             raise ConfigError(f"task.d={cfg.d} is not valid; it must be >= {1 + cfg.centred}"
-                              + (" (a centred direction needs 2 channels; task.centred=false allows 1)" if cfg.centred else ""))
+                              + (" (a centred direction needs 2 channels; task.centred=false allows 1)"
+                                 if cfg.centred else ""))
 
     def sample(self, batch_size: int, generator: torch.Generator, device) -> Batch:
         B, L, d = batch_size, self.seq_len, self.cfg.d

@@ -3,9 +3,10 @@
 Token 0 is a dedicated sink token: a zero input to which the model adds a learned vector
 (`model.bos_vector`). Tokens 1..L-1 carry x_i ~ N(0, I_d). A fixed unit gate vector v decides
 which tokens are damped (drawn with mean 0 over the channels, `task.centred`, so that the
-LayerNorm the model reads through sees all of it; see tasks.base.direction): m_i = 1[<x_i, v> > lambda], lambda = Phi^-1(1 - p), so a share p of the
-tokens is damped. Target y_i = (1 - m_i) x_i + m_i gamma x_i. The model predicts
-y_hat = x + W_O A V (residual on the raw x), so where m_i = 0 the head must add nothing (`nop`
+LayerNorm the model reads through sees all of it; see tasks.base.direction):
+m_i = 1[<x_i, v> > lambda], lambda = Phi^-1(1 - p), so a share p of the tokens is damped.
+Target y_i = (1 - m_i) x_i + m_i gamma x_i. The model predicts y_hat = x + W_O A V (residual on
+the raw x), so where m_i = 0 the head must add nothing (`nop`
 queries): a softmax head does that by attending to the sink token, whose value it can shrink.
 Where m_i = 1 (`active` queries) it must add (gamma - 1) x_i.
 
@@ -33,10 +34,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from sinkexp.tasks.lazy import torch
-
 from sinkexp.errors import ConfigError
 from sinkexp.tasks.base import Batch, Dims, direction, mse
+from sinkexp.tasks.lazy import torch
 
 NOP, ACTIVE = 0, 1
 FORMS = ("causal", "dynamics")
@@ -60,7 +60,8 @@ class DampingTask:
     causal = False
     vocab_size = None
     has_bos = True  # registers go after position 0 when True
-    packable = ("p", "gamma", "structure_seed")   # settings that change the data only: a pack may vary them (train/replicas.py)
+    # settings that change the data only: a pack may vary them (train/replicas.py)
+    packable = ("p", "gamma", "structure_seed")
     reference = "identity predictor (the head adds nothing)"
 
     def __init__(self, cfg: DampingConfig):
@@ -83,7 +84,8 @@ class DampingTask:
             raise ConfigError(f"task.p={cfg.p} is not valid; it must lie in (0, 1)")
         if cfg.d < 1 + cfg.centred:
             raise ConfigError(f"task.d={cfg.d} is not valid; it must be >= {1 + cfg.centred}"
-                              + (" (a centred direction needs 2 channels; task.centred=false allows 1)" if cfg.centred else ""))
+                              + (" (a centred direction needs 2 channels; task.centred=false allows 1)"
+                                 if cfg.centred else ""))
 
     def sample(self, batch_size: int, generator: torch.Generator, device) -> Batch:
         B, L, d = batch_size, self.seq_len, self.cfg.d

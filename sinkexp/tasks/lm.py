@@ -29,10 +29,9 @@ import gzip
 import lzma
 from dataclasses import dataclass
 
-from sinkexp.tasks.lazy import torch
-
 from sinkexp.errors import ConfigError
 from sinkexp.tasks.base import Batch, Dims, data_path, read_data_file
+from sinkexp.tasks.lazy import torch
 
 BOS = 256
 VOCAB = 257
@@ -133,7 +132,8 @@ class LMTask:
 
     def _to(self, device: torch.device) -> None:
         if self.log_bigram.device != device:
-            self.streams = {split: stream.to(device) for split, stream in self.streams.items()}   # a copy: the cache stays
+            # a copy: the cache stays
+            self.streams = {split: stream.to(device) for split, stream in self.streams.items()}
             self.log_bigram, self.log_unigram = self.log_bigram.to(device), self.log_unigram.to(device)
 
     def sample(self, batch_size: int, generator: torch.Generator, device, split: str = "train") -> Batch:
@@ -146,7 +146,8 @@ class LMTask:
         B, L = batch_size, self.seq_len
         query_type = torch.zeros(B, L, dtype=torch.long, device=tokens.device)
         query_type[:, 0] = -1
-        return Batch(inputs=tokens[:, :L], targets=tokens[:, 1:], loss_mask=torch.ones(B, L, dtype=torch.bool, device=tokens.device),
+        return Batch(inputs=tokens[:, :L], targets=tokens[:, 1:],
+                     loss_mask=torch.ones(B, L, dtype=torch.bool, device=tokens.device),
                      query_type=query_type, sink=torch.zeros(B, dtype=torch.long, device=tokens.device))
 
     def sample_held_out(self, batch_size: int, generator: torch.Generator, device) -> Batch:
@@ -154,7 +155,8 @@ class LMTask:
         return self.sample(batch_size, generator, device, split="held_out")
 
     def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
-        return torch.nn.functional.cross_entropy(pred.transpose(1, 2), batch.targets, reduction="none")   # (B, L) nats per byte
+        # (B, L) nats per byte
+        return torch.nn.functional.cross_entropy(pred.transpose(1, 2), batch.targets, reduction="none")
 
     def baseline_loss(self, batch: Batch) -> torch.Tensor:
         """-log P(next | current) under the training split's bigram model; the unigram after the

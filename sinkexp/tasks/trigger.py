@@ -22,10 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sinkexp.tasks.lazy import torch
-
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.tasks.base import Batch, Dims, mse
+from sinkexp.tasks.lazy import torch
 
 TRIGGER, NON_TRIGGER = 0, 1           # indices into TriggerTask.query_types
 MODES = ("single", "bernoulli")

@@ -1,9 +1,9 @@
 """Trainers: fresh batches from seeded generators, one optimiser step each.
 
-`Trainer` trains one model; `ReplicaTrainer` (train/replicas.py) trains K models of one architecture (seeds
-and packed settings) in one vmapped step. Both share one loop (`TrainLoop.fit`) and know nothing about sinks. `fit` calls
-`on_eval(step)` at step 0, every `eval_every` steps and at the last step (and at every checkpoint
-with `eval_at_checkpoints`); `on_log(step, losses)` every `log_every` steps, with each model's mean
+`Trainer` trains one model; `ReplicaTrainer` (train/replicas.py) trains K models of one architecture
+(seeds and packed settings) in one vmapped step. Both share one loop (`TrainLoop.fit`) and know nothing
+about sinks. `fit` calls `on_eval(step)` at step 0, every `eval_every` steps and at the last step (and
+at every checkpoint with `eval_at_checkpoints`); `on_log(step, losses)` every `log_every` steps, with each model's mean
 train loss since the last log (a list: one entry per model); `on_checkpoint(step)` at the
 checkpoint steps (`schedule.Checkpoints`: every `checkpoint_every`, the last, `checkpoint_steps`). When
 `stop()` turns true (a scheduler's pre-timeout signal: machine/preemption.py), the loop trains on to the
@@ -26,11 +26,11 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from sinkexp.evaluate import penalties
-from sinkexp.config.schema import TrainConfig
-from sinkexp.model import capture
-from sinkexp.machine.preemption import Interrupted, stopped
 from sinkexp.config.schedule import Checkpoints, lr_factor
+from sinkexp.config.schema import TrainConfig
+from sinkexp.evaluate import penalties
+from sinkexp.machine.preemption import Interrupted, stopped
+from sinkexp.model import capture
 from sinkexp.tasks.base import Batch
 
 FIELDS = dataclasses.fields(Batch)

@@ -156,7 +156,8 @@ class ReplicaTrainer(TrainLoop):
 
     @torch.no_grad()
     def replica(self, k: int) -> nn.Module:
-        """Replica k as a plain module with its current weights (one shared module: use it before asking for another)."""
+        """Replica k as a plain module with its current weights (one shared module: use it before asking
+        for another)."""
         stacked = self._stacked()
         for name, tensor in self._tensors():
             tensor.copy_(stacked[name][k])

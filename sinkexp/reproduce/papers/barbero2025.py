@@ -38,8 +38,18 @@ sinkexp's sizes:
   sinks at 8 layers; the share of heads in the first and last layer changes with depth too (the
   per-layer values are in each run).
 """
-from sinkexp.reproduce.declare import (Checkpoint, Experiment, Measure, Paired, Paper, Trend, Value, at_least, at_most,
-                                       between)
+from sinkexp.reproduce.declare import (
+    Checkpoint,
+    Experiment,
+    Measure,
+    Paired,
+    Paper,
+    Trend,
+    Value,
+    at_least,
+    at_most,
+    between,
+)
 from sinkexp.reproduce.measures import FinishedRun, bos_removed, curve, final, first_step
 
 LENGTHS = (16, 32, 64, 128, 256)

@@ -162,7 +162,8 @@ PAPER = Paper(
         Value(name="lm_dyt_keeps_the_sink", kind="paper", requires="lm_pre_norm_sinks",
               statement="With DynamicTanh the LM's heads still sink (rate >= 0.1).", experiment="lm_dyt",
               where={"model.norm_type": "dyt"}, measure=LM_SINK_RATE, criterion=at_least(0.1), **KEEPS),
-        Value(name="lm_short_context_sinks", kind="extension", statement="An LM trained on short contexts (64 bytes) sinks "
+        Value(name="lm_short_context_sinks", kind="extension",
+              statement="An LM trained on short contexts (64 bytes) sinks "
               "(sink rate over all heads at alpha_s > 0.3 >= 0.1).", source=CONTEXT,
               paper_value="sinks arise mainly in short-context training", experiment="lm_context_64",
               measure=LM_SINK_RATE, criterion=at_least(0.1), forms=True,
