@@ -10,7 +10,7 @@ The notebook's own draws: torch.manual_seed(SEED) (the notebook sets none), then
 v = randn(64) / norm and every batch from the global generator, in the notebook's order. With
 --sinkexp-draws the same code trains from sinkexp's draws for that run (its initial weights, the gate
 of task.structure_seed, the trainer's batches), so the two codes can be compared run for run
-(tests/test_dynamics_notebook.py: step for step). Batch 1024 (cell 3; the notebook's 30k steps are
+(tests/scripts/test_dynamics_notebook.py: step for step). Batch 1024 (cell 3; the notebook's 30k steps are
 --steps); one JSON line every --eval-every steps; the run stops --stop-after steps after the pooled
 peak first reaches 0.3. docs/findings/fesser2026.md reports what it gave.
 """

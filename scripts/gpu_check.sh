@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CUDA checks as one prepared script, for a machine with a GPU (sized for about 8 minutes on
-# one H200): tests/test_gpu.py, then scripts/bench_gpu.py at a reduced size; logs and the benchmark's
+# one H200): tests/machine/test_gpu.py, then scripts/bench_gpu.py at a reduced size; logs and the benchmark's
 # JSON go to $OUT (the device tool's folder) or ./gpu_check/. docs/performance.md takes the numbers.
 #
 #   bash scripts/gpu_check.sh --wheels   # here, with PyPI: .whl/ (ignored by git) gets the pure-Python
@@ -27,9 +27,9 @@ export PYTHONUNBUFFERED=1
 { nvidia-smi; "$PY" -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name())"
 } 2>&1 | tee "$out/machine.txt"
 started=$SECONDS
-timeout 330 "$PY" -m pytest tests/test_gpu.py -n 0 -q -rs -p no:cacheprovider --durations=15 2>&1 | tee "$out/test_gpu.log"
+timeout 330 "$PY" -m pytest tests/machine/test_gpu.py -n 0 -q -rs -p no:cacheprovider --durations=15 2>&1 | tee "$out/test_gpu.log"
 tests=${PIPESTATUS[0]}
-echo "tests/test_gpu.py: exit $tests after $((SECONDS - started)) s" | tee -a "$out/test_gpu.log"
+echo "tests/machine/test_gpu.py: exit $tests after $((SECONDS - started)) s" | tee -a "$out/test_gpu.log"
 started=$SECONDS
 timeout 170 "$PY" scripts/bench_gpu.py --ks 1,8,64 --chunks 1,32 --seconds 2 --damping-steps 5000 \
   --json "$out/bench_gpu.json" 2>&1 | tee "$out/bench_gpu.log"

@@ -2,7 +2,7 @@
 # The torch scripts/setup.sh installs on this machine: pip's arguments on one line (stdout), and why,
 # where it is not the plain pin, on stderr. `bash scripts/torch_choice.sh` shows the choice.
 #
-# Always TORCH_VERSION, the version the tests run on (tests/test_setup.py checks this logic):
+# Always TORCH_VERSION, the version the tests run on (tests/scripts/test_setup.py checks this logic):
 # - no nvidia-smi, or one that fails (no driver loaded): torch==TORCH_VERSION (on the project's CPU
 #   machines the local CPU build; elsewhere PyPI's build, which runs on the CPU too);
 # - a driver for CUDA 13 or newer (nvidia-smi's "CUDA Version"): torch==TORCH_VERSION from PyPI, whose

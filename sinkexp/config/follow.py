@@ -12,7 +12,7 @@ places no positions, where each used to be refused for a default the user never 
 config records the value that ran (config.yaml), and `followed` says what followed, for the run's
 meta.json and log. Where the user sets both keys and they conflict, config.validate refuses with one
 line naming both. For every run that was valid before, each resolver returns the preset's value, so
-no config hash changes (tests/test_config.py pins a few).
+no config hash changes (tests/config/test_config.py pins a few).
 """
 from __future__ import annotations
 

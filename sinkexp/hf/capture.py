@@ -6,7 +6,7 @@ modeling file). `register()` adds an implementation named ATTENTION there: eager
 models' own `eager_attention_forward` computes it (scaled scores, the additive causal mask, a
 float32 softmax, weights @ values), which also hands the layer's tensors to the capture in
 progress. Loading a model with `attn_implementation=ATTENTION` gives the same outputs as eager
-attention (tests/test_hf.py checks the logits) with sinkexp's taps:
+attention (tests/hf/test_measure.py checks the logits) with sinkexp's taps:
 
     blocks.{l}.attn.scores   (B, H, T, S) scaled q.k before the mask (sinkexp's `scores` tap)
     blocks.{l}.attn.weights  (B, H, T, S) after the softmax

@@ -16,7 +16,7 @@ def training_flops(cfg: Config) -> float:
     output projections (8 d^2), scores and weighted values (4 T d: every key, the causal mask saves
     nothing) and the MLP, and the readout, each 3 x (forward, and the gradients of both operands);
     the input projection of vector tasks 2 x (no gradient for the data). A token embedding is a
-    lookup. Norms, softmax and the optimiser are left out. tests/test_plan.py checks this against
+    lookup. Norms, softmax and the optimiser are left out. tests/jobs/test_plan.py checks this against
     torch.utils.flop_counter on the explicit attention path."""
     m, t = cfg.model, cfg.train
     dims = TASKS[cfg.task.name].dims(cfg.task)

@@ -242,6 +242,6 @@ class BackcopyTask:
 
 def one_sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """torch.multinomial(probs, 1, generator=generator).squeeze(1) for rows of probabilities (B, n):
-    the same draw, with no host synchronisation (tests/test_tasks.py checks it against torch)."""
+    the same draw, with no host synchronisation (tests/tasks/test_samplers.py checks it against torch)."""
     q = torch.empty(probs.shape, dtype=probs.dtype, device=probs.device).exponential_(1, generator=generator)
     return (probs / q).argmax(dim=-1)

@@ -1,160 +1,16 @@
-"""`sinkexp measure` on Hugging Face causal LMs built here from configs (no download): the captured
-attention equals transformers' eager attention, hand-set models give their closed-form metrics,
-the command writes run directories `sinkexp report` reads, sweeps skip finished runs, and every
-bad input is one line, exit 2, nothing written. tests/test_export.py checks a trained sinkexp run."""
+"""`sinkexp measure` as a command: it writes run directories `sinkexp report` reads, sweeps skip
+finished runs, named checkpoints are measured for the claims, and every bad input is one line, exit
+2, nothing written."""
 import json
-import math
 import sys
 
 import numpy as np
 import pandas as pd
 import pytest
-import torch
+from hf_models import KINDS, tiny
 from test_cli import sinkexp
 
 from sinkexp.evaluate.tables import METRICS
-from sinkexp.hf import families
-from sinkexp.hf import measure as H
-from sinkexp.hf.capture import layer_by_layer
-from sinkexp.hf.export import byte_tokenizer
-
-SIZES = dict(vocab_size=257, hidden_size=16, num_attention_heads=2, num_hidden_layers=2, max_position_embeddings=32)
-
-
-def config(kind: str, **changes):
-    from transformers import GPT2Config, GPTNeoXConfig, LlamaConfig
-
-    if kind == "gpt2":
-        return GPT2Config(vocab_size=257, n_embd=16, n_head=2, n_layer=2, n_positions=32, bos_token_id=256,
-                          eos_token_id=256, **changes)
-    if kind == "gpt_neox":
-        return GPTNeoXConfig(**SIZES, intermediate_size=32, bos_token_id=256, eos_token_id=256, **changes)
-    return LlamaConfig(**{**SIZES, "num_attention_heads": 4}, num_key_value_heads=2, intermediate_size=32,
-                       bos_token_id=256, eos_token_id=None, **changes)      # grouped-query: 4 query heads, 2 kv
-
-
-def save(model, folder, bos: bool):
-    model.save_pretrained(folder)
-    byte_tokenizer(bos).save_pretrained(folder)
-    return folder
-
-
-def tiny(kind: str, folder, seed: int = 0, edit=None, **changes):
-    """A randomly initialised `kind` model (GPT-2, GPT-NeoX or grouped-query Llama) saved in `folder`
-    with task=lm's byte tokenizer (a BOS in front of every text for Llama, as Llama's own does)."""
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config(kind, **changes))
-    if edit is not None:
-        with torch.no_grad():
-            edit(model)
-    return save(model, folder, bos=kind == "llama")
-
-
-KINDS = ("gpt2", "gpt_neox", "llama")
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_captured_attention_is_transformers_eager_attention(kind, tmp_path):
-    from transformers import AutoModelForCausalLM
-
-    folder = tiny(kind, tmp_path / kind)
-    eager = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
-    ours = H.load_model(folder, "float32", torch.device("cpu"))
-    inputs = torch.randint(0, 256, (3, 9), generator=torch.Generator().manual_seed(1))
-    captured = {}
-    with torch.no_grad(), layer_by_layer(ours, families.FAMILIES[kind],
-                                         lambda layer, cache: captured.update({layer: dict(cache)})):
-        logits = ours(input_ids=inputs, use_cache=False).logits
-    reference = eager(input_ids=inputs, output_attentions=True, output_hidden_states=True)
-    torch.testing.assert_close(logits, reference.logits)
-    for layer in range(2):
-        assert all(name.startswith(f"blocks.{layer}.") for name in captured[layer])   # one layer's taps at a time
-        torch.testing.assert_close(captured[layer][f"blocks.{layer}.attn.weights"], reference.attentions[layer])
-        if layer == 0:   # the stream after block 0 (the last hidden state has the final norm applied)
-            torch.testing.assert_close(captured[0]["blocks.0.resid_post"], reference.hidden_states[1])
-
-
-def zero_queries_and_keys(kind):
-    """Scores 0 everywhere, so every query attends uniformly to the keys it sees: A[t, 0] = 1/(t+1)."""
-    def edit(model):
-        family = families.FAMILIES[kind]
-        for layer in family.layer_modules(model):
-            attn = family.attention_module(layer)
-            if kind == "gpt2":
-                attn.c_attn.weight[:, :32] = 0
-                attn.c_attn.bias[:32] = 0
-            elif kind == "gpt_neox":
-                attn.query_key_value.weight.view(2, 3, 8, 16)[:, :2] = 0
-                attn.query_key_value.bias.view(2, 3, 8)[:, :2] = 0
-            else:
-                attn.q_proj.weight.zero_()
-                attn.k_proj.weight.zero_()
-    return edit
-
-
-def finals(rows):
-    frame = pd.DataFrame(rows, columns=["step", "layer", "head", "query_type", "metric", "value"])
-    return frame.groupby(["layer", "query_type", "metric"])["value"].mean()
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_uniform_attention_reads_one_over_t_plus_one(kind, tmp_path):
-    T = 8
-    model = H.load_model(tiny(kind, tmp_path / kind, edit=zero_queries_and_keys(kind)), "float32", torch.device("cpu"))
-    inputs = torch.randint(0, 256, (4, T), generator=torch.Generator().manual_seed(2))
-    weights = []
-    with torch.no_grad(), layer_by_layer(model, families.FAMILIES[kind],
-                                         lambda layer, cache: weights.append(cache[f"blocks.{layer}.attn.weights"])):
-        model(input_ids=inputs, use_cache=False)
-    first = torch.tensor([1 / (t + 1) for t in range(T)])
-    for layer_weights in weights:
-        torch.testing.assert_close(layer_weights[..., 0], first.expand_as(layer_weights[..., 0]))
-    values = finals(H.measure(model, inputs, step=5)[0])
-    harmonic = sum(1 / (t + 1) for t in range(T))
-    for layer in (0, 1):
-        assert values[(layer, "text", "sink_attn")] == pytest.approx((harmonic - 1) / (T - 1), rel=1e-6)
-        assert values[(layer, "all", "sink_score")] == pytest.approx(harmonic / T, rel=1e-6)   # 0.340 > 0.3
-        assert values[(layer, "all", "sink_rate@0.3")] == 1.0 and values[(layer, "all", "sink_rate@0.8")] == 0.0
-
-
-def sink_at_position_zero(model):
-    """GPT-2 whose every head attends to position 0 alone: token embeddings 0, position 0's a large
-    +-1 pattern e (its LayerNorm is e, every other position's is 0), W_K maps e to all-ones keys and a
-    query bias of 100 gives position 0 a score of 100 * 8 / sqrt(8) = 283 over 0 elsewhere (e^-283
-    is 0 in float32); the heads and MLPs write nothing, so every layer sees the same stream."""
-    e = torch.tensor([1.0, -1.0] * 8)
-    model.transformer.wte.weight.zero_()
-    model.transformer.wpe.weight.zero_()
-    model.transformer.wpe.weight[0] = 1000 * e
-    for block in model.transformer.h:
-        block.attn.c_attn.weight.zero_()
-        block.attn.c_attn.bias.zero_()
-        block.attn.c_attn.weight[:, 16:32] = torch.outer(e, torch.ones(16)) / 16
-        block.attn.c_attn.bias[:16] = 100.0
-        for projection in (block.attn.c_proj, block.mlp.c_proj):
-            projection.weight.zero_()
-            projection.bias.zero_()
-
-
-def test_heads_set_to_attend_to_position_zero_read_sink_rate_one(tmp_path):
-    model = H.load_model(tiny("gpt2", tmp_path / "sink", edit=sink_at_position_zero), "float32", torch.device("cpu"))
-    values = finals(H.measure(model, torch.randint(0, 256, (3, 10)), step=0)[0])
-    for layer in (0, 1):
-        assert values[(layer, "text", "sink_attn")] == 1.0 and values[(layer, "all", "sink_score")] == 1.0
-        assert values[(layer, "all", "sink_rate@0.3")] == 1.0 and values[(layer, "all", "sink_rate@0.8")] == 1.0
-    assert values[(-1, "all", "sink_rate@0.8")] == 1.0
-
-
-def test_chunks_give_the_whole_batch_means(tmp_path):
-    """Means over sequences and queries do not depend on the chunk size (docs/measure.md)."""
-    model = H.load_model(tiny("gpt_neox", tmp_path / "m"), "float32", torch.device("cpu"))
-    inputs = torch.randint(0, 256, (6, 8), generator=torch.Generator().manual_seed(3))
-    whole, chunked = (finals(H.measure(model, inputs, chunk=chunk)[0]) for chunk in (None, 4))
-    for metric in ("sink_attn", "sink_score", "sink_rate@0.3", "logit_gap", "v_norm_sink", "resid_norm_rest"):
-        pd.testing.assert_series_equal(whole.xs(metric, level="metric"), chunked.xs(metric, level="metric"),
-                                       rtol=1e-5)
 
 
 def run_dir_of(result):
@@ -300,9 +156,3 @@ def test_attention_that_cannot_be_captured_and_missing_transformers(tmp_path, mo
     result = sinkexp("measure", str(folder), cwd=tmp_path)
     assert result.returncode == 2 and "pip install -e .[hf]" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "outputs").exists()
-
-
-def test_uniform_loss_reference_is_log_vocab():
-    batch = H.text_batch(torch.tensor([[256, 3, 4]]))
-    assert batch.loss_mask.tolist() == [[True, True, False]] and batch.targets[0, :2].tolist() == [3, 4]
-    assert H.NextToken(257).baseline_loss(batch)[0, 0].item() == pytest.approx(math.log(257))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import QUICK
-from test_train import assert_same_tables
+from helpers import assert_same_tables
 
 from sinkexp.config.schema import run_configs
 from sinkexp.jobs.runner import make_trainer, run, train_together
@@ -30,7 +30,7 @@ from sinkexp.train.replicas import ReplicaTrainer
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 ON_CUDA = (*QUICK[:-1], "device=cuda")          # 30 steps, evaluated and checkpointed every 10
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 
 

@@ -109,7 +109,7 @@ def test_grids_expand_to_the_sweeps_hydra_reads_and_cpu_sizes_go_with_scale_cpu_
 
 
 def test_every_registered_metric_is_documented():
-    text = (Path(__file__).parents[1] / "docs" / "metrics.md").read_text()
+    text = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text()
     spelled = [m for m in METRICS if not re.fullmatch(r"qk_sigma\d|loss_\w+", m)]   # docs: `qk_sigma1..3`, `eval/<t>`
     assert [m for m in spelled if f"`{m}`" not in text] == []
 

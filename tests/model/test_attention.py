@@ -1,20 +1,19 @@
-"""Attention: normalisers match their formulas, softmax matches PyTorch's kernel, the causal mask
-holds, and capture points record without changing the forward pass."""
+"""Attention: normalisers match their formulas, softmax matches PyTorch's kernel and the fused path the
+explicit one, the causal mask holds, slots, gates and RoPE reduce to their closed forms."""
 import math
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import make_model
 from omegaconf import OmegaConf
 
-from sinkexp.config.schema import AttnConfig, ModelConfig
-from sinkexp.model import NORMALISERS, Transformer, capture, tap_names
+from sinkexp.config.schema import AttnConfig
+from sinkexp.model import NORMALISERS, capture
 from sinkexp.model.attention import Attention, rotary
-from sinkexp.model.transformer import DynamicTanh
-from sinkexp.tasks.trigger import TriggerConfig, TriggerTask
 
-CONFIGS = Path(__file__).parents[1] / "configs"
+CONFIGS = Path(__file__).parents[2] / "configs"
 
 
 def test_normalisers_match_their_formulas_on_a_hand_built_case():
@@ -57,13 +56,6 @@ def test_explicit_softmax_equals_scaled_dot_product_attention(causal):
     torch.testing.assert_close(attention(x, visible), reference, atol=1e-5, rtol=1e-5)
 
 
-def make_model(attn="softmax", **model):
-    torch.manual_seed(0)
-    task = TriggerTask(TriggerConfig(seq_len=10, d_x=4))
-    return Transformer(ModelConfig(**{"n_layers": 2, "n_heads": 2, "d_model": 16, "mlp": "gelu", **model}),
-                       AttnConfig(name=attn, normaliser=attn), task)
-
-
 @pytest.mark.parametrize("attn", sorted(NORMALISERS))
 def test_future_tokens_do_not_change_past_outputs(attn):
     model = make_model(attn)
@@ -73,46 +65,6 @@ def test_future_tokens_do_not_change_past_outputs(attn):
     before, after = model(x), model(changed)
     torch.testing.assert_close(before[:, :6], after[:, :6])
     assert not torch.allclose(before[:, 6:], after[:, 6:])
-
-
-def test_capture_records_every_tap_without_changing_the_output():
-    model = make_model()
-    x = torch.randn(2, 10, 6)
-    plain = model(x)
-    with capture(model) as cache:
-        captured = model(x)
-    torch.testing.assert_close(plain, captured)
-    assert set(cache) == set(tap_names(model))
-    assert cache["blocks.1.attn.weights"].shape == (2, 2, 10, 10)      # (B, H, T, S)
-    assert cache["blocks.0.attn.v"].shape == (2, 2, 10, 8)             # (B, H, S, D)
-    assert cache["blocks.0.resid_post"].shape == (2, 10, 16)
-    torch.testing.assert_close(cache["blocks.0.attn.weights"].sum(-1), torch.ones(2, 2, 10))
-    # weights @ v is what the head mixes
-    torch.testing.assert_close(cache["blocks.0.attn.weights"] @ cache["blocks.0.attn.v"],
-                               cache["blocks.0.attn.mixed"])
-    with capture(model, ["blocks.0.attn.weights"]) as only:
-        model(x)
-    assert list(only) == ["blocks.0.attn.weights"]
-
-
-def test_capture_rejects_unknown_names():
-    with pytest.raises(KeyError, match="blocks.0.attn.weights"):
-        with capture(make_model(), ["blocks.0.attn.weight"]):
-            pass
-
-
-@pytest.mark.parametrize("norm", ["pre", "post", "sandwich", "none"])
-def test_norm_placements_follow_their_formulas(norm):
-    torch.manual_seed(0)
-    model = make_model(norm=norm, residual=True)
-    block = model.blocks[0]
-    x = torch.randn(2, 10, 16)
-    visible = model.visible(10, x.device)
-    attn = lambda h: block.attn(h, visible)  # noqa: E731
-    n_in, n_out = block.norms_in[0], block.norms_out[0]
-    after_attn = {"pre": x + attn(n_in(x)), "post": n_out(x + attn(x)),
-                  "sandwich": x + n_out(attn(n_in(x))), "none": x + attn(x)}[norm]
-    torch.testing.assert_close(block.sublayer(0, x, attn), after_attn)
 
 
 def test_gu_sigmoid_presets_have_no_bias():
@@ -192,28 +144,6 @@ def test_rope_scores_depend_only_on_relative_position():
     assert not torch.allclose(score(5, 2), score(5, 4))
 
 
-def test_dyt_and_rmsnorm_match_their_formulas():
-    x = torch.randn(3, 8)
-    dyt = DynamicTanh(8)
-    with torch.no_grad():
-        dyt.gamma.copy_(torch.linspace(0.5, 2, 8))
-        dyt.beta.copy_(torch.linspace(-1, 1, 8))
-    torch.testing.assert_close(dyt(x), dyt.gamma * torch.tanh(0.5 * x) + dyt.beta)
-    rms = torch.nn.RMSNorm(8)
-    torch.testing.assert_close(rms(x), x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + torch.finfo(x.dtype).eps))
-
-
-def test_registers_are_dropped_at_the_output_and_seen_by_the_taps():
-    model = make_model(n_registers=3)
-    x = torch.randn(2, 10, 6)
-    with capture(model) as cache:
-        out = model(x)
-    assert out.shape == (2, 10, 4)
-    assert cache["blocks.0.attn.weights"].shape == (2, 2, 13, 13)
-    assert model.token_positions(10).tolist() == [0] + list(range(4, 13))
-    assert model.register_positions().tolist() == [1, 2, 3]
-
-
 @pytest.mark.parametrize("gate", ["none", "headwise"])
 @pytest.mark.parametrize("causal", [True, False])
 def test_fused_training_path_matches_the_explicit_path(monkeypatch, gate, causal):
@@ -268,55 +198,6 @@ def test_zeroing_the_value_of_a_sink_that_takes_all_attention_zeroes_the_head():
     assert all(tap.replace is None for tap in attention.modules() if hasattr(tap, "replace"))
 
 
-def test_an_intervention_that_returns_its_input_changes_nothing_and_forces_the_explicit_path():
-    from sinkexp.model import intervene
-
-    model = make_model()
-    x = torch.randn(2, 10, 6)
-    with intervene(model, {"blocks.0.attn.weights": lambda w: w, "blocks.1.resid_post": lambda h: h}):
-        same = model(x)
-    torch.testing.assert_close(same, model(x), atol=1e-5, rtol=1e-5)
-    with pytest.raises(KeyError, match="unknown capture point"):
-        with intervene(model, {"blocks.0.attn.weight": lambda w: w}):
-            pass
-
-
-@pytest.mark.parametrize("std", [0.02, 1.0])
-def test_learned_positions_start_at_the_chosen_scale(std):
-    torch.manual_seed(0)
-    model = Transformer(ModelConfig(d_model=64, pos_init_std=std), AttnConfig(),
-                        TriggerTask(TriggerConfig(seq_len=32, d_x=4)))
-    assert model.positions.table.std().item() == pytest.approx(std, rel=0.05)     # 32 x 64 draws
-
-
-@pytest.mark.parametrize("norm", ["pre", "post", "none"])
-def test_positions_into_the_first_attention_only_reach_its_input(norm):
-    """model.pos_into=first_attn: block 0 computes x + attn(N(x + P)) (post: N(x + attn(x + P))); the
-    stream, later blocks and the readout never see P. Checked against the blocks' own modules."""
-    model = make_model(norm=norm, pos_into="first_attn", mlp="none")
-    with torch.no_grad():
-        model.positions.table.normal_()          # large enough to matter
-    x = torch.randn(2, 10, 6)
-    visible = model.visible(10, x.device)
-    P = model.positions.table[:10]
-    h = model.embed_in(x)
-    first, second = model.blocks
-    attn_in = first.norms_in[0](h + P)
-    h = first.norms_out[0](h + first.attn(attn_in, visible))
-    h = second.norms_out[0](h + second.attn(second.norms_in[0](h), visible))
-    torch.testing.assert_close(model(x), model.readout(model.final_norm(h)))
-    with capture(model, ["embed"]) as seen:
-        model(x)
-    torch.testing.assert_close(seen["embed"], model.embed_in(x))   # the stream starts without positions
-
-
-def test_mlp_bias_overrides_model_bias():
-    assert make_model(bias=False, mlp_bias=True).blocks[0].mlp[0].bias is not None
-    assert make_model(bias=True, mlp_bias=False).blocks[0].mlp[0].bias is None
-    assert make_model(bias=False).blocks[0].mlp[0].bias is None
-    assert make_model(bias=False, mlp_bias=True).blocks[0].attn.qkv.bias is None
-
-
 @pytest.mark.parametrize("attn", ["softmax", "relu"])
 def test_a_hidden_bos_key_gets_no_attention_and_changes_no_other_position(attn):
     model = make_model(attn, hide_bos=True)
@@ -331,73 +212,3 @@ def test_a_hidden_bos_key_gets_no_attention_and_changes_no_other_position(attn):
     changed[:, 0] = torch.randn(2, 6)
     torch.testing.assert_close(model(changed)[:, 1:], out[:, 1:])      # nothing reads BOS any more
     assert not torch.allclose(make_model(attn)(changed)[:, 1:], make_model(attn)(x)[:, 1:])
-
-
-def broadcast_model(**model):
-    from sinkexp.tasks.broadcast import BroadcastConfig, BroadcastTask
-    torch.manual_seed(0)
-    task = BroadcastTask(BroadcastConfig(seq_len=6, d=8))
-    cfg = {"n_layers": 2, "d_model": 8, "mlp": "gelu", "embed": "identity", "readout": "identity", **model}
-    return Transformer(ModelConfig(**cfg), AttnConfig(), task)
-
-
-@pytest.mark.parametrize("gate", ["learned", "fixed"])
-def test_global_pathway_adds_its_gated_pooled_state_to_the_attention_write(gate):
-    """Block 0 computes x + attn(z) + gamma_i W_OG sum_j pi_j W_VG z_j with z = N(x), pi = softmax(z w_P),
-    gamma_i = sigmoid(z_i w_g + b) or 1: checked against the block's own modules."""
-    model = broadcast_model(global_pathway=gate)
-    x = torch.randn(3, 6, 8)
-    block = model.blocks[0]
-    pathway = block.pathway
-    z = block.norms_in[0](model.positions(x))
-    pi = torch.softmax(z @ pathway.w_p.weight[0], dim=1)                           # (B, T)
-    state = (pi[..., None] * (z @ pathway.w_vg.weight.T)).sum(1)                    # (B, d)
-    gamma = torch.sigmoid(z @ pathway.gate.weight[0] + pathway.gate.bias)[..., None] if gate == "learned" else 1.0
-    pathway_write = gamma * (state @ pathway.w_og.weight.T)[:, None]
-    h = model.positions(x) + block.attn(z, model.visible(6, x.device)) + pathway_write
-    h = block.sublayer(1, h, block.mlp)
-    with capture(model, ["blocks.0.resid_post", "blocks.0.pathway.pool"]) as cache:
-        model(x)
-    torch.testing.assert_close(cache["blocks.0.resid_post"], h)
-    torch.testing.assert_close(cache["blocks.0.pathway.pool"], pi)
-    if gate == "learned":
-        assert torch.all(pathway.gate.bias == 0)                                   # gamma = 1/2 at init
-
-
-def test_global_pathway_leaves_the_rest_of_the_model_as_without_it():
-    """The pathway's weights are drawn last: the arms of one seed start from the same base weights."""
-    plain, with_pathway = broadcast_model().state_dict(), broadcast_model(global_pathway="learned").state_dict()
-    extra = set(with_pathway) - set(plain)
-    assert extra and all(".pathway." in name for name in extra)
-    for name, tensor in plain.items():
-        torch.testing.assert_close(with_pathway[name], tensor, rtol=0, atol=0)
-    assert not any(name.endswith("pathway.gate") for name, _ in broadcast_model(global_pathway="fixed").named_modules())
-
-
-def test_global_pathway_weights_start_at_std_0_02():
-    """As the source's nn.init.trunc_normal_(std=0.02), whose bounds (+-2) are absolute: a plain N(0, 0.02^2)."""
-    from sinkexp.model.pathway import GlobalPathway
-    torch.manual_seed(0)
-    assert GlobalPathway(64, gate="learned").w_vg.weight.std().item() == pytest.approx(0.02, rel=0.05)   # 4096 draws
-
-
-def test_the_dynamics_form_is_the_source_notebooks_one_head_model():
-    """task=damping_dynamics: y = LN(x + pos + bos) + W_O softmax(Q K^T / sqrt(d)) V with Q, K, V read from
-    that same LN(x + pos + bos) (Kempner noop_dynamics.ipynb's OneHead), computed by hand from the
-    model's own weights."""
-    from sinkexp.tasks.damping import DampingConfig, DampingTask
-
-    torch.manual_seed(0)
-    preset = OmegaConf.load(CONFIGS / "task" / "damping_dynamics.yaml")
-    model = Transformer(ModelConfig(**preset.model), AttnConfig(), DampingTask(DampingConfig(**preset.task)))
-    with torch.no_grad():
-        model.positions.table.normal_()                                    # large enough to matter
-        model.bos_vector.normal_()
-    x = torch.randn(3, 32, 64)
-    h = x + model.positions.table[:32]
-    h[:, 0] += model.bos_vector
-    z = F.layer_norm(h, (64,), model.embed_norm.weight, model.embed_norm.bias)
-    w_q, w_k, w_v = model.blocks[0].attn.qkv.weight.chunk(3)
-    weights = torch.softmax((z @ w_q.T) @ (z @ w_k.T).transpose(1, 2) / 8.0, dim=-1)   # no causal mask
-    expected = z + (weights @ (z @ w_v.T)) @ model.blocks[0].attn.out.weight.T
-    torch.testing.assert_close(model(x), expected)

@@ -155,7 +155,7 @@ def test_a_value_a_run_lacks_leaves_the_claim_not_run_with_the_problem_not_a_num
 
 
 def test_the_committed_results_page_and_headline_are_what_claims_csv_gives():
-    repo = Path(__file__).parents[1]
+    repo = Path(__file__).parents[2]
     rows = pd.read_csv(repo / "docs" / "claims.csv")
     assert (repo / "docs" / "results.md").read_text() == results_page(rows)
     assert headline(rows) in (repo / "README.md").read_text()

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers import sinkexp
 from omegaconf import OmegaConf
-from test_cli import sinkexp
 
 from sinkexp import load_run
 from sinkexp.evaluate.evaluator import evaluate

@@ -2,10 +2,10 @@
 import json
 import shutil
 
-import pandas as pd
 import pytest
 import torch
 from conftest import QUICK
+from helpers import assert_same_tables
 
 from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import run_configs
@@ -25,23 +25,6 @@ SETTINGS = {
     "backcopy-adamw-relu-chunked": ("task=backcopy", "attn=relu", "model.n_layers=2", "model.mlp=gelu",
                                     "model.n_registers=1", "train.data_chunk=4"),
 }
-
-
-def numbers(run_dir, name):
-    table = pd.read_csv(run_dir / name)
-    value = "value" if "value" in table else "loss"
-    return table.drop(columns=value), table[value].to_numpy()
-
-
-def assert_same_tables(a, b, exact=False):
-    for name in (F.METRICS, F.LOSSES):
-        (keys_a, values_a), (keys_b, values_b) = numbers(a, name), numbers(b, name)
-        pd.testing.assert_frame_equal(keys_a, keys_b)
-        if exact:
-            assert (values_a == values_b).all(), name
-        else:
-            torch.testing.assert_close(torch.tensor(values_a), torch.tensor(values_b), rtol=2e-3, atol=1e-5,
-                                       msg=f"{a} vs {b}: {name}")
 
 
 @pytest.mark.parametrize("setting", SETTINGS)

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from test_hf import sink_at_position_zero, tiny  # noqa: E402
+from hf_models import sink_at_position_zero, tiny  # noqa: E402
 
 from sinkexp.reproduce import exit_code, reproduce  # noqa: E402
 from sinkexp.reproduce.declare import Checkpoint, Paper, Value, at_least, at_most  # noqa: E402

@@ -89,6 +89,6 @@ def test_load_run_loads_on_the_kind_the_run_trained_on(cpu_run, tmp_path):
     meta = F.read_json(tmp_path / "cuda_run" / F.META)
     F.write_json(tmp_path / "cuda_run" / F.META, {**meta, "device": {**meta["device"], "resolved": "cuda:0"}})
     if devices.usable_gpus():
-        pytest.skip("this machine has a GPU: tests/test_gpu.py loads a real GPU run")
+        pytest.skip("this machine has a GPU: tests/machine/test_gpu.py loads a real GPU run")
     with pytest.raises(R.RunDirError, match="trained on cuda:0, so it loads on cuda only .*no usable GPU"):
         load_run(tmp_path / "cuda_run")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_cli import sinkexp
+from helpers import sinkexp
 
 from sinkexp.jobs.launch import launch
 from sinkexp.jobs.plan import Plan, plan

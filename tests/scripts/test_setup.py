@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).parent.parent / "scripts" / "torch_choice.sh"
+SCRIPT = Path(__file__).parents[2] / "scripts" / "torch_choice.sh"
 TESTED = "torch==2.13.0"          # the version the suite runs on (scripts/setup.sh installs it here)
 BANNER = """+-----------------------------------------------------------------------------------------+
 | NVIDIA-SMI 580.65.06              Driver Version: 580.65.06      CUDA Version: {cuda}     |

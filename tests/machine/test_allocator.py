@@ -10,7 +10,7 @@ import pytest
 
 from sinkexp.machine.allocator import keep_freed_memory
 
-BENCH = Path(__file__).parent.parent / "scripts" / "bench_malloc.py"
+BENCH = Path(__file__).parents[2] / "scripts" / "bench_malloc.py"
 
 
 @pytest.mark.parametrize("env,says", [({"SINKEXP_MALLOC": "glibc"}, "glibc defaults"),

