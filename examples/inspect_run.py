@@ -26,7 +26,7 @@ import torch  # noqa: E402
 
 from sinkexp import load_run  # noqa: E402
 from sinkexp.analysis.interventions import sink_keys, zero_sink_value  # noqa: E402
-from sinkexp.evaluate import metrics as M  # noqa: E402
+from sinkexp.evaluate import metrics  # noqa: E402
 from sinkexp.model import intervene  # noqa: E402
 
 
@@ -105,7 +105,7 @@ def main() -> None:
                     queries = kept.batch.query_type == index
                     if queries.any():
                         cells.append(f"layer {layer} {query} "
-                                     f"{M.sink_attn(weights, kept.batch.sink, queries).mean():.3f}")
+                                     f"{metrics.sink_attn(weights, kept.batch.sink, queries).mean():.3f}")
             print(f"  step {step:>6}: " + ", ".join(cells))
 
 

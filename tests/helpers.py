@@ -12,7 +12,7 @@ import torch
 from sinkexp import cli
 from sinkexp.config.schema import AttnConfig, ModelConfig
 from sinkexp.model import Transformer
-from sinkexp.rundir import files as F
+from sinkexp.rundir import files as rundir_files
 from sinkexp.tasks.trigger import TriggerConfig, TriggerTask
 
 
@@ -47,7 +47,7 @@ def numbers(run_dir, name):
 
 
 def assert_same_tables(a, b, exact=False):
-    for name in (F.METRICS, F.LOSSES):
+    for name in (rundir_files.METRICS, rundir_files.LOSSES):
         (keys_a, values_a), (keys_b, values_b) = numbers(a, name), numbers(b, name)
         pd.testing.assert_frame_equal(keys_a, keys_b)
         if exact:

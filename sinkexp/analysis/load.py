@@ -23,7 +23,7 @@ from sinkexp.config.schema import Config
 from sinkexp.config.validate import from_dictconfig
 from sinkexp.evaluate.evaluator import captured_forward
 from sinkexp.model import Transformer, tap_names
-from sinkexp.rundir import files as F
+from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir.files import RunFiles
 from sinkexp.rundir.lifecycle import RunDir, RunDirError
 from sinkexp.tasks import TASKS, held_out_batch
@@ -62,8 +62,8 @@ def load_run(path, step: int | None = None, device: str | None = None) -> Loaded
     from sinkexp.machine.devices import device_kind, resolve_device, usable_gpus
 
     path = Path(path)
-    if not (path / F.CONFIG).exists():
-        raise FileNotFoundError(f"{path} is not a run directory (no {F.CONFIG})")
+    if not (path / rundir_files.CONFIG).exists():
+        raise FileNotFoundError(f"{path} is not a run directory (no {rundir_files.CONFIG})")
     files = RunFiles(path)
     cfg = from_dictconfig(files.config)
     trained = ((files.meta or {}).get("device") or {}).get("resolved") or "cpu"     # e.g. cuda:0
@@ -75,7 +75,7 @@ def load_run(path, step: int | None = None, device: str | None = None) -> Loaded
     if kind == "cuda" and not usable_gpus():
         raise RunDirError(f"{why}; this machine has no usable GPU")
     device = resolve_device(device or kind)
-    name = F.CHECKPOINT if step is None else F.kept_checkpoint(step)
+    name = rundir_files.CHECKPOINT if step is None else rundir_files.kept_checkpoint(step)
     state = RunDir(path, cfg, kind=kind).load_checkpoint(name)
     task = TASKS[cfg.task.name](cfg.task)
     if state is None and step == 0:   # untrained: initialised exactly as training initialised it (runner.make_trainer)
@@ -83,7 +83,7 @@ def load_run(path, step: int | None = None, device: str | None = None) -> Loaded
         state = {"trainer": {"step": 0, "model": Transformer(cfg.model, cfg.attn, task).state_dict()}}
     if state is None:
         raise RunDirError(f"{path / name} does not exist" + ("" if step is None else
-                          f"; kept steps: {sorted(p.stem for p in (path / F.KEPT).glob('step_*.pt'))} "
+                          f"; kept steps: {sorted(p.stem for p in (path / rundir_files.KEPT).glob('step_*.pt'))} "
                           "(train.keep_checkpoints=true keeps them; step 0 is rebuilt from the seed)"))
     model = Transformer(cfg.model, cfg.attn, task).to(device)
     model.load_state_dict(state["trainer"]["model"])

@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from sinkexp.evaluate import metrics as M
+from sinkexp.evaluate import metrics
 from sinkexp.evaluate.tables import SINK_RATE_EPS, sink_rate_name
 from sinkexp.model import capture, tap_names
 
@@ -99,7 +99,7 @@ def model_rows(rows: Rows, sink_scores: list[torch.Tensor]) -> None:
     """The whole model's sink rate (layer -1) from each layer's per-sequence sink scores (B, H)."""
     model_scores = torch.cat(sink_scores, dim=1)                                 # (B, layers x H)
     for eps in SINK_RATE_EPS:
-        rows.scalar(-1, sink_rate_name(eps), M.sink_rate(model_scores, eps))
+        rows.scalar(-1, sink_rate_name(eps), metrics.sink_rate(model_scores, eps))
 
 
 def layer_rows(rows: Rows, layer: int, cache: dict, anatomy, batch, query_sets: dict) -> torch.Tensor:
@@ -109,25 +109,25 @@ def layer_rows(rows: Rows, layer: int, cache: dict, anatomy, batch, query_sets: 
     parts = anatomy.layers[layer]
     taps = {name: cache[f"blocks.{layer}.attn.{name}"][:, :, anatomy.tokens] for name in ATTENTION_TAPS}
     gates = cache.get(f"blocks.{layer}.attn.gates")
-    share = M.row_share(taps["weights"])[..., anatomy.tokens]                # (B, H, T, T) share of each row
+    share = metrics.row_share(taps["weights"])[..., anatomy.tokens]                # (B, H, T, T) share of each row
     query_rows(rows, layer, taps["scores"], taps["weights"], share, gates, anatomy, batch, query_sets)
-    updates = M.head_values(taps["mixed"], parts.w_o)                        # (B, H, T, d_model)
+    updates = metrics.head_values(taps["mixed"], parts.w_o)                        # (B, H, T, d_model)
     if parts.n_heads > 1:
         for query_type, queries in query_sets.items():
-            rows.scalar(layer, "head_cancellation", M.head_cancellation(updates, queries), query_type)
+            rows.scalar(layer, "head_cancellation", metrics.head_cancellation(updates, queries), query_type)
     sink_scores = head_rows(rows, layer, share, taps["k"], taps["v"], updates, parts, batch.sink)
     attn_write = cache[f"blocks.{layer}.attn.output"][:, anatomy.tokens]      # (B, T, d_model)
-    rows.scalar(layer, "common_mode", M.common_mode_fraction(attn_write))
+    rows.scalar(layer, "common_mode", metrics.common_mode_fraction(attn_write))
     if parts.has_pathway:
         pathway_write = cache[f"blocks.{layer}.pathway.output"][:, anatomy.tokens]
-        rows.scalar(layer, "pathway_common_mode", M.common_mode_fraction(pathway_write))
-        rows.scalar(layer, "pathway_usage", M.rms_ratio(pathway_write, attn_write))
+        rows.scalar(layer, "pathway_common_mode", metrics.common_mode_fraction(pathway_write))
+        rows.scalar(layer, "pathway_usage", metrics.rms_ratio(pathway_write, attn_write))
     resid = cache[f"blocks.{layer}.resid_post"][:, anatomy.tokens]           # (B, T, d_model)
-    at_sink, rest = M.resid_norms(resid, batch.sink)
+    at_sink, rest = metrics.resid_norms(resid, batch.sink)
     rows.scalar(layer, "resid_norm_sink", at_sink)
     rows.scalar(layer, "resid_norm_rest", rest)
-    rows.scalar(layer, "massive_ratio", M.massive_ratio(resid))
-    position, channel, at_sink = M.massive_location(resid, batch.sink)
+    rows.scalar(layer, "massive_ratio", metrics.massive_ratio(resid))
+    position, channel, at_sink = metrics.massive_location(resid, batch.sink)
     rows.scalar(layer, "massive_position", position)
     rows.scalar(layer, "massive_channel", channel)
     rows.scalar(layer, "massive_at_sink", at_sink)
@@ -140,48 +140,48 @@ def query_rows(rows: Rows, layer: int, scores, weights, share, gates, anatomy, b
     keep, n_keys = anatomy.tokens, anatomy.n_keys
     extra_mass = {"slot_attn": weights[..., n_keys:].sum(-1), "register_attn": weights[..., anatomy.registers].sum(-1)}
     scores, weights = scores[..., keep], weights[..., keep]                  # (B, H, T, T) over tokens
-    gap = M.logit_gap(scores, batch.sink, anatomy.visible)                  # (B, H, T)
+    gap = metrics.logit_gap(scores, batch.sink, anatomy.visible)                  # (B, H, T)
     gap_defined = ~gap[:, 0].isnan()                                        # (B, T), same for every head
     parts = anatomy.layers[layer]
     for query_type, queries in query_sets.items():
-        rows.per_head(layer, query_type, "sink_attn", M.sink_attn(weights, batch.sink, queries))
-        rows.per_head(layer, query_type, "sink_share", M.sink_attn(share, batch.sink, queries))
-        rows.per_head(layer, query_type, "max_inflow", M.max_inflow(weights, queries))
-        rows.per_head(layer, query_type, "sink_match", M.sink_match(weights, batch.sink, queries))
-        rows.per_head(layer, query_type, "sink_match_seq", M.sink_match_seq(weights, batch.sink, queries))
-        rows.per_head(layer, query_type, "logit_gap", M.query_mean(gap.nan_to_num(0.0), queries & gap_defined))
+        rows.per_head(layer, query_type, "sink_attn", metrics.sink_attn(weights, batch.sink, queries))
+        rows.per_head(layer, query_type, "sink_share", metrics.sink_attn(share, batch.sink, queries))
+        rows.per_head(layer, query_type, "max_inflow", metrics.max_inflow(weights, queries))
+        rows.per_head(layer, query_type, "sink_match", metrics.sink_match(weights, batch.sink, queries))
+        rows.per_head(layer, query_type, "sink_match_seq", metrics.sink_match_seq(weights, batch.sink, queries))
+        rows.per_head(layer, query_type, "logit_gap", metrics.query_mean(gap.nan_to_num(0.0), queries & gap_defined))
         if parts.has_slot:
-            rows.per_head(layer, query_type, "slot_attn", M.query_mean(extra_mass["slot_attn"], queries))
+            rows.per_head(layer, query_type, "slot_attn", metrics.query_mean(extra_mass["slot_attn"], queries))
         if len(anatomy.registers):
-            rows.per_head(layer, query_type, "register_attn", M.query_mean(extra_mass["register_attn"], queries))
+            rows.per_head(layer, query_type, "register_attn", metrics.query_mean(extra_mass["register_attn"], queries))
         if gates is not None:
-            rows.per_head(layer, query_type, "gate", M.query_mean(gates[:, :, keep].mean(-1), queries))
+            rows.per_head(layer, query_type, "gate", metrics.query_mean(gates[:, :, keep].mean(-1), queries))
 
 
 def head_rows(rows: Rows, layer: int, share, k, v, updates, parts, sink) -> torch.Tensor:
     """Per head: what it writes (value norms, the update's rank), its QK spectrum and sink score;
     returns the sink scores per sequence (B, H). share (B, H, T, T): the row-normalised weights over
     the task's tokens; updates (B, H, T, d_model) what each head writes at each query."""
-    values = M.head_values(v, parts.w_o)                                    # (B, H, T, d_model)
-    sink_key, other_keys = M.key_alignment(k, sink)
+    values = metrics.head_values(v, parts.w_o)                                    # (B, H, T, d_model)
+    sink_key, other_keys = metrics.key_alignment(k, sink)
     rows.per_head(layer, "all", "sink_key_cos", sink_key)
     rows.per_head(layer, "all", "key_cos_rest", other_keys)
     for name, tensor in (("k", k), ("v", v)):                               # Gu et al. 2025, Fig. 2 (norms)
-        at_sink, rest = M.norms_at_sink(tensor, sink)
+        at_sink, rest = metrics.norms_at_sink(tensor, sink)
         rows.per_head(layer, "all", f"{name}_norm_sink", at_sink)
         rows.per_head(layer, "all", f"{name}_norm_rest", rest)
-    rows.per_head(layer, "all", "value_norm_ratio", M.value_norm_ratio(values, sink))
-    rows.per_head(layer, "all", "sink_value_norm", M.sink_value_norm(values, sink))
-    rows.per_head(layer, "all", "stable_rank", M.stable_rank(updates))
-    spectrum = M.qk_spectrum(parts.w_q, parts.w_k, parts.n_heads)         # (H, top)
+    rows.per_head(layer, "all", "value_norm_ratio", metrics.value_norm_ratio(values, sink))
+    rows.per_head(layer, "all", "sink_value_norm", metrics.sink_value_norm(values, sink))
+    rows.per_head(layer, "all", "stable_rank", metrics.stable_rank(updates))
+    spectrum = metrics.qk_spectrum(parts.w_q, parts.w_k, parts.n_heads)         # (H, top)
     for rank in range(spectrum.shape[1]):
         rows.per_head(layer, "all", f"qk_sigma{rank + 1}", spectrum[:, rank])
     if spectrum.shape[1] > 1:
         rows.per_head(layer, "all", "qk_sigma1/sigma2", spectrum[:, 0] / spectrum[:, 1])
-    sink_scores = M.sink_scores(share, sink)                                # (B, H)
+    sink_scores = metrics.sink_scores(share, sink)                                # (B, H)
     rows.per_head(layer, "all", "sink_score", sink_scores.mean(dim=0))
     for eps in SINK_RATE_EPS:
-        rows.scalar(layer, sink_rate_name(eps), M.sink_rate(sink_scores, eps))
+        rows.scalar(layer, sink_rate_name(eps), metrics.sink_rate(sink_scores, eps))
     return sink_scores
 
 

@@ -20,13 +20,13 @@ import pandas as pd
 import torch
 
 from sinkexp.errors import ConfigError
-from sinkexp.hf import settings as S
+from sinkexp.hf import settings as hf_settings
 from sinkexp.hf import sources
-from sinkexp.rundir import files as F
+from sinkexp.rundir import files as rundir_files
 
 USAGE = """usage: sinkexp measure [-m] [MODEL] [KEY=VALUE ...]
   MODEL (or model=): a model folder (config.json, weights, tokenizer) or a Hugging Face hub id
-  keys: """ + ", ".join(S.KEYS) + """ (defaults and meaning: docs/measure.md)
+  keys: """ + ", ".join(hf_settings.KEYS) + """ (defaults and meaning: docs/measure.md)
   e.g. sinkexp measure outputs/export/my-run
        sinkexp measure EleutherAI/pythia-14m revision=step1000 n=100 seq_len=64
        sinkexp measure -m model=EleutherAI/pythia-14m,EleutherAI/pythia-70m revision=step1000,step143000 name=pythia"""
@@ -34,7 +34,7 @@ USAGE = """usage: sinkexp measure [-m] [MODEL] [KEY=VALUE ...]
 
 @dataclass
 class Job:
-    cfg: S.MeasureConfig
+    cfg: hf_settings.MeasureConfig
     folder: Path             # the model's local folder (a hub id's snapshot: config and tokenizer so far)
     digest: str              # config hash
     run_dir: Path
@@ -43,14 +43,14 @@ class Job:
     written: dict            # config.yaml
 
 
-def model_identity(folder: Path, cfg: S.MeasureConfig) -> str:
+def model_identity(folder: Path, cfg: hf_settings.MeasureConfig) -> str:
     """A hub snapshot's commit (its folder's name in the cache), or a local folder's content hash."""
     if cfg.revision is not None or not Path(cfg.model).expanduser().exists():
         return f"hub:{cfg.model}@{folder.name}"
     return sources.folder_digest(folder)
 
 
-def plan_job(cfg: S.MeasureConfig, multirun: bool, started: str) -> Job:
+def plan_job(cfg: hf_settings.MeasureConfig, multirun: bool, started: str) -> Job:
     from sinkexp.jobs.plan import check_run_dir
     from sinkexp.machine.devices import resolve_device
     from sinkexp.tasks.base import data_digest
@@ -59,20 +59,20 @@ def plan_job(cfg: S.MeasureConfig, multirun: bool, started: str) -> Job:
     config, _ = sources.check_model(folder, cfg.model, cfg.seq_len)
     inputs = sources.sequences(sources.load_tokenizer(folder, cfg.model), config, cfg.text, cfg.n, cfg.seq_len, cfg.bos)
     resolve_device(cfg.device)
-    digest = S.config_hash(cfg, model_identity(folder, cfg), data_digest("text", cfg.text))
-    where = S.run_dir(cfg, multirun, digest, started)
+    digest = hf_settings.config_hash(cfg, model_identity(folder, cfg), data_digest("text", cfg.text))
+    where = hf_settings.run_dir(cfg, multirun, digest, started)
     check_run_dir(where, digest, key="dir")
-    step = S.checkpoint_step(cfg, config)
-    return Job(cfg, folder, digest, where, inputs, step, S.as_written(cfg, step, config))
+    step = hf_settings.checkpoint_step(cfg, config)
+    return Job(cfg, folder, digest, where, inputs, step, hf_settings.as_written(cfg, step, config))
 
 
 def plan(argv: list[str]) -> tuple[bool, list[Job]]:
     """Every job of the command line, checked (ConfigError: one line naming the key)."""
-    multirun, jobs = S.parse(argv)
+    multirun, jobs = hf_settings.parse(argv)
     started = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     planned: dict[Path, Job] = {}
     for values in jobs:
-        job = plan_job(S.typed(values), multirun, started)
+        job = plan_job(hf_settings.typed(values), multirun, started)
         planned.setdefault(job.run_dir, job)        # the same run named twice is measured once
     return multirun, list(planned.values())
 
@@ -102,21 +102,21 @@ def measure_into(job: Job) -> dict:
 
     began, device = time.perf_counter(), resolve_device(job.cfg.device)
     meta = start_meta(job, device)
-    F.write_text(job.run_dir / F.CONFIG, OmegaConf.to_yaml(OmegaConf.create(job.written)))
-    F.write_json(job.run_dir / F.META, meta)
+    rundir_files.write_text(job.run_dir / rundir_files.CONFIG, OmegaConf.to_yaml(OmegaConf.create(job.written)))
+    rundir_files.write_json(job.run_dir / rundir_files.META, meta)
     folder = sources.resolve(job.cfg.model, job.cfg.revision, weights=True)
     meta["model"]["weights"] = {path.name: sources.file_digest(path) for path in sources.weight_files(folder)}
     model = load_model(folder, job.cfg.dtype, device)
     metric_rows, loss_rows = measure(model, job.inputs, job.step, job.cfg.chunk)
     metrics, losses = pd.DataFrame(metric_rows, columns=METRIC_COLUMNS), pd.DataFrame(loss_rows, columns=LOSS_COLUMNS)
     result = summary(final_values(metrics, losses), job.step, NextToken.query_types, NextToken.reference)
-    F.write_csv(job.run_dir / F.METRICS, metrics)
-    F.write_csv(job.run_dir / F.LOSSES, losses)
-    F.write_arrays(job.run_dir / INPUTS, {"inputs": job.inputs.numpy()})
-    F.write_json(job.run_dir / F.SUMMARY, result)
+    rundir_files.write_csv(job.run_dir / rundir_files.METRICS, metrics)
+    rundir_files.write_csv(job.run_dir / rundir_files.LOSSES, losses)
+    rundir_files.write_arrays(job.run_dir / INPUTS, {"inputs": job.inputs.numpy()})
+    rundir_files.write_json(job.run_dir / rundir_files.SUMMARY, result)
     meta.update(end_time=utc_now(), wall_time_s=round(time.perf_counter() - began, 3))
-    F.write_json(job.run_dir / F.META, meta)
-    F.write_text(job.run_dir / F.DONE, utc_now() + "\n")
+    rundir_files.write_json(job.run_dir / rundir_files.META, meta)
+    rundir_files.write_text(job.run_dir / rundir_files.DONE, utc_now() + "\n")
     return result
 
 
@@ -141,7 +141,7 @@ def run_job(job: Job, quiet: bool = False) -> bool:
         print(f"{job.run_dir}: finished already (DONE); skipped", file=sys.stderr if quiet else sys.stdout)
         return True
     try:
-        (job.run_dir / F.FAILED).unlink(missing_ok=True)
+        (job.run_dir / rundir_files.FAILED).unlink(missing_ok=True)
         result = measure_into(job)
     except KeyboardInterrupt as err:
         mark_failed(job.run_dir, err)

@@ -31,16 +31,14 @@ from sinkexp.rundir.faults import marked, run_file_error
 from sinkexp.rundir.files import finished
 
 log = logging.getLogger("sinkexp")
-BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 
 
 def launch(planned: Plan) -> int:
     """Run a plan's jobs; 0 when every planned run ends finished, whoever trained it (a run skipped
     because another process trains it is waited for), else 1 (a sweep says how many did not, and why)."""
     _handle_sigterm()
-    launcher = str(planned.master.hydra.launcher.get("_target_", BASIC_LAUNCHER))
-    if planned.multirun and launcher != BASIC_LAUNCHER:
-        hydra_launch(planned, parallel="joblib" in launcher)
+    if planned.multirun and not planned.launcher.basic:
+        hydra_launch(planned, parallel=planned.launcher.parallel)
     else:
         for job in planned.jobs:
             execute(job, sweep=planned.multirun)

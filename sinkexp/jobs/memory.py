@@ -15,16 +15,14 @@ import os
 
 import torch
 
-from sinkexp.config.compose import last_value
 from sinkexp.config.schema import Config, run_configs
 from sinkexp.errors import ConfigError
+from sinkexp.jobs.launcher import Launcher
 from sinkexp.machine.devices import device_kind, resolve_device, usable_gpus, visible_gpus, worker_gpus, workers_per_gpu
 from sinkexp.machine.threads import usable_cores
 from sinkexp.tasks import TASKS
 
 STATED = "SINKEXP_DEVICE_MEMORY"
-ELSEWHERE = ("slurm", "submitit_slurm")   # launchers whose jobs run on other machines
-PARALLEL = ("parallel", "joblib")         # launchers whose jobs run here at once
 
 
 def fused_training(cfg: Config, models: int) -> bool:
@@ -92,25 +90,19 @@ def refusal(cfg: Config, need: int, have: int, where: str) -> ConfigError:
                        f"{have / 2**30:.3g} GiB: choose smaller sizes")
 
 
-def launcher(overrides: list[str]) -> str:
-    """The hydra/launcher the overrides choose ('' for Hydra's basic one, which runs jobs here in turn)."""
-    return last_value(overrides, "hydra/launcher", "")
-
-
-def jobs_per_gpu(overrides: list[str], gpus: int) -> int:
+def jobs_per_gpu(launcher: Launcher, gpus: int) -> int:
     """Jobs that train at once on one GPU: a parallel (joblib) sweep's n_jobs spread over the GPUs."""
-    if launcher(overrides) not in PARALLEL:
+    if not launcher.parallel:
         return 1
-    n_jobs = int(last_value(overrides, "hydra.launcher.n_jobs", "-1"))   # -1 (parallel.yaml): a core each
-    n_jobs = n_jobs if n_jobs > 0 else usable_cores()
+    n_jobs = launcher.n_jobs if launcher.n_jobs > 0 else usable_cores()   # -1 (parallel.yaml): a core each
     return max(1, math.ceil(n_jobs / max(1, gpus)))
 
 
-def check_plan(cfg: Config, overrides: list[str], multirun: bool) -> None:
+def check_plan(cfg: Config, launcher: Launcher, multirun: bool) -> None:
     """At planning: refuse (ConfigError, one line) a job whose floor does not fit the device it will
-    train on, or a device it cannot have. `overrides` are the command's (its launcher); in a sweep
+    train on, or a device it cannot have. `launcher` is the command's (jobs/launcher.py); in a sweep
     (`multirun`) an unindexed GPU request may land on any GPU (launch.spread_over_gpus)."""
-    need, elsewhere = estimate(cfg), launcher(overrides) in ELSEWHERE
+    need, elsewhere = estimate(cfg), launcher.elsewhere
     if elsewhere and cfg.device == "auto" and not usable_gpus():
         raise ConfigError("device=auto: this machine has no GPU to resolve it for the jobs hydra/launcher=slurm runs "
                           "elsewhere, and a run's directory depends on its device kind; name it: "
@@ -128,7 +120,7 @@ def check_plan(cfg: Config, overrides: list[str], multirun: bool) -> None:
     gpus = usable_gpus()
     spread = multirun and cfg.device in ("auto", "cuda") and gpus > 1     # any GPU may get the job
     devices = [torch.device("cuda", i) for i in range(gpus)] if spread else [device]
-    share = jobs_per_gpu(overrides, gpus)
+    share = jobs_per_gpu(launcher, gpus)
     have = min(available(d) for d in devices) // share
     if need > have:
         where = f"{device}" if len(devices) == 1 else f"the least free of {len(devices)} GPUs"

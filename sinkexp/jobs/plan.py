@@ -27,6 +27,7 @@ from sinkexp.config.schema import Config, run_configs, value_of
 from sinkexp.config.validate import from_dictconfig
 from sinkexp.errors import ConfigError
 from sinkexp.jobs.cost import training_flops
+from sinkexp.jobs.launcher import Launcher
 from sinkexp.jobs.memory import check_plan
 from sinkexp.rundir.lifecycle import RunDir, RunDirError, existing_run, job_run_dirs
 
@@ -51,12 +52,13 @@ class Job:
 
 @dataclass(frozen=True)
 class Plan:
-    """A command's checked jobs, and its config without sweeps (`master`: the launcher Hydra's
-    settings choose, an experiment's grid)."""
+    """A command's checked jobs, its config without sweeps (`master`: an experiment's grid) and the
+    launcher Hydra's settings choose (read once from `master`)."""
     overrides: tuple[str, ...]
     multirun: bool
     jobs: tuple[Job, ...]
     master: DictConfig
+    launcher: Launcher
 
     @property
     def runs(self) -> tuple[tuple[Path, str], ...]:
@@ -79,19 +81,20 @@ def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Pla
     with initialized():
         master = compose([o.input_line for o in parsed if not o.is_sweep_override()])
         params = dict(master.hydra.sweeper.params or {}) if multirun else {}
+        launcher = Launcher.of(master)
         composed = []
         for job in expand(own, multirun, params):
             full = compose(job + hydra_own)
             cfg = from_dictconfig(full)          # config/validate.py: one line naming the key
             if check_memory:
-                check_plan(cfg, overrides, multirun)   # fits the device it will train on (jobs/memory.py)
+                check_plan(cfg, launcher, multirun)   # fits the device it will train on (jobs/memory.py)
             composed.append((job, full, cfg))
         if any(cfg.train.replicas > 1 or cfg.pack for _, _, cfg in composed):
             check_shared_dirs([(full, cfg) for _, full, cfg in composed], multirun)
         # Directories after every job has validated: a bad value is reported first, whichever job has it.
         jobs = tuple(planned_job(number, job, full, cfg, multirun)
                      for number, (job, full, cfg) in enumerate(composed))
-    return Plan(tuple(overrides), multirun, jobs, master)
+    return Plan(tuple(overrides), multirun, jobs, master, launcher)
 
 
 def planned_job(number: int, job: list[str], full: DictConfig, cfg: Config, multirun: bool) -> Job:

@@ -27,7 +27,7 @@ import pandas as pd
 from sinkexp.config.schema import UNHASHED_KEYS
 from sinkexp.evaluate.tables import FINAL_COLUMNS
 from sinkexp.report.steps import measured_checkpoints, plot_checkpoints
-from sinkexp.rundir import files as F
+from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir.files import collect
 
 SHARE_LABEL = "share of attention on the sink"   # sink_share: the raw weight for softmax, row-normalised otherwise
@@ -125,12 +125,12 @@ def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path)
     curves, losses = [], []
     for _, run in runs[runs["status"] == "done"].iterrows():
         label = label_of(run, groups)
-        metrics = pd.read_csv(Path(root) / run["run"] / F.METRICS)
+        metrics = pd.read_csv(Path(root) / run["run"] / rundir_files.METRICS)
         metrics = metrics[(metrics["metric"] == "sink_share") & (metrics["query_type"] != "all")
                           & (metrics["head"] >= 0)]
         curves.append(metrics.groupby(["step", "layer", "query_type"],
                                       as_index=False)["value"].mean().assign(label=label))
-        loss = pd.read_csv(Path(root) / run["run"] / F.LOSSES)
+        loss = pd.read_csv(Path(root) / run["run"] / rundir_files.LOSSES)
         losses.append(loss[loss["split"] == "eval/all"].assign(label=label))
     if not curves:
         return
@@ -166,7 +166,7 @@ def plot_heatmaps(run: Path, label: str, path: Path) -> None:
     """A layer x head grid of one run's mean attention maps (attention.npz), the sink column marked."""
     import matplotlib.pyplot as plt
 
-    maps = np.load(run / F.ATTENTION)
+    maps = np.load(run / rundir_files.ATTENTION)
     layers = sorted((name for name in maps.files if name.startswith("layer")), key=lambda name: int(name[5:]))
     sink = int(maps["sink"]) if "sink" in maps.files else -1
     n_heads = maps[layers[0]].shape[0]
@@ -192,7 +192,7 @@ def plot_heads(run: Path, label: str, path: Path) -> None:
     attention on the first token (a layer x head grid), and each layer's massive_ratio over training."""
     import matplotlib.pyplot as plt
 
-    metrics = pd.read_csv(run / F.METRICS)
+    metrics = pd.read_csv(run / rundir_files.METRICS)
     final = metrics[(metrics["step"] == metrics["step"].max()) & (metrics["metric"] == "sink_score")]
     grid = final.pivot_table(index="layer", columns="head", values="value")
     massive = metrics[metrics["metric"] == "massive_ratio"].pivot_table(index="step", columns="layer", values="value")
@@ -221,17 +221,17 @@ def write_report(root: Path, out: Path | None = None) -> tuple[Path, pd.DataFram
     out = Path(out) if out else root / "report"
     runs, finals = collect(root)
     if runs.empty:
-        raise FileNotFoundError(f"no run directories (with {F.CONFIG}) below {root}")
+        raise FileNotFoundError(f"no run directories (with {rundir_files.CONFIG}) below {root}")
     out.mkdir(parents=True, exist_ok=True)
     groups = varying(runs[runs["status"] == "done"])   # the runs the summary aggregates
     summary = aggregate(runs, finals, groups)
-    F.write_csv(out / "runs.csv", runs)
-    F.write_csv(out / "summary.csv", summary)
+    rundir_files.write_csv(out / "runs.csv", runs)
+    rundir_files.write_csv(out / "summary.csv", summary)
     try:
         summary.to_parquet(out / "summary.parquet")
     except ImportError:
         pass
-    F.write_csv(out / "finals.csv", with_labels(finals, runs, groups)[["run", "label", *FINAL_COLUMNS]])
+    rundir_files.write_csv(out / "finals.csv", with_labels(finals, runs, groups)[["run", "label", *FINAL_COLUMNS]])
     plot_sink_by_layer(finals, runs, groups, out / "sink_attn_by_layer.png")
     plot_dynamics(root, runs, groups, out / "dynamics.png")
     done = runs[runs["status"] == "done"]
@@ -240,7 +240,7 @@ def write_report(root: Path, out: Path | None = None) -> tuple[Path, pd.DataFram
         # rerun draws the same one
         first = members["run"].iloc[0]
         name = "".join(c if c.isalnum() or c in "=-." else "_" for c in label.replace(", ", "_"))
-        if (root / first / F.ATTENTION).exists():
+        if (root / first / rundir_files.ATTENTION).exists():
             plot_heatmaps(root / first, label, out / f"attention_{name}.png")
         if heads(members.iloc[0]) > 1:
             plot_heads(root / first, label, out / f"heads_{name}.png")

@@ -57,12 +57,15 @@ def packs_pay(overrides: list[str]) -> bool:
     return device_kind(last_value(overrides, "device", "auto")) == "cuda"
 
 
+def chosen_jobs(overrides: list[str]) -> int | None:
+    """hydra.launcher.n_jobs=N as the size of reproduce's own pool (None: not given)."""
+    chosen = int(last_value(overrides, "hydra.launcher.n_jobs", "0"))
+    return chosen if chosen > 0 else None
+
+
 def workers_for(overrides: list[str]) -> int:
     """Jobs at once in reproduce's pool: hydra.launcher.n_jobs=N if given, else one per usable core."""
-    chosen = int(last_value(overrides, "hydra.launcher.n_jobs", "0"))
-    if chosen > 0:
-        return chosen
-    return usable_cores()
+    return chosen_jobs(overrides) or usable_cores()
 
 
 def experiment_overrides(exp: Experiment, folder: Path, overrides: list[str], pack: bool = False) -> list[str]:
@@ -148,9 +151,7 @@ def pool_workers(overrides: list[str], jobs: list[Job]) -> tuple[list[str], int]
     floor, or hydra.launcher.n_jobs in all); on the CPU, or for one named GPU, none and workers_for."""
     from sinkexp.jobs.memory import pool_gpus
 
-    chosen = int(last_value(overrides, "hydra.launcher.n_jobs", "0"))
-    gpus = pool_gpus(last_value(overrides, "device", "auto"), [job.config for job in jobs],
-                     chosen if chosen > 0 else None)
+    gpus = pool_gpus(last_value(overrides, "device", "auto"), [job.config for job in jobs], chosen_jobs(overrides))
     return gpus, len(gpus) or workers_for(overrides)
 
 

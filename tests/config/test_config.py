@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from sinkexp.config import schema as C
+from sinkexp.config import schema as config_schema
 from sinkexp.errors import ConfigError
 from sinkexp.jobs.plan import plan
 from sinkexp.model import AXES as MODEL_AXES
@@ -13,7 +13,7 @@ ATTN_PRESETS = ("softmax", "relu", "relu_len", "relu_raw", "sigmoid", "sigmoid_n
                 "softpick", "gated", "sink_kv")
 AXES = {**{key: tuple(registry) for key, registry in MODEL_AXES.items()
            if key not in ("model.embed", "model.readout")},   # identity needs vector data of width d_model
-        "model.qk_norm": (True,), "model.n_registers": (2,), "train.optim": C.OPTIMIZERS,
+        "model.qk_norm": (True,), "model.n_registers": (2,), "train.optim": config_schema.OPTIMIZERS,
         "attn": ATTN_PRESETS, "task": tuple(TASKS)}
 BIDIRECTIONAL = ("model.global_pathway",)   # the pathway pools over the whole sequence
 
@@ -49,7 +49,7 @@ def test_every_variant_with_every_task_runs_a_step(make_config, attn, task):
 
 def test_library_code_receives_dataclasses(make_config):
     cfg = make_config("attn=relu", "model.n_heads=4", "seed=3")
-    assert isinstance(cfg, C.Config) and isinstance(cfg.model, C.ModelConfig)
+    assert isinstance(cfg, config_schema.Config) and isinstance(cfg.model, config_schema.ModelConfig)
     assert type(cfg.task) is TASKS["trigger"].Config
     assert (cfg.attn.name, cfg.model.n_heads, cfg.seed) == ("relu", 4, 3)
 
@@ -186,8 +186,8 @@ def test_the_composed_task_section_has_every_field_of_its_schema(task):
     """Every task key is overridable (task.KEY=VALUE, no +): the task file's first default is its schema."""
     from hydra import compose, initialize_config_module
 
-    C.register_schema()
-    with initialize_config_module(C.CONFIG_MODULE, version_base="1.3"):
+    config_schema.register_schema()
+    with initialize_config_module(config_schema.CONFIG_MODULE, version_base="1.3"):
         section = compose("config", overrides=[f"task={task}"]).task
     assert set(section) == set(TASKS[task].Config.__dataclass_fields__)
 
@@ -212,7 +212,7 @@ def test_no_yaml_file_repeats_a_schema_default():
 
     from sinkexp.reproduce.keys import config_keys, task_of
 
-    root = files(C.CONFIG_MODULE)
+    root = files(config_schema.CONFIG_MODULE)
     for path in [*root.joinpath("task").iterdir(), *root.joinpath("attn").iterdir()]:
         if not path.name.endswith(".yaml"):
             continue

@@ -11,8 +11,7 @@ from sinkexp.errors import ConfigError
 from sinkexp.jobs.plan import plan
 from sinkexp.jobs.runner import run
 from sinkexp.machine import devices
-from sinkexp.rundir import files as F
-from sinkexp.rundir import lifecycle as R
+from sinkexp.rundir import files, lifecycle
 
 # Hashes of CPU runs written before the device kind counted (meta.json of runs trained at commit c973904).
 PINNED = {("task=trigger", "train.steps=300"): "ca78f5ea",
@@ -28,7 +27,7 @@ def test_cpu_runs_keep_their_hashes(make_config, overrides, device, monkeypatch)
     monkeypatch.setattr(devices, "cuda_status", lambda: (False, None))      # auto: the CPU, as here
     cfg = make_config(*overrides, f"device={device}")
     assert config_hash(cfg) == config_hash(cfg, "cpu") == PINNED[overrides]
-    assert R.RunDir("unused", cfg).digest == PINNED[overrides]
+    assert lifecycle.RunDir("unused", cfg).digest == PINNED[overrides]
 
 
 @pytest.mark.parametrize("overrides", list(PINNED))
@@ -54,12 +53,13 @@ def cpu_run(tmp_path_factory, make_config):
 
 
 def test_a_cpu_run_is_not_continued_on_cuda(cpu_run, make_config):
-    with pytest.raises(R.RunDirError) as err:
-        R.RunDir(cpu_run, make_config(*QUICK, "device=cuda")).check()
+    with pytest.raises(lifecycle.RunDirError) as err:
+        lifecycle.RunDir(cpu_run, make_config(*QUICK, "device=cuda")).check()
     message = str(err.value)
     assert "\n" not in message and "trained on cpu, this one trains on cuda (device=cuda)" in message
     assert "use device=cpu" in message
-    assert R.RunDir(cpu_run, make_config(*QUICK)).check() is not None        # the same kind: finished, left alone
+    assert lifecycle.RunDir(cpu_run,
+                            make_config(*QUICK)).check() is not None        # the same kind: finished, left alone
 
 
 def test_a_cuda_run_is_not_continued_on_the_cpu(cpu_run, make_config, tmp_path):
@@ -67,10 +67,10 @@ def test_a_cuda_run_is_not_continued_on_the_cpu(cpu_run, make_config, tmp_path):
 
     cfg = make_config(*QUICK)
     shutil.copytree(cpu_run, tmp_path / "cuda_run")
-    meta = F.read_json(tmp_path / "cuda_run" / F.META)
-    F.write_json(tmp_path / "cuda_run" / F.META, {**meta, "config_hash": config_hash(cfg, "cuda")})
-    with pytest.raises(R.RunDirError, match="trained on cuda, this one trains on cpu .*use device=cuda"):
-        R.RunDir(tmp_path / "cuda_run", cfg).check()
+    meta = files.read_json(tmp_path / "cuda_run" / files.META)
+    files.write_json(tmp_path / "cuda_run" / files.META, {**meta, "config_hash": config_hash(cfg, "cuda")})
+    with pytest.raises(lifecycle.RunDirError, match="trained on cuda, this one trains on cpu .*use device=cuda"):
+        lifecycle.RunDir(tmp_path / "cuda_run", cfg).check()
 
 
 def test_the_plan_refuses_another_kinds_directory_in_one_line(cpu_run):
@@ -83,12 +83,12 @@ def test_load_run_loads_on_the_kind_the_run_trained_on(cpu_run, tmp_path):
     import shutil
 
     assert load_run(cpu_run).batch.inputs.device.type == "cpu"
-    with pytest.raises(R.RunDirError, match="trained on cpu, so it loads on cpu only .*drop device=cuda"):
+    with pytest.raises(lifecycle.RunDirError, match="trained on cpu, so it loads on cpu only .*drop device=cuda"):
         load_run(cpu_run, device="cuda")
     shutil.copytree(cpu_run, tmp_path / "cuda_run")              # as if trained on a GPU
-    meta = F.read_json(tmp_path / "cuda_run" / F.META)
-    F.write_json(tmp_path / "cuda_run" / F.META, {**meta, "device": {**meta["device"], "resolved": "cuda:0"}})
+    meta = files.read_json(tmp_path / "cuda_run" / files.META)
+    files.write_json(tmp_path / "cuda_run" / files.META, {**meta, "device": {**meta["device"], "resolved": "cuda:0"}})
     if devices.usable_gpus():
         pytest.skip("this machine has a GPU: tests/machine/test_gpu.py loads a real GPU run")
-    with pytest.raises(R.RunDirError, match="trained on cuda:0, so it loads on cuda only .*no usable GPU"):
+    with pytest.raises(lifecycle.RunDirError, match="trained on cuda:0, so it loads on cuda only .*no usable GPU"):
         load_run(tmp_path / "cuda_run")

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 import torch
 
-from sinkexp.evaluate import metrics as M
+from sinkexp.evaluate import metrics as evaluate_metrics
 from sinkexp.evaluate.evaluator import attention_rows, evaluate, loss_rows
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS, final_values, summary
 from sinkexp.model.transformer import Anatomy, LayerAnatomy
@@ -82,7 +82,7 @@ def test_undefined_values_are_left_out_and_wired_metrics_match_their_functions()
     rows = hand_built_rows()
     assert (0, 0, "a", "logit_gap") not in rows            # query 1 sees only the sink and itself
     assert not any(metric in ("slot_attn", "register_attn", "gate") for *_, metric in rows)
-    expected_rank = M.stable_rank(M.head_values(WEIGHTS @ V, torch.eye(2))).item()
+    expected_rank = evaluate_metrics.stable_rank(evaluate_metrics.head_values(WEIGHTS @ V, torch.eye(2))).item()
     assert rows[(0, 0, "all", "stable_rank")] == pytest.approx(expected_rank)
     assert rows[(0, 0, "all", "qk_sigma1")] == pytest.approx(1.0)   # W_Q W_K^T = I
 

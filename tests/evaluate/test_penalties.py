@@ -3,7 +3,7 @@ minimises the task loss plus lambda x penalty (gradients through the step's own 
 import pytest
 import torch
 
-from sinkexp.evaluate import penalties as P
+from sinkexp.evaluate import penalties as evaluate_penalties
 from sinkexp.evaluate.metrics import common_mode_fraction
 from sinkexp.jobs.runner import make_trainer
 from sinkexp.model import capture
@@ -16,10 +16,11 @@ def test_bos_attention_on_uniform_causal_attention():
     weights = torch.ones(T, T).tril()
     weights = (weights / weights.sum(-1, keepdim=True)).expand(2, 3, T, T)          # (B, H, T, T)
     expected = sum(1 / (i + 1) for i in range(1, T)) / (T - 1)
-    assert P.bos_attention([weights, weights]).item() == pytest.approx(expected)
+    assert evaluate_penalties.bos_attention([weights, weights]).item() == pytest.approx(expected)
     all_on_bos = torch.zeros(1, 1, T, T)
     all_on_bos[..., 0] = 1.0
-    assert P.bos_attention([all_on_bos, weights]).item() == pytest.approx((1 + expected) / 2)   # mean over layers
+    assert evaluate_penalties.bos_attention([all_on_bos, weights]).item() == pytest.approx((1
+        + expected) / 2)   # mean over layers
 
 
 def test_common_mode_fraction_closed_forms():
@@ -30,7 +31,8 @@ def test_common_mode_fraction_closed_forms():
     one_token = torch.zeros(1, 4, 3)
     one_token[0, 0] = torch.tensor([1.0, 2.0, 2.0])           # a write at one of T = 4 tokens: mean = o / 4
     assert common_mode_fraction(one_token).item() == pytest.approx(1 / 4)
-    assert P.common_mode([broadcast, one_token]).item() == pytest.approx(1.25)      # summed over layers
+    summed = evaluate_penalties.common_mode([broadcast, one_token]).item()   # summed over layers
+    assert summed == pytest.approx(1.25)
     assert common_mode_fraction(torch.zeros(1, 3, 2)).item() == 0.0                  # nothing written: 0, not NaN
 
 
@@ -47,10 +49,10 @@ def test_a_step_minimises_the_loss_plus_lambda_times_the_penalty(make_config, ov
     model = trainer.model
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     batch = task.sample(8, torch.Generator().manual_seed(cfg.seed), "cpu")          # the trainer's first batch
-    taps = P.tap_names({penalty: 2.0}, len(model.blocks))
+    taps = evaluate_penalties.tap_names({penalty: 2.0}, len(model.blocks))
     with capture(model, taps) as cache:
         loss = batch_loss(task, model(batch.inputs), batch)
-    value = P.PENALTIES[penalty].value([cache[name] for name in taps])
+    value = evaluate_penalties.PENALTIES[penalty].value([cache[name] for name in taps])
     assert value.item() > 0.01                                                      # the penalty matters here
     grads = torch.autograd.grad(loss + 2.0 * value, list(model.parameters()))
     returned = trainer.train_step()
@@ -61,6 +63,6 @@ def test_a_step_minimises_the_loss_plus_lambda_times_the_penalty(make_config, ov
 
 def test_every_penalty_is_a_train_key_that_is_off_by_default(make_config):
     cfg = make_config()
-    assert all(getattr(cfg.train, name) == 0.0 for name in P.PENALTIES)
-    assert P.active(cfg.train) == {}
-    assert P.active(make_config("train.bos_penalty=0.5").train) == {"bos_penalty": 0.5}
+    assert all(getattr(cfg.train, name) == 0.0 for name in evaluate_penalties.PENALTIES)
+    assert evaluate_penalties.active(cfg.train) == {}
+    assert evaluate_penalties.active(make_config("train.bos_penalty=0.5").train) == {"bos_penalty": 0.5}

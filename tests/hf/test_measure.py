@@ -10,7 +10,7 @@ import torch
 from hf_models import KINDS, sink_at_position_zero, tiny
 
 from sinkexp.hf import families
-from sinkexp.hf import measure as H
+from sinkexp.hf import measure as hf_measure
 from sinkexp.hf.capture import layer_by_layer
 
 
@@ -20,7 +20,7 @@ def test_captured_attention_is_transformers_eager_attention(kind, tmp_path):
 
     folder = tiny(kind, tmp_path / kind)
     eager = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
-    ours = H.load_model(folder, "float32", torch.device("cpu"))
+    ours = hf_measure.load_model(folder, "float32", torch.device("cpu"))
     inputs = torch.randint(0, 256, (3, 9), generator=torch.Generator().manual_seed(1))
     captured = {}
     with torch.no_grad(), layer_by_layer(ours, families.FAMILIES[kind],
@@ -61,7 +61,8 @@ def finals(rows):
 @pytest.mark.parametrize("kind", KINDS)
 def test_uniform_attention_reads_one_over_t_plus_one(kind, tmp_path):
     T = 8
-    model = H.load_model(tiny(kind, tmp_path / kind, edit=zero_queries_and_keys(kind)), "float32", torch.device("cpu"))
+    model = hf_measure.load_model(tiny(kind, tmp_path / kind, edit=zero_queries_and_keys(kind)), "float32",
+                                  torch.device("cpu"))
     inputs = torch.randint(0, 256, (4, T), generator=torch.Generator().manual_seed(2))
     weights = []
     with torch.no_grad(), layer_by_layer(model, families.FAMILIES[kind],
@@ -70,7 +71,7 @@ def test_uniform_attention_reads_one_over_t_plus_one(kind, tmp_path):
     first = torch.tensor([1 / (t + 1) for t in range(T)])
     for layer_weights in weights:
         torch.testing.assert_close(layer_weights[..., 0], first.expand_as(layer_weights[..., 0]))
-    values = finals(H.measure(model, inputs, step=5)[0])
+    values = finals(hf_measure.measure(model, inputs, step=5)[0])
     harmonic = sum(1 / (t + 1) for t in range(T))
     for layer in (0, 1):
         assert values[(layer, "text", "sink_attn")] == pytest.approx((harmonic - 1) / (T - 1), rel=1e-6)
@@ -79,8 +80,9 @@ def test_uniform_attention_reads_one_over_t_plus_one(kind, tmp_path):
 
 
 def test_heads_set_to_attend_to_position_zero_read_sink_rate_one(tmp_path):
-    model = H.load_model(tiny("gpt2", tmp_path / "sink", edit=sink_at_position_zero), "float32", torch.device("cpu"))
-    values = finals(H.measure(model, torch.randint(0, 256, (3, 10)), step=0)[0])
+    model = hf_measure.load_model(tiny("gpt2", tmp_path / "sink", edit=sink_at_position_zero), "float32",
+                                  torch.device("cpu"))
+    values = finals(hf_measure.measure(model, torch.randint(0, 256, (3, 10)), step=0)[0])
     for layer in (0, 1):
         assert values[(layer, "text", "sink_attn")] == 1.0 and values[(layer, "all", "sink_score")] == 1.0
         assert values[(layer, "all", "sink_rate@0.3")] == 1.0 and values[(layer, "all", "sink_rate@0.8")] == 1.0
@@ -89,15 +91,15 @@ def test_heads_set_to_attend_to_position_zero_read_sink_rate_one(tmp_path):
 
 def test_chunks_give_the_whole_batch_means(tmp_path):
     """Means over sequences and queries do not depend on the chunk size (docs/measure.md)."""
-    model = H.load_model(tiny("gpt_neox", tmp_path / "m"), "float32", torch.device("cpu"))
+    model = hf_measure.load_model(tiny("gpt_neox", tmp_path / "m"), "float32", torch.device("cpu"))
     inputs = torch.randint(0, 256, (6, 8), generator=torch.Generator().manual_seed(3))
-    whole, chunked = (finals(H.measure(model, inputs, chunk=chunk)[0]) for chunk in (None, 4))
+    whole, chunked = (finals(hf_measure.measure(model, inputs, chunk=chunk)[0]) for chunk in (None, 4))
     for metric in ("sink_attn", "sink_score", "sink_rate@0.3", "logit_gap", "v_norm_sink", "resid_norm_rest"):
         pd.testing.assert_series_equal(whole.xs(metric, level="metric"), chunked.xs(metric, level="metric"),
                                        rtol=1e-5)
 
 
 def test_uniform_loss_reference_is_log_vocab():
-    batch = H.text_batch(torch.tensor([[256, 3, 4]]))
+    batch = hf_measure.text_batch(torch.tensor([[256, 3, 4]]))
     assert batch.loss_mask.tolist() == [[True, True, False]] and batch.targets[0, :2].tolist() == [3, 4]
-    assert H.NextToken(257).baseline_loss(batch)[0, 0].item() == pytest.approx(math.log(257))
+    assert hf_measure.NextToken(257).baseline_loss(batch)[0, 0].item() == pytest.approx(math.log(257))

@@ -9,11 +9,14 @@ from conftest import QUICK
 from sinkexp.config.schema import run_configs
 from sinkexp.errors import ConfigError
 from sinkexp.jobs import memory
+from sinkexp.jobs.launcher import BASIC, Launcher
 from sinkexp.jobs.plan import plan
 from sinkexp.jobs.runner import make_trainer
 from sinkexp.machine.devices import CONTEXT_BYTES
 
 GiB = 2**30
+JOBLIB = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+SLURM = Launcher("hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher")
 
 
 @pytest.mark.parametrize("overrides", [(), ("train.replicas=2",), ("attn=relu",), ("attn=sink_kv",),
@@ -61,30 +64,44 @@ def no_gpu_here(monkeypatch):
 
 def test_a_login_node_defers_a_gpu_jobs_memory_check_to_the_job(no_gpu_here, make_config):
     cfg = make_config("device=cuda", "model.n_layers=64", "model.d_model=2048", "train.batch_size=4096")   # ~784 GiB
-    memory.check_plan(cfg, ["hydra/launcher=slurm"], multirun=True)   # not refused: the job checks
+    memory.check_plan(cfg, SLURM, multirun=True)   # not refused: the job checks
 
 
 def test_a_login_node_checks_against_the_stated_memory(no_gpu_here, make_config, monkeypatch):
     cfg = make_config("device=cuda", "model.n_layers=64", "model.d_model=2048", "train.batch_size=4096")   # ~784 GiB
     monkeypatch.setenv(memory.STATED, "80")
     with pytest.raises(ConfigError, match=r"need at least .* GiB .*cuda \(SINKEXP_DEVICE_MEMORY\) has 80 GiB"):
-        memory.check_plan(cfg, ["hydra/launcher=slurm"], multirun=True)
-    memory.check_plan(make_config("device=cuda"), ["hydra/launcher=slurm"], multirun=True)   # a small job fits
+        memory.check_plan(cfg, SLURM, multirun=True)
+    memory.check_plan(make_config("device=cuda"), SLURM, multirun=True)   # a small job fits
     monkeypatch.setenv(memory.STATED, "eighty")
     with pytest.raises(ConfigError, match="SINKEXP_DEVICE_MEMORY=eighty is not valid"):
-        memory.check_plan(cfg, ["hydra/launcher=slurm"], multirun=True)
+        memory.check_plan(cfg, SLURM, multirun=True)
 
 
 def test_a_login_node_cannot_resolve_auto_for_jobs_elsewhere(no_gpu_here, make_config):
     with pytest.raises(ConfigError, match="device=auto: .* name it: device=cuda or device=cpu"):
-        memory.check_plan(make_config(), ["hydra/launcher=slurm"], multirun=True)
+        memory.check_plan(make_config(), SLURM, multirun=True)
 
 
 def test_jobs_that_run_here_are_checked_against_this_machine(no_gpu_here, make_config):
     with pytest.raises(ConfigError, match="device=cuda is not available"):
-        memory.check_plan(make_config("device=cuda"), [], multirun=False)
+        memory.check_plan(make_config("device=cuda"), Launcher(), multirun=False)
     with pytest.raises(ConfigError, match="GiB .*; cpu has"):
-        memory.check_plan(make_config("model.n_layers=100000", "model.d_model=4096"), ["hydra/launcher=parallel"], True)
+        memory.check_plan(make_config("model.n_layers=100000", "model.d_model=4096"), Launcher(JOBLIB), True)
+
+
+@pytest.mark.parametrize("overrides,target,n_jobs", [
+    ((), BASIC, -1), (("hydra/launcher=parallel",), JOBLIB, -1),
+    (("hydra/launcher=parallel", "hydra.launcher.n_jobs=3"), JOBLIB, 3),
+    (("hydra/launcher=slurm",), SLURM.target, -1),
+    (("hydra/launcher=submitit_local",), "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher", -1)])
+def test_the_plan_reads_the_launcher_from_the_composed_config(overrides, target, n_jobs):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    launcher = plan(["device=cpu", *overrides], multirun=True).launcher
+    assert launcher == Launcher(target, n_jobs)
+    assert (launcher.basic, launcher.parallel, launcher.elsewhere) == (
+        target == BASIC, target == JOBLIB, target == SLURM.target)
 
 
 def test_the_plan_passes_the_launcher_to_the_check(make_config, monkeypatch, no_gpu_here):
@@ -101,12 +118,12 @@ def test_gpu_jobs_share_a_gpus_free_memory(make_config, monkeypatch):
     monkeypatch.setattr(memory, "available", lambda device: free[device.index])
     cfg = make_config("device=cuda")
     need = memory.estimate(cfg)
-    assert memory.jobs_per_gpu(["hydra/launcher=parallel", "hydra.launcher.n_jobs=8"], 2) == 4
-    memory.check_plan(cfg, ["hydra/launcher=parallel", "hydra.launcher.n_jobs=8"], multirun=True)  # 10 GiB / 4 jobs
+    assert memory.jobs_per_gpu(Launcher(JOBLIB, n_jobs=8), 2) == 4
+    memory.check_plan(cfg, Launcher(JOBLIB, n_jobs=8), multirun=True)  # 10 GiB / 4 jobs
     free[1] = 3 * need                      # 3 needs of room, 4 jobs at once on it
     with pytest.raises(ConfigError, match=r"the least free of 2 GPUs \(free now, over 4 jobs at once\)"):
-        memory.check_plan(cfg, ["hydra/launcher=parallel", "hydra.launcher.n_jobs=8"], multirun=True)
-    memory.check_plan(cfg, [], multirun=True)                                    # Hydra's basic launcher: one at a time
+        memory.check_plan(cfg, Launcher(JOBLIB, n_jobs=8), multirun=True)
+    memory.check_plan(cfg, Launcher(), multirun=True)      # Hydra's basic launcher: one at a time
 
 
 def test_the_pool_gives_each_gpu_as_many_workers_as_its_memory_holds(make_config, monkeypatch):

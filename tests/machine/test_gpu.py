@@ -23,7 +23,7 @@ from helpers import assert_same_tables
 from sinkexp.config.schema import run_configs
 from sinkexp.jobs.runner import make_trainer, run, train_together
 from sinkexp.machine import devices
-from sinkexp.rundir import files as F
+from sinkexp.rundir import files
 from sinkexp.tasks import TASKS
 from sinkexp.train.loop import Trainer
 from sinkexp.train.replicas import ReplicaTrainer
@@ -50,13 +50,13 @@ def test_auto_resolves_to_an_indexed_cuda_device():
 def test_every_task_trains_and_evaluates_on_cuda(make_config, tmp_path, task):
     summary = run(make_config(*ON_CUDA, f"task={task}"), tmp_path)
     assert (tmp_path / "DONE").exists() and summary["step"] == 30
-    assert F.read_json(tmp_path / F.META)["device"]["resolved"].startswith("cuda:")
+    assert files.read_json(tmp_path / files.META)["device"]["resolved"].startswith("cuda:")
 
 
 @pytest.mark.parametrize("precision, matmul, tf32", [("exact", "highest", False), ("tf32", "high", True)])
 def test_precision_and_determinism_are_recorded(make_config, tmp_path, precision, matmul, tf32):
     run(make_config(*ON_CUDA, f"precision={precision}"), tmp_path)
-    assert F.read_json(tmp_path / F.META)["device"]["precision"] == {
+    assert files.read_json(tmp_path / files.META)["device"]["precision"] == {
         "float32_matmul_precision": matmul, "cuda_matmul_allow_tf32": tf32, "cudnn_allow_tf32": tf32,
         "deterministic_algorithms": True, "cublas_workspace_config": ":4096:8"}
 
@@ -79,7 +79,7 @@ def test_a_killed_run_resumes_to_identical_tables(make_config, tmp_path, kill_at
     kill_at_step(cls, None)
     train_together(members, [tmp_path / f"split{k}" for k in range(len(members))])
     for k in range(len(members)):
-        for name in (F.METRICS, F.LOSSES, F.SUMMARY):
+        for name in (files.METRICS, files.LOSSES, files.SUMMARY):
             assert (tmp_path / f"split{k}" / name).read_bytes() == (tmp_path / f"whole{k}" / name).read_bytes(), name
 
 
@@ -118,9 +118,9 @@ def test_a_compiled_lone_run_through_the_command_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "sinkexp.cli", "train", *args], capture_output=True, text=True,
                           cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert (tmp_path / F.DONE).exists() and F.RunFiles(tmp_path).kept_steps() == [20, 40]
-    assert sorted(set(F.RunFiles(tmp_path).metrics["step"])) == [0, 20, 40]
-    meta = F.read_json(tmp_path / F.META)
+    assert (tmp_path / files.DONE).exists() and files.RunFiles(tmp_path).kept_steps() == [20, 40]
+    assert sorted(set(files.RunFiles(tmp_path).metrics["step"])) == [0, 20, 40]
+    meta = files.read_json(tmp_path / files.META)
     assert meta["device"]["resolved"] == "cuda:0" and meta["device"]["precision"]["deterministic_algorithms"]
 
 
@@ -210,7 +210,7 @@ def test_a_sweep_spreads_over_the_gpus(tmp_path):
     done = subprocess.run([sys.executable, "-m", "sinkexp.cli", "train", *args], capture_output=True, text=True,
                           cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    used = sorted(F.read_json(meta)["device"]["resolved"] for meta in tmp_path.rglob(F.META))
+    used = sorted(files.read_json(meta)["device"]["resolved"] for meta in tmp_path.rglob(files.META))
     assert used == ["cuda:0", "cuda:1"]
 
 

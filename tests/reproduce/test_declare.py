@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sinkexp.config import schema as C
+from sinkexp.config import schema
 from sinkexp.evaluate.tables import METRICS
 from sinkexp.reproduce.declare import (
     DeclarationError,
@@ -95,8 +95,8 @@ def test_a_task_options_keys_are_its_tasks_schema(option, task):
     """A task option's keys come from the dataclass its file names (damping_dynamics: damping's)."""
     assert {key for key in config_keys(option) if key.startswith("task.")} == {
         f"task.{f.name}" for f in dataclasses.fields(TASKS[task].Config)}
-    assert config_keys(option)["model.n_layers"] == C.ModelConfig().n_layers
-    assert config_keys(option)["train.betas"] == C.TrainConfig().betas
+    assert config_keys(option)["model.n_layers"] == schema.ModelConfig().n_layers
+    assert config_keys(option)["train.betas"] == schema.TrainConfig().betas
 
 
 def test_grids_expand_to_the_sweeps_hydra_reads_and_cpu_sizes_go_with_scale_cpu_only():

@@ -20,7 +20,7 @@ from helpers import sinkexp
 from sinkexp.jobs.launch import launch
 from sinkexp.jobs.plan import Plan, plan
 from sinkexp.rundir import faults
-from sinkexp.rundir import files as F
+from sinkexp.rundir import files as rundir_files
 
 # Two steps, each evaluated and checkpointed (kept too), one thread: bit-equal resumes.
 TINY = ("train.steps=2", "eval.every=1", "train.log_every=1", "train.checkpoint_every=1", "train.batch_size=4",
@@ -85,7 +85,8 @@ def launched(planned: Plan) -> tuple[int, str]:
 def whole(planned):
     """An uninterrupted run's tables, to compare resumed runs with."""
     assert launched(planned)[0] == 0
-    return {name: (planned.jobs[0].run_dirs[0] / name).read_bytes() for name in (F.METRICS, F.LOSSES, F.SUMMARY)}
+    return {name: (planned.jobs[0].run_dirs[0] / name).read_bytes()
+            for name in (rundir_files.METRICS, rundir_files.LOSSES, rundir_files.SUMMARY)}
 
 
 @pytest.mark.parametrize("code", list(CAUSES), ids=[errno.errorcode[code] for code in CAUSES])
@@ -101,16 +102,16 @@ def test_a_fault_at_any_run_file_ends_in_one_line_and_the_run_resumes(planned, m
     assert lines[0].startswith(f"sinkexp: error: cannot write {run_dir / named}: {CAUSES[code]}"), lines[0]
     assert "then run the same command again: the run resumes from its last checkpoint" in lines[0]
     if name in (".lock", ".lock's holder"):               # before the run started: nothing to mark
-        assert lines[0].endswith("(nothing written)") and not (run_dir / F.FAILED).exists()
+        assert lines[0].endswith("(nothing written)") and not (run_dir / rundir_files.FAILED).exists()
     elif name == "FAILED":
         assert lines[0].endswith(f"(FAILED could not be written either: {CAUSES[code]})")
-        assert not (run_dir / F.FAILED).exists()
+        assert not (run_dir / rundir_files.FAILED).exists()
     else:
-        assert lines[0].endswith("(FAILED written)") and F.status(run_dir) == "failed"
-        assert (run_dir / F.FAILED).read_text().startswith("RunFileError: cannot write")
-    assert not (run_dir / F.DONE).exists() and not list(run_dir.rglob("*.tmp"))
-    if (run_dir / F.CHECKPOINT).exists():                 # the last checkpoint written is whole
-        assert torch.load(run_dir / F.CHECKPOINT, weights_only=True)["trainer"]["step"] in (1, 2)
+        assert lines[0].endswith("(FAILED written)") and rundir_files.status(run_dir) == "failed"
+        assert (run_dir / rundir_files.FAILED).read_text().startswith("RunFileError: cannot write")
+    assert not (run_dir / rundir_files.DONE).exists() and not list(run_dir.rglob("*.tmp"))
+    if (run_dir / rundir_files.CHECKPOINT).exists():                 # the last checkpoint written is whole
+        assert torch.load(run_dir / rundir_files.CHECKPOINT, weights_only=True)["trainer"]["step"] in (1, 2)
     if code == errno.ENOSPC:                              # room again: the same command finishes the run
         assert sinkexp("train", *TINY, f"hydra.run.dir={run_dir}", cwd=run_dir.parent).returncode == 0
         assert {name: (run_dir / name).read_bytes() for name in whole} == whole

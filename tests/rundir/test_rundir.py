@@ -8,8 +8,8 @@ from conftest import QUICK
 
 from sinkexp.config.identity import config_hash
 from sinkexp.jobs.runner import run
-from sinkexp.rundir import files as F
-from sinkexp.rundir import lifecycle as R
+from sinkexp.rundir import files
+from sinkexp.rundir import lifecycle as rundir_lifecycle
 from sinkexp.rundir.lifecycle import RunDirError
 from sinkexp.train.loop import Trainer
 
@@ -33,7 +33,7 @@ def test_killed_run_resumes_to_the_same_tables(make_config, tmp_path, kill_at_st
     kill_at_step(Trainer, None)
     run(cfg, tmp_path / "split")            # resumes from the step-20 checkpoint
     assert (tmp_path / "split/DONE").exists() and not (tmp_path / "split/FAILED").exists()
-    for name in (F.METRICS, F.LOSSES, F.SUMMARY):
+    for name in (files.METRICS, files.LOSSES, files.SUMMARY):
         assert read(tmp_path / "split", name) == read(tmp_path / "whole", name), name
 
 
@@ -42,19 +42,19 @@ def test_a_stop_during_the_step_0_evaluation_names_step_0(make_config, tmp_path,
     """Ctrl-C or SIGTERM after metrics.csv is written but before the step-0 evaluation returns (its
     losses.csv still to come): FAILED names step 0, as at any later step, and the rerun starts over."""
     cfg = make_config(*QUICK)
-    original = R.RunDir.evaluated
+    original = rundir_lifecycle.RunDir.evaluated
 
     def evaluated(self, rows, losses, step):
         original(self, rows, losses, step)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(R.RunDir, "evaluated", evaluated)
+    monkeypatch.setattr(rundir_lifecycle.RunDir, "evaluated", evaluated)
     with pytest.raises(KeyboardInterrupt):
         run(cfg, tmp_path)
-    assert (tmp_path / F.FAILED).read_text().startswith("Interrupted: stopped by Ctrl-C at step 0\n")
-    monkeypatch.setattr(R.RunDir, "evaluated", original)
+    assert (tmp_path / files.FAILED).read_text().startswith("Interrupted: stopped by Ctrl-C at step 0\n")
+    monkeypatch.setattr(rundir_lifecycle.RunDir, "evaluated", original)
     run(cfg, tmp_path)
-    assert (tmp_path / "DONE").exists() and not (tmp_path / F.FAILED).exists()
+    assert (tmp_path / "DONE").exists() and not (tmp_path / files.FAILED).exists()
 
 
 def test_a_requeue_signal_checkpoints_where_the_run_is_and_resumes_to_the_same_tables(make_config, tmp_path,
@@ -79,16 +79,16 @@ def test_a_requeue_signal_checkpoints_where_the_run_is_and_resumes_to_the_same_t
     monkeypatch.setattr(preemption, "_handlers", {10: None})      # submitit's handler, which requeues
     with pytest.raises(preemption.Requeue, match="step 14"):
         run(cfg, tmp_path / "split")
-    assert F.status(tmp_path / "split") == "incomplete"
-    assert torch.load(tmp_path / "split" / F.CHECKPOINT, weights_only=True)["trainer"]["step"] == 14
+    assert files.status(tmp_path / "split") == "incomplete"
+    assert torch.load(tmp_path / "split" / files.CHECKPOINT, weights_only=True)["trainer"]["step"] == 14
     monkeypatch.setattr(preemption, "_request", None)
     monkeypatch.setattr(Trainer, "train_step", original)
     run(cfg, tmp_path / "split")
-    for name in (F.METRICS, F.LOSSES, F.SUMMARY):
+    for name in (files.METRICS, files.LOSSES, files.SUMMARY):
         assert read(tmp_path / "split", name) == read(tmp_path / "whole", name), name
     kept = [sorted(str(p.relative_to(tmp_path / which)) for p in (tmp_path / which).glob("checkpoints/*"))
             for which in ("split", "whole")]
-    assert kept[0] == kept[1] == [F.kept_checkpoint(step) for step in (10, 20, 30)]
+    assert kept[0] == kept[1] == [files.kept_checkpoint(step) for step in (10, 20, 30)]
 
 def test_finished_run_is_left_untouched_and_other_configs_refused(make_config, tmp_path):
     cfg = make_config(*QUICK)
@@ -103,22 +103,22 @@ def test_finished_run_is_left_untouched_and_other_configs_refused(make_config, t
 
 def test_a_checkpoint_of_another_config_is_refused(make_config, tmp_path):
     run(make_config(*QUICK, "train.steps=10"), tmp_path)
-    (tmp_path / F.DONE).unlink()                       # as if killed after its last checkpoint
+    (tmp_path / files.DONE).unlink()                       # as if killed after its last checkpoint
     with pytest.raises(RunDirError, match="holds a run of another config"):    # meta.json says so first
         run(make_config(*QUICK, "train.steps=10", "seed=1"), tmp_path)
-    (tmp_path / F.META).unlink()
+    (tmp_path / files.META).unlink()
     with pytest.raises(RunDirError, match="belongs to another config"):
         run(make_config(*QUICK, "train.steps=10", "seed=1"), tmp_path)
-    assert not (tmp_path / F.FAILED).exists()          # a refused directory is not marked
+    assert not (tmp_path / files.FAILED).exists()          # a refused directory is not marked
 
 
 def test_open_says_what_a_directory_allows(make_config, tmp_path):
     cfg = make_config(*QUICK)
-    fresh = R.RunDir(tmp_path / "new", cfg)
+    fresh = rundir_lifecycle.RunDir(tmp_path / "new", cfg)
     assert fresh.open() is None and fresh.state is None and fresh.resume_step == 0
     run(cfg, tmp_path / "done")
-    assert R.RunDir(tmp_path / "done", cfg).open() == F.read_json(tmp_path / "done" / F.SUMMARY)
-    assert [F.status(tmp_path / name) for name in ("new", "done")] == ["incomplete", "done"]
+    assert rundir_lifecycle.RunDir(tmp_path / "done", cfg).open() == files.read_json(tmp_path / "done" / files.SUMMARY)
+    assert [files.status(tmp_path / name) for name in ("new", "done")] == ["incomplete", "done"]
 
 
 def test_hash_ignores_bookkeeping_and_keeps_earlier_names(make_config):
@@ -142,19 +142,19 @@ def test_replica_directories_are_the_pattern_resolved_with_each_seed(tmp_path):
     full = OmegaConf.create({"seed": 0, "hydra": {"run": {"dir": str(tmp_path / "r/s${seed}")},
                                                   "sweep": {"dir": str(tmp_path / "w"), "subdir": "x/s${seed}"}}})
     seeds = [SimpleNamespace(seed=seed) for seed in (3, 4, 5)]
-    assert R.job_run_dirs(full, False, seeds[:2]) == [tmp_path / "r/s3", tmp_path / "r/s4"]
-    assert R.job_run_dirs(full, True, seeds[2:]) == [tmp_path / "w/x/s5"]
+    assert rundir_lifecycle.job_run_dirs(full, False, seeds[:2]) == [tmp_path / "r/s3", tmp_path / "r/s4"]
+    assert rundir_lifecycle.job_run_dirs(full, True, seeds[2:]) == [tmp_path / "w/x/s5"]
 
 
 def test_atomic_writes_leave_the_old_file_when_the_write_fails(tmp_path):
-    F.write_text(tmp_path / "a.txt", "old\n")
+    files.write_text(tmp_path / "a.txt", "old\n")
 
     def broken(tmp):
         open(tmp, "w").write("half")
         raise OSError("disk full")
 
     with pytest.raises(OSError):
-        F._atomic(tmp_path / "a.txt", broken)
+        files._atomic(tmp_path / "a.txt", broken)
     assert (tmp_path / "a.txt").read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]     # no temporary file left
 
@@ -174,53 +174,53 @@ def test_a_crafted_checkpoint_is_never_executed(make_config, tmp_path):
 
     cfg = make_config(*QUICK)
     marker = tmp_path / "executed"
-    torch.save({"config_hash": config_hash(cfg), "trainer": Marker(marker)}, tmp_path / F.CHECKPOINT)
+    torch.save({"config_hash": config_hash(cfg), "trainer": Marker(marker)}, tmp_path / files.CHECKPOINT)
     with pytest.raises(RunDirError,
                        match="holds objects the safe loader refuses .not executed.: Unsupported global") as err:
         run(cfg, tmp_path)
     assert not marker.exists()
-    assert "\n" not in str(err.value) and str(tmp_path / F.CHECKPOINT) in str(err.value)
-    assert not (tmp_path / F.DONE).exists()
+    assert "\n" not in str(err.value) and str(tmp_path / files.CHECKPOINT) in str(err.value)
+    assert not (tmp_path / files.DONE).exists()
 
 
 def test_a_truncated_checkpoint_is_called_so_in_whole_sentences(make_config, tmp_path):
     cfg = make_config(*QUICK)
     run(cfg, tmp_path / "whole")
-    data = (tmp_path / "whole" / F.CHECKPOINT).read_bytes()
+    data = (tmp_path / "whole" / files.CHECKPOINT).read_bytes()
     (tmp_path / "cut").mkdir()
-    (tmp_path / "cut" / F.CHECKPOINT).write_bytes(data[:len(data) // 2])
+    (tmp_path / "cut" / files.CHECKPOINT).write_bytes(data[:len(data) // 2])
     with pytest.raises(RunDirError) as err:
         run(cfg, tmp_path / "cut")
-    assert str(err.value) == (f"{tmp_path / 'cut' / F.CHECKPOINT} is corrupt or truncated: PytorchStreamReader failed "
-                              "reading zip archive: failed finding central directory; move it away and run the same "
-                              "command again to train this run from step 0")
+    assert str(err.value) == (f"{tmp_path / 'cut' / files.CHECKPOINT} is corrupt or truncated: "
+                              "PytorchStreamReader failed reading zip archive: failed finding central directory; "
+                              "move it away and run the same command again to train this run from step 0")
 
 
 def test_waiting_for_a_lock_returns_once_its_holder_lets_go(make_config, tmp_path):
     import threading
     import time
 
-    F.wait_for_lock(tmp_path, lambda holder: pytest.fail("no lock file, nothing to wait for"))
-    holder = R.RunDir(tmp_path, make_config(*QUICK))
+    files.wait_for_lock(tmp_path, lambda holder: pytest.fail("no lock file, nothing to wait for"))
+    holder = rundir_lifecycle.RunDir(tmp_path, make_config(*QUICK))
     assert holder.open() is None                          # this process holds the lock (another open file)
     threading.Timer(0.5, holder.close).start()
     waited, started = [], time.monotonic()
-    F.wait_for_lock(tmp_path, waited.append)
+    files.wait_for_lock(tmp_path, waited.append)
     assert waited == [f"pid {__import__('os').getpid()} on {__import__('platform').node()}"]
     assert time.monotonic() - started >= 0.4
-    F.wait_for_lock(tmp_path, lambda holder: pytest.fail("released: nothing to wait for"))
+    files.wait_for_lock(tmp_path, lambda holder: pytest.fail("released: nothing to wait for"))
 
 
 def test_a_directory_in_use_is_skipped_not_trained_twice(make_config, tmp_path):
     cfg = make_config(*QUICK)
-    holder = R.RunDir(tmp_path, cfg)
+    holder = rundir_lifecycle.RunDir(tmp_path, cfg)
     assert holder.open() is None                          # this process now holds the lock
-    with pytest.raises(F.RunBusy, match=f"pid {__import__('os').getpid()}"):
+    with pytest.raises(files.RunBusy, match=f"pid {__import__('os').getpid()}"):
         run(cfg, tmp_path)
-    assert not (tmp_path / F.FAILED).exists() and not (tmp_path / F.METRICS).exists()
+    assert not (tmp_path / files.FAILED).exists() and not (tmp_path / files.METRICS).exists()
     holder.close()                                        # released (as a dead process's lock is)
     run(cfg, tmp_path)
-    assert F.status(tmp_path) == "done"
+    assert files.status(tmp_path) == "done"
 
 
 
@@ -230,18 +230,19 @@ def test_a_file_system_without_flock_stops_the_run_with_one_line(make_config, tm
     def no_flock(fd, operation):
         raise OSError(errno.ENOLCK, "No locks available")
 
-    monkeypatch.setattr(F.fcntl, "flock", no_flock)
+    monkeypatch.setattr(files.fcntl, "flock", no_flock)
     with pytest.raises(RunDirError, match="cannot lock .*No locks available.*does not support flock") as err:
         run(make_config(*QUICK), tmp_path)
-    assert "\n" not in str(err.value) and not (tmp_path / F.METRICS).exists() and not (tmp_path / F.FAILED).exists()
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / files.METRICS).exists() and not (tmp_path / files.FAILED).exists()
 
 def test_divergence_stops_the_run_with_failed_and_no_done(make_config, tmp_path):
     from sinkexp.train.loop import Diverged
 
     with pytest.raises(Diverged, match="try a lower train.lr"):
         run(make_config(*QUICK, "train.lr=1e6"), tmp_path)
-    assert F.status(tmp_path) == "failed" and not (tmp_path / F.SUMMARY).exists()
-    assert (tmp_path / F.FAILED).read_text().startswith("Diverged: diverged")
+    assert files.status(tmp_path) == "failed" and not (tmp_path / files.SUMMARY).exists()
+    assert (tmp_path / files.FAILED).read_text().startswith("Diverged: diverged")
 
 
 def test_done_and_failed_never_coexist_and_stale_temporary_files_go(make_config, tmp_path, kill_at_step):
@@ -256,15 +257,15 @@ def test_done_and_failed_never_coexist_and_stale_temporary_files_go(make_config,
     stale.write_text("half")
     run(cfg, tmp_path)
     assert not stale.exists()
-    assert F.status(tmp_path) == "done" and not (tmp_path / F.FAILED).exists()
-    R.RunDir(tmp_path, cfg).fail(RuntimeError("late"))    # a finished run is never marked failed
-    assert not (tmp_path / F.FAILED).exists()
+    assert files.status(tmp_path) == "done" and not (tmp_path / files.FAILED).exists()
+    rundir_lifecycle.RunDir(tmp_path, cfg).fail(RuntimeError("late"))    # a finished run is never marked failed
+    assert not (tmp_path / files.FAILED).exists()
 
 
 def test_json_is_strict(tmp_path):
     import json
 
-    F.write_json(tmp_path / "s.json", {"loss": {"all": float("nan"), "x": 1.0}, "steps": [float("inf")]})
+    files.write_json(tmp_path / "s.json", {"loss": {"all": float("nan"), "x": 1.0}, "steps": [float("inf")]})
     text = (tmp_path / "s.json").read_text()
     assert "NaN" not in text and "Infinity" not in text
     loaded = json.loads(text, parse_constant=lambda name: pytest.fail(f"non-strict JSON constant {name}"))
@@ -280,6 +281,6 @@ def test_meta_records_the_float32_matmul_settings_the_run_trained_with(make_conf
     finally:
         torch.set_float32_matmul_precision(before[0])
         torch.backends.cudnn.allow_tf32 = before[1]
-    assert F.read_json(tmp_path / F.META)["device"]["precision"] == {
+    assert files.read_json(tmp_path / files.META)["device"]["precision"] == {
         "float32_matmul_precision": matmul, "cuda_matmul_allow_tf32": tf32, "cudnn_allow_tf32": tf32,
         "deterministic_algorithms": False, "cublas_workspace_config": ":4096:8"}   # deterministic on CUDA only

@@ -11,7 +11,7 @@ from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import run_configs
 from sinkexp.errors import ConfigError
 from sinkexp.jobs.runner import make_trainer, run, train_together
-from sinkexp.rundir import files as F
+from sinkexp.rundir import files
 from sinkexp.train.loop import Trainer, make_optimizer
 from sinkexp.train.replicas import PerReplicaOptimizer, ReplicaTrainer, clip_grad_norm_per_replica_
 
@@ -38,10 +38,10 @@ def test_k_replicas_equal_k_lone_runs(make_config, tmp_path, setting):
         run(lone_cfg, tmp_path / f"alone{k}")
         together, alone = tmp_path / f"together{k}", tmp_path / f"alone{k}"
         assert_same_tables(together, alone)
-        meta = json.loads((together / F.META).read_text())
+        meta = json.loads((together / files.META).read_text())
         assert meta["seed"] == 4 + k and meta["replica"] == {"index": k, "of": 3}
-        assert meta["config_hash"] == json.loads((alone / F.META).read_text())["config_hash"]
-        assert (together / F.DONE).exists()
+        assert meta["config_hash"] == json.loads((alone / files.META).read_text())["config_hash"]
+        assert (together / files.DONE).exists()
 
 
 # Packs (pack={key: [values]}): grids over what a replica can carry, each with a setting that makes
@@ -80,11 +80,11 @@ def test_a_diverging_learning_rate_fails_alone_and_the_rest_of_its_pack_finishes
     with pytest.raises(Diverged, match=r"2 runs of the pack diverged.*together2 diverged .*now 1e\+06"):
         train_together(run_configs(cfg), dirs)
     for k in (2, 3):
-        assert F.status(dirs[k]) == "failed"
-        assert f"together{k} diverged" in (dirs[k] / F.FAILED).read_text().splitlines()[0]
+        assert files.status(dirs[k]) == "failed"
+        assert f"together{k} diverged" in (dirs[k] / files.FAILED).read_text().splitlines()[0]
     for k, seed in ((0, 3), (1, 4)):
         run(make_config(*QUICK, "train.lr=1e-3", f"seed={seed}"), tmp_path / f"alone{k}")
-        assert F.status(dirs[k]) == "done" and not (dirs[k] / F.FAILED).exists()
+        assert files.status(dirs[k]) == "done" and not (dirs[k] / files.FAILED).exists()
         assert_same_tables(dirs[k], tmp_path / f"alone{k}")
 
 
@@ -107,8 +107,8 @@ def test_after_a_late_divergence_the_packs_other_run_resumes_from_its_checkpoint
     dirs = [tmp_path / "together0", tmp_path / "together1"]
     with pytest.raises(Diverged, match=r"together1 diverged by step 15 \(a parameter is not finite\)"):
         train_together(run_configs(cfg), dirs)
-    assert F.status(dirs[1]) == "failed" and F.status(dirs[0]) == "done"
-    assert json.loads((dirs[0] / F.META).read_text())["resumed_from_step"] == 10
+    assert files.status(dirs[1]) == "failed" and files.status(dirs[0]) == "done"
+    assert json.loads((dirs[0] / files.META).read_text())["resumed_from_step"] == 10
     run(make_config(*QUICK, "seed=3"), tmp_path / "alone")
     assert_same_tables(dirs[0], tmp_path / "alone")
 
@@ -152,7 +152,7 @@ def test_killed_replicas_resume_together_or_alone(make_config, tmp_path, kill_at
     train_together(seeds, [tmp_path / "mixed0", tmp_path / "mixed1"])
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "mixed1").iterdir()} == stamps
     for k in range(2):
-        assert json.loads((tmp_path / f"mixed{k}" / F.META).read_text())["resumed_from_step"] == 20
+        assert json.loads((tmp_path / f"mixed{k}" / files.META).read_text())["resumed_from_step"] == 20
         assert_same_tables(tmp_path / f"mixed{k}", tmp_path / f"whole{k}")
 
 
