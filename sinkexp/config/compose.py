@@ -146,7 +146,7 @@ def pack_first_values(overrides: list[str]) -> list[str]:
     is that run's directory. ConfigError for a key both swept and packed."""
     parsed = parse(overrides)
     packs = [o.value() for o in parsed if o.key_or_group == "pack" and isinstance(o.value(), dict)]
-    if not packs:                         # anything else in `pack` is refused by config.run_configs
+    if not packs:                         # anything else in `pack` is refused by schema.run_configs
         return []
     swept = {o.key_or_group for o in parsed if o.is_sweep_override()}
     firsts = []

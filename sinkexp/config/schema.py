@@ -134,7 +134,8 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     seed: int = 0
-    device: str = "auto"         # auto | cpu | cuda | cuda:N; hashed as its kind, a CUDA run only (rundir.config_hash)
+    # auto | cpu | cuda | cuda:N; hashed as its kind, a CUDA run only (identity.config_hash)
+    device: str = "auto"
     name: Optional[str] = None   # sweep name (folder under outputs/sweeps); not part of the hash
     threads: Optional[int] = None  # torch threads per job; None: 1 under the parallel launcher, else torch's
     precision: str = "exact"     # exact | tf32: float32 matmuls on NVIDIA GPUs (devices.configure)

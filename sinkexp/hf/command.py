@@ -162,7 +162,7 @@ def run_job(job: Job, quiet: bool = False) -> bool:
 
 def measure_checkpoint(model: str, run_dir: Path, revision: str | None = None, **settings) -> Path:
     """Measure one checkpoint into `run_dir` (nothing to do when a finished run of the same
-    settings is there) and return it; read its tables with runfiles.RunFiles(run_dir). For claims
+    settings is there) and return it; read its tables with rundir.files.RunFiles(run_dir). For claims
     on named open checkpoints (sinkexp reproduce): ConfigError when the model is not on the machine
     (sources.on_disk says so first) or a setting is bad, RuntimeError when the measurement failed."""
     argv = [f"model={model}", f"dir={run_dir}", *([f"revision={revision}"] if revision else []),

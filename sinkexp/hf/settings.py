@@ -126,7 +126,7 @@ def safe(name: str) -> str:
 
 def as_written(cfg: MeasureConfig, step: int, model_config) -> dict:
     """config.yaml of a measure run: its settings (not dir and name: bookkeeping), the checkpoint's
-    step (runfiles.last_step reads it) and what was measured."""
+    step (rundir.files.last_step reads it) and what was measured."""
     settings = {key: value for key, value in dataclasses.asdict(cfg).items() if key not in ("dir", "name")}
     return {"command": "measure", **settings, "step": step,
             "measured": {"model_type": model_config.model_type, "n_layers": model_config.num_hidden_layers,

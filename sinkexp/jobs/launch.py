@@ -57,7 +57,7 @@ def launch(planned: Plan) -> int:
 
 
 def finished_elsewhere(run_dir: Path, digest: str) -> bool:
-    """Whether a run ends finished (runfiles.finished), whoever trains it: a run whose lock another
+    """Whether a run ends finished (rundir.files.finished), whoever trains it: a run whose lock another
     process holds (RunBusy: skipped here) is waited for first, then read."""
     from sinkexp.rundir.files import wait_for_lock
 

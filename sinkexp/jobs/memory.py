@@ -35,7 +35,7 @@ def fused_training(cfg: Config, models: int) -> bool:
 
 def estimate(cfg: Config, models: int | None = None) -> int:
     """Bytes a training step or an evaluation of `cfg` needs at the least (fp32), for `models`
-    models trained together (default: the job's, config.run_configs): weights, gradients and
+    models trained together (default: the job's, schema.run_configs): weights, gradients and
     two optimiser moments per model, the drawn data, the task's structure, and the larger of the
     training step's activations and the captured evaluation's. A coarse floor, for refusing sizes
     the device cannot hold."""

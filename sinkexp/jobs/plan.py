@@ -6,7 +6,7 @@ anything runs.
     code = launch(planned)                   # sinkexp/jobs/launch.py runs the planned jobs
 
 A job is what one process trains: one run, or the runs trained together by a pack or by
-train.replicas (config.run_configs), each into the directory it would have alone. Before the
+train.replicas (schema.run_configs), each into the directory it would have alone. Before the
 first job runs, every job of a sweep is composed (config/compose.py) and validated (config/validate.py) once; it
 must fit the device's memory and have run directories that can be created and hold no other
 config's run. Any problem is a ConfigError: one line naming the key, and nothing written.
@@ -40,7 +40,7 @@ class Job:
     overrides: tuple[str, ...]       # KEY=VALUE that make this job alone (the sweep's values chosen)
     composed: DictConfig             # Hydra's composed config of the job, hydra node included
     config: Config                   # its validated config (a pack's or replicas' as given)
-    configs: tuple[Config, ...]      # its runs' configs (config.run_configs); the first is the job's own
+    configs: tuple[Config, ...]      # its runs' configs (schema.run_configs); the first is the job's own
     run_dirs: tuple[Path, ...]
     digests: tuple[str, ...]
     flops: float                     # training FLOPs of its runs (cost.training_flops x steps)

@@ -2,7 +2,7 @@
 every table to the run directory (rundir/lifecycle.py decides what a directory allows and writes the files).
 
 `run` trains one config; `train_together` trains the configs of one job together (train.replicas, pack:
-config.run_configs: the runs of a job), each writing the directory it would write alone.
+schema.run_configs: the runs of a job), each writing the directory it would write alone.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def run(cfg: Config, run_dir: Path) -> dict:
 
 def train_together(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict | None = None,
               notes: dict | None = None) -> list[dict]:
-    """Train configs that differ only in what a pack may vary (config.run_configs: seeds,
+    """Train configs that differ only in what a pack may vary (schema.run_configs: seeds,
     learning rates, weight decays, a task's data settings), one directory each; returns the summaries.
 
     Finished runs are skipped; the others train together, grouped by the step their checkpoint

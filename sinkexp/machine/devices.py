@@ -1,6 +1,6 @@
 """Where a job trains, and the process settings a run there needs.
 
-- `device_kind(requested)`: `cpu` or `cuda`, what a run's identity holds (rundir.config_hash): CUDA's
+- `device_kind(requested)`: `cpu` or `cuda`, what a run's identity holds (identity.config_hash): CUDA's
   generators draw other numbers than the CPU's, so a run trained on either is a different run.
 - `resolve_device(requested)`: the torch device of `device=...` (cuda -> cuda:0). `device=auto`
   says in one line when an NVIDIA GPU is present but torch cannot use it (a CPU build of torch, a

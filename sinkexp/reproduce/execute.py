@@ -38,7 +38,7 @@ def scale_of(overrides: list[str]) -> str:
 
 
 def packed_keys(exp: Experiment, given: set[str]) -> tuple[str, ...]:
-    """The grid keys a job of `exp` can train together (config.packable_keys), unless the user set
+    """The grid keys a job of `exp` can train together (schema.packable_keys), unless the user set
     them; none where a penalty is on (penalties are not per replica)."""
     from sinkexp.config.schema import packable_keys
     from sinkexp.evaluate.penalties import PENALTIES

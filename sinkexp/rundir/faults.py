@@ -4,7 +4,7 @@ Every OSError a run meets on its files (the lock, config.yaml, the tables, the c
 FAILED and DONE markers, train.log, the temporary files of atomic writes), at any point of its life,
 ends as a RunFileError, which launch._stop prints as one line (exit status 1). The writers name the
 file they were writing, since a failed write's OSError names none, or names the temporary file:
-runfiles._atomic (every file of the run directory), runfiles.take_lock (.lock) and LogFile
+files._atomic (every file of the run directory), files.take_lock (.lock) and LogFile
 (train.log). Any other OSError reaches launch._stop with its file name and is turned into one there,
 by `run_file_error`. Nothing is lost: every write is atomic, so the file it would have replaced (the
 last checkpoint too) is untouched, and the same command resumes the run from that checkpoint.

@@ -34,7 +34,7 @@ from sinkexp.rundir.faults import run_file_error
 SCHEMA_VERSION = 1
 CONFIG, META, METRICS, LOSSES, SUMMARY = "config.yaml", "meta.json", "metrics.csv", "losses.csv", "summary.json"
 CHECKPOINT, DONE, FAILED, ATTENTION = "checkpoint.pt", "DONE", "FAILED", "attention.npz"
-LOCK = ".lock"                # held by the process that trains the run (rundir.take_lock)
+LOCK = ".lock"                # held by the process that trains the run (files.take_lock)
 KEPT = "checkpoints"          # checkpoints/step_<N>.pt with train.keep_checkpoints
 
 

@@ -61,7 +61,7 @@ from sinkexp.rundir.provenance import device_name, git_state, numerics, utc_now,
 log = logging.getLogger(__name__)
 
 def job_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[Path]:
-    """The run directory each of a job's runs (config.run_configs) would get alone: Hydra's
+    """The run directory each of a job's runs (schema.run_configs) would get alone: Hydra's
     directory pattern resolved with that run's seed and packed values. `full` is a composed config
     with its hydra node (patterns unresolved)."""
     node = OmegaConf.create(OmegaConf.to_container(full, resolve=False))   # a copy whose values can change
@@ -242,7 +242,7 @@ def claim(path: Path, check) -> tuple[int | None, dict | None]:
 
 
 def existing_run(path: Path, digest: str, fix: str = "hydra.run.dir or name") -> dict | None:
-    """Without touching anything: the summary of the finished run (runfiles.finished) of config hash
+    """Without touching anything: the summary of the finished run (rundir.files.finished) of config hash
     `digest` in `path`, None if there is work to do, or RunDirError if the directory belongs to
     another config (`fix`: the keys that choose another directory; `dir or name` for measure runs)."""
     if path.exists() and not path.is_dir():

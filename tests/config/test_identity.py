@@ -1,4 +1,4 @@
-"""A run's device kind is part of what it is (rundir.config_hash): CPU runs keep the names they had
+"""A run's device kind is part of what it is (identity.config_hash): CPU runs keep the names they had
 before the kind counted, a CUDA run is another run, a directory of one kind is never continued on the
 other, and load_run rebuilds a run on the kind it trained on."""
 import pytest

@@ -95,7 +95,7 @@ def test_run_names_do_not_change_with_the_code(make_config, overrides, digest):
 
 
 def test_a_run_written_before_later_keys_existed_loads_and_is_skipped(tmp_path, monkeypatch, make_config):
-    """runfiles.LATER_KEYS: a config.yaml without the keys added since reads them at their earlier
+    """schema.LATER_KEYS: a config.yaml without the keys added since reads them at their earlier
     value, and the planned run of the same config finds the directory finished."""
     from omegaconf import OmegaConf
 
