@@ -1,7 +1,7 @@
 """What a config costs in work: the FLOPs of a training step.
 
 `training_flops` x steps is how much work a run is (the plan's FLOPs, `reproduce --plan`'s scaling,
-the benchmarks' utilisation). The memory a job needs is sinkexp/jobs/memory.py's (`estimate`).
+the benchmarks' utilisation). The memory a job needs is sinkexp/jobs/memory.py's (`bytes_needed`).
 """
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ def fused_training(cfg: Config, models: int) -> bool:
             and cfg.train.bos_penalty == 0)
 
 
-def estimate(cfg: Config, models: int | None = None) -> int:
+def bytes_needed(cfg: Config, models: int | None = None) -> int:
     """Bytes a training step or an evaluation of `cfg` needs at the least (fp32), for `models`
     models trained together (default: the job's, schema.run_configs): weights, gradients and
     two optimiser moments per model, the drawn data, the task's structure, and the larger of the
@@ -102,7 +102,7 @@ def check_plan(cfg: Config, launcher: Launcher, multirun: bool) -> None:
     """At planning: refuse (ConfigError, one line) a job whose floor does not fit the device it will
     train on, or a device it cannot have. `launcher` is the command's (jobs/launcher.py); in a sweep
     (`multirun`) an unindexed GPU request may land on any GPU (launch.spread_over_gpus)."""
-    need, elsewhere = estimate(cfg), launcher.elsewhere
+    need, elsewhere = bytes_needed(cfg), launcher.elsewhere
     if elsewhere and cfg.device == "auto" and not usable_gpus():
         raise ConfigError("device=auto: this machine has no GPU to resolve it for the jobs hydra/launcher=slurm runs "
                           "elsewhere, and a run's directory depends on its device kind; name it: "
@@ -130,7 +130,7 @@ def check_plan(cfg: Config, launcher: Launcher, multirun: bool) -> None:
 def check_start(cfg: Config, device: torch.device, models: int) -> None:
     """When a job starts: its floor against what its device offers now (a plan made on a login node
     could not look, and on a GPU other jobs may have taken memory since)."""
-    need, have = estimate(cfg, models), available(device)
+    need, have = bytes_needed(cfg, models), available(device)
     if need > have:
         raise refusal(cfg, need, have, f"{device}" + (" (free now)" if device.type == "cuda" else ""))
 
@@ -146,5 +146,5 @@ def pool_gpus(device: str, jobs: list[Config], workers: int | None) -> list[str]
     gpus = visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), count)
     if workers is None:
         free = min(available(torch.device("cuda", i)) for i in range(count))
-        workers = len(gpus) * workers_per_gpu(free, max(map(estimate, jobs)), usable_cores(), len(gpus))
+        workers = len(gpus) * workers_per_gpu(free, max(map(bytes_needed, jobs)), usable_cores(), len(gpus))
     return worker_gpus(gpus, workers)

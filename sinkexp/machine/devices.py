@@ -142,7 +142,7 @@ def visible_gpus(env: str | None, count: int) -> list[str]:
 
 def workers_per_gpu(free_bytes: int, job_bytes: int, cores: int, gpus: int) -> int:
     """How many pool workers share one GPU: as many as its free memory holds (each job's floor,
-    memory.estimate, plus its CUDA context), at most the cores per GPU (each worker's Python thread
+    memory.bytes_needed, plus its CUDA context), at most the cores per GPU (each worker's Python thread
     launches its kernels, and tiny models are bound by launches), at least one."""
     by_memory = free_bytes // (job_bytes + CONTEXT_BYTES)
     return max(1, min(by_memory, cores // max(1, gpus)))

@@ -41,8 +41,7 @@ import torch
 
 from sinkexp.config.schema import Config, run_configs
 from sinkexp.jobs.cost import training_flops
-from sinkexp.jobs.memory import available
-from sinkexp.jobs.memory import estimate as memory_floor
+from sinkexp.jobs.memory import available, bytes_needed
 from sinkexp.jobs.plan import Job, Plan
 from sinkexp.machine.benchmark import QUIET
 from sinkexp.machine.threads import busy_cores
@@ -222,7 +221,7 @@ def estimate(plans: dict[tuple[str, str], Plan], overrides: list[str], root: Pat
                          "copied": copied, "jobs": len(seconds), "steps": cfg.train.steps,
                          "GFLOP/run": training_flops(cfg) * cfg.train.steps / 1e9,
                          "s/job": sum(seconds) / max(1, len(seconds)), "job_s": sum(seconds),
-                         "GiB/job": max(memory_floor(job.config) for job in planned.jobs) / 2**30})
+                         "GiB/job": max(bytes_needed(job.config) for job in planned.jobs) / 2**30})
     finally:
         torch.set_num_threads(threads)
         timings.save()

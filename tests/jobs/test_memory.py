@@ -41,19 +41,20 @@ def test_the_fused_path_counts_one_log_sum_exp_per_query_not_the_scores(make_con
     fused, explicit = (make_config(*sizes, *extra) for extra in ((), ("train.bos_penalty=0.1",)))
     assert memory.fused_training(fused, 1) and not memory.fused_training(explicit, 1)
     L, B, H, T = 2, 32, 4, 128
-    assert memory.estimate(explicit) - memory.estimate(fused) == 4 * L * B * (3 * H * T * T - H * T)
+    assert memory.bytes_needed(explicit) - memory.bytes_needed(fused) == 4 * L * B * (3 * H * T * T - H * T)
 
 
 def test_the_paper_scale_language_model_fits_a_24_gib_card(make_config):
     """task=lm scale=paper (8 x 512, T 512, batch 64) trains on the fused path: under 24 GiB, where
     counting the explicit path's (B, H, T, T) tensors would refuse it."""
     cfg = make_config("task=lm", "scale=paper")
-    assert memory.estimate(cfg) < 24 * GiB < memory.estimate(make_config("task=lm", "scale=paper", "attn=sink_kv"))
+    paper_lm = make_config("task=lm", "scale=paper", "attn=sink_kv")
+    assert memory.bytes_needed(cfg) < 24 * GiB < memory.bytes_needed(paper_lm)
 
 
 def test_replicas_need_the_models_they_train(make_config):
     one, three = make_config(*QUICK), make_config(*QUICK, "train.replicas=3")
-    assert memory.estimate(three) == memory.estimate(one, models=3) > memory.estimate(one)
+    assert memory.bytes_needed(three) == memory.bytes_needed(one, models=3) > memory.bytes_needed(one)
 
 
 @pytest.fixture
@@ -117,7 +118,7 @@ def test_gpu_jobs_share_a_gpus_free_memory(make_config, monkeypatch):
     free = {0: 40 * GiB, 1: 10 * GiB}
     monkeypatch.setattr(memory, "available", lambda device: free[device.index])
     cfg = make_config("device=cuda")
-    need = memory.estimate(cfg)
+    need = memory.bytes_needed(cfg)
     assert memory.jobs_per_gpu(Launcher(JOBLIB, n_jobs=8), 2) == 4
     memory.check_plan(cfg, Launcher(JOBLIB, n_jobs=8), multirun=True)  # 10 GiB / 4 jobs
     free[1] = 3 * need                      # 3 needs of room, 4 jobs at once on it
@@ -131,7 +132,7 @@ def test_the_pool_gives_each_gpu_as_many_workers_as_its_memory_holds(make_config
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
     monkeypatch.setattr(memory.os, "sched_getaffinity", lambda pid: set(range(16)))
     cfg = make_config(*QUICK)
-    per_worker = memory.estimate(cfg) + CONTEXT_BYTES
+    per_worker = memory.bytes_needed(cfg) + CONTEXT_BYTES
     monkeypatch.setattr(memory, "available", lambda device: 3 * per_worker)
     assert memory.pool_gpus("auto", [cfg], None) == ["5", "7"] * 3        # 3 per GPU, in turn
     assert memory.pool_gpus("cuda", [cfg], 3) == ["5", "7", "5"]          # hydra.launcher.n_jobs=3
@@ -151,7 +152,7 @@ def test_reproduce_sizes_its_pool_by_the_gpus_and_else_by_the_cores(make_config,
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
     monkeypatch.setattr(memory.os, "sched_getaffinity", lambda pid: set(range(16)))
     cfg = make_config(*QUICK)
-    monkeypatch.setattr(memory, "available", lambda device: 3 * (memory.estimate(cfg) + CONTEXT_BYTES))
+    monkeypatch.setattr(memory, "available", lambda device: 3 * (memory.bytes_needed(cfg) + CONTEXT_BYTES))
     jobs = [SimpleNamespace(config=cfg)] * 4
     assert execute.pool_workers([], jobs) == (["5", "7"] * 3, 6)
     assert execute.pool_workers(["hydra.launcher.n_jobs=3"], jobs) == (["5", "7", "5"], 3)

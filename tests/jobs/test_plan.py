@@ -178,7 +178,7 @@ def test_a_plan_states_what_does_not_fit_the_device_instead_of_refusing(monkeypa
     monkeypatch.setattr(estimate, "calibrate", lambda cfg, device: (0.01, 0.5))
     exp = Experiment(name="e", overrides={"task": "trigger"}, grid={"seed": (0, 1)}, cpu={"train.steps": 10})
     paper = SimpleNamespace(name="p", experiments=[exp])
-    floor = memory.estimate(compose_config("task=trigger", "train.steps=10"))
+    floor = memory.bytes_needed(compose_config("task=trigger", "train.steps=10"))
     monkeypatch.setattr(memory, "available", lambda device: floor - 1)           # a device one byte too small
     monkeypatch.setattr(estimate, "available", lambda device: floor - 1)
     with pytest.raises(ConfigError, match="need at least"):
