@@ -100,7 +100,7 @@ def complete(argv: list[str]) -> int:
 
 
 # Each command but `train` is the `main(argv)` of its module, imported only when it runs.
-COMMANDS = {"train": None, "report": "sinkexp.report.runs", "reproduce": "sinkexp.reproduce",
+COMMANDS = {"train": None, "report": "sinkexp.report.runs", "reproduce": "sinkexp.reproduce.command",
             "intervene": "sinkexp.analysis.interventions", "measure": "sinkexp.hf.command",
             "export": "sinkexp.hf.export"}
 

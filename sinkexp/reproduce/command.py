@@ -1,0 +1,142 @@
+"""`sinkexp reproduce`'s command line: one argument parser for the flags, the paper and the
+overrides, and every input error as one line with exit code 2 (docs/reproduce.md).
+
+    sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--docs DIR] [--pack|--no-pack]
+    sinkexp reproduce PAPER|all [KEY=VALUE ...] --plan [--recalibrate]
+    sinkexp reproduce --list
+    sinkexp reproduce --docs DIR
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from sinkexp.errors import ConfigError
+from sinkexp.reproduce.declare import DeclarationError, Paper
+from sinkexp.reproduce.run import OUTPUT_ROOT, estimate_papers, exit_code, reproduce
+
+USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--docs DIR] [--pack|--no-pack]
+           (overrides apply to every run)
+       sinkexp reproduce PAPER|all [KEY=VALUE ...] --plan [--recalibrate]
+           (the jobs, FLOPs and predicted wall time; nothing trains)
+       sinkexp reproduce --list
+       sinkexp reproduce --docs DIR       (DIR/results.md and the README headline again, from DIR/claims.csv)"""
+
+
+class BadArguments(Exception):
+    """What argparse would print with its usage (two lines and more): one line here."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise BadArguments(f"{message} (sinkexp reproduce --help)")
+
+
+def parser() -> Parser:
+    parse = Parser(prog="sinkexp reproduce", add_help=False, allow_abbrev=False)
+    parse.add_argument("words", nargs="*", help="PAPER|all, then KEY=VALUE overrides and weights=DIR")
+    parse.add_argument("--plan", action="store_true", help="the cost estimate: jobs, FLOPs, predicted time")
+    parse.add_argument("--recalibrate", action="store_true", help="with --plan: time the plan's jobs again")
+    packing = parse.add_mutually_exclusive_group()   # default (None): pack on a GPU only
+    packing.add_argument("--pack", dest="pack", action="store_const", const=True, default=None)
+    packing.add_argument("--no-pack", dest="pack", action="store_const", const=False)
+    parse.add_argument("--docs", type=Path, metavar="DIR", help="write DIR/results.md and the README headline")
+    parse.add_argument("--list", action="store_true", help="every claim and its last verdict")
+    parse.add_argument("-h", "--help", action="store_true")
+    return parse
+
+
+def fail(message: str) -> int:
+    print(f"sinkexp: error: {message}", file=sys.stderr)
+    return 2
+
+
+def last_verdicts(names, root: Path = OUTPUT_ROOT) -> pd.DataFrame:
+    """The verdicts of the last `reproduce` at the CPU sizes below `root` (root/claims.csv and
+    root/<paper>/claims.csv for the papers `names`, not another scale's root/<scale>/claims.csv;
+    the newest row of a claim wins), for `--list`; empty before any."""
+    from sinkexp.reproduce.write import CLAIMS
+
+    tables = [path for path in (root / CLAIMS, *(root / name / CLAIMS for name in names)) if path.is_file()]
+    tables = sorted(tables, key=lambda path: path.stat().st_mtime)
+    rows = [pd.read_csv(path) for path in tables]
+    if not rows:
+        return pd.DataFrame(columns=["paper", "claim", "kind", "verdict"])
+    return pd.concat(rows).drop_duplicates(["paper", "claim"], keep="last")
+
+
+def list_papers(papers: dict[str, Paper], root: Path = OUTPUT_ROOT) -> str:
+    """Every claim with its source and criterion, and its verdict in the last run below `root`,
+    counted per kind for each paper."""
+    from sinkexp.reproduce.verdicts import VERDICTS
+    from sinkexp.reproduce.write import passing
+
+    last = last_verdicts(papers, root).set_index(["paper", "claim"])
+    lines = []
+    width = max(len(c.name) for paper in papers.values() for c in paper.claims)
+    for paper in papers.values():
+        runs = sum(exp.runs for exp in paper.experiments)
+        weights = {e.name: e.model for e in paper.experiments if hasattr(e, "model")}   # checkpoints
+        verdicts = [last["verdict"].get((paper.name, c.name), "not run yet") for c in paper.claims]
+        counts = pd.DataFrame({"kind": [c.kind for c in paper.claims], "verdict": verdicts})
+        ran = f"last run: {passing(counts)}" if counts["verdict"].isin(VERDICTS).any() else "not run yet"
+        lines.append(f"{paper.name}: {paper.title} ({len(paper.experiments)} experiments, {runs} runs; {ran})")
+        for c, verdict in zip(paper.claims, verdicts):
+            if verdict.startswith("not run") and c.experiments[0] in weights:      # a checkpoint not measured
+                verdict += f", needs weights: {weights[c.experiments[0]]}"
+            lines.append(f"  {c.name:<{width}} [{c.kind}] {verdict}: {c.source}: {c.describe()} {c.criterion} "
+                         f"(paper: {c.paper_value})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    try:
+        args = parser().parse_intermixed_args(argv)
+    except BadArguments as err:
+        return fail(str(err))
+    try:   # a paper file's declaration mistake is found here, on import
+        from sinkexp.reproduce.papers import PAPERS
+    except DeclarationError as err:
+        return fail(str(err))
+    if args.docs is not None and not args.words and not args.list:
+        from sinkexp.reproduce.write import write_docs
+
+        print(f"written: {write_docs(args.docs)}")
+        return 0
+    if args.help or not (args.words or args.list):
+        print(f"{USAGE}\npapers: {', '.join(PAPERS)}")
+        return 0 if args.help else 2
+    if args.list:
+        print(list_papers(PAPERS))
+        return 0
+    name, rest = args.words[0], args.words[1:]
+    overrides = [a for a in rest if not a.startswith("weights=")]
+    weights = next((Path(a.split("=", 1)[1]) for a in reversed(rest) if a.startswith("weights=")), None)
+    if name != "all" and name not in PAPERS:
+        return fail(f"unknown paper {name!r}; choose one of: all, {', '.join(PAPERS)}")
+    papers = list(PAPERS.values()) if name == "all" else [PAPERS[name]]
+    if args.recalibrate and not args.plan:
+        return fail("--recalibrate goes with --plan (it times the plan's jobs again)")
+    return run(args, papers, overrides, weights)
+
+
+def run(args: argparse.Namespace, papers: list[Paper], overrides: list[str], weights: Path | None) -> int:
+    """--plan's estimate, or the papers reproduced (and with --docs the results page written)."""
+    try:
+        if args.plan:
+            from sinkexp.reproduce.estimate import format_estimate
+
+            print(format_estimate(*estimate_papers(papers, overrides, args.pack, args.recalibrate)))
+            return 0
+        rows = reproduce(papers, overrides, command="sinkexp reproduce " + " ".join(args.words), pack=args.pack,
+                         weights=weights)
+    except ConfigError as err:
+        return fail(str(err))
+    if args.docs is not None:
+        from sinkexp.reproduce.write import write_docs
+
+        print(f"written: {write_docs(args.docs, rows)}")
+    return exit_code(rows)
