@@ -1,6 +1,6 @@
 """The documents as a newcomer reads them: the README stays a short guide, every relative link and
 anchor in README.md and docs/ leads somewhere, the preset and model-axis tables (each kept in one
-place, docs/tasks.md) list what the code has, and every paper has its findings page."""
+place, docs/models.md) list what the code has, and every paper has its findings page."""
 import dataclasses
 import re
 from pathlib import Path
@@ -94,14 +94,14 @@ def test_a_missing_file_a_missing_heading_and_a_repeated_heading_are_told_apart(
 
 def test_the_preset_table_lists_every_attention_preset():
     presets = {path.stem for path in (REPO / "configs" / "attn").glob("*.yaml")}
-    assert table_keys(REPO / "docs" / "tasks.md", "Attention variants") == presets
+    assert table_keys(REPO / "docs" / "models.md", "Attention variants") == presets
 
 
 def test_the_model_axes_table_lists_every_model_key():
     from sinkexp.config.schema import ModelConfig
 
     keys = {field.name for field in dataclasses.fields(ModelConfig)}
-    assert table_keys(REPO / "docs" / "tasks.md", "Model axes") == keys
+    assert table_keys(REPO / "docs" / "models.md", "Model axes") == keys
 
 
 def test_every_paper_has_one_findings_page_linked_from_the_index():
