@@ -1,5 +1,5 @@
 """What several test files use: the `sinkexp` command run in a temporary directory, tables compared
-between run directories, and a small model of the trigger task's shapes."""
+between run directories, a small model of the trigger task's shapes, and a task's batch of a seed."""
 import contextlib
 import io
 import os

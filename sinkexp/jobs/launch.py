@@ -79,7 +79,7 @@ def execute(job: Job, sweep: bool, parallel: bool = False) -> None:
     from sinkexp.config.identity import register_resolvers
 
     setup_globals()                  # Hydra's resolvers, as in a Hydra app (a pool worker is not one)
-    # and sinkexp's: a pool worker's fresh interpreter has none (config/follow.py's presets)
+    # sinkexp's too: a pool worker's fresh interpreter has none (config/follow.py's presets)
     register_resolvers()
     JobRuntime.instance().set("name", str(job.composed.hydra.job.name))
     keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if sweep else ("hydra.run.dir", None)

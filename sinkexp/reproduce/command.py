@@ -120,10 +120,10 @@ def main(argv: list[str]) -> int:
     papers = list(PAPERS.values()) if name == "all" else [PAPERS[name]]
     if args.recalibrate and not args.plan:
         return fail("--recalibrate goes with --plan (it times the plan's jobs again)")
-    return run(args, papers, overrides, weights)
+    return plan_or_reproduce(args, papers, overrides, weights)
 
 
-def run(args: argparse.Namespace, papers: list[Paper], overrides: list[str], weights: Path | None) -> int:
+def plan_or_reproduce(args: argparse.Namespace, papers: list[Paper], overrides: list[str], weights: Path | None) -> int:
     """--plan's estimate, or the papers reproduced (and with --docs the results page written)."""
     try:
         if args.plan:
