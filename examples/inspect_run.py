@@ -13,6 +13,7 @@ a colour bar and the sink column marked) and prints three things:
   - with train.keep_checkpoints, the attention on the sink at every kept step (sink formation;
     train.checkpoint_steps=log keeps steps 1, 2, 3, 4, 6, 8, ... where it happens).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,11 +46,11 @@ def draw_attention(run, cache: dict, path: Path) -> None:
     tokens = run.model.anatomy(run.batch.inputs.shape[1]).tokens
     fig, axes = plt.subplots(1, layers, figsize=(4.2 * layers, 3.8), squeeze=False)
     for layer, ax in enumerate(axes[0]):
-        weights = cache[f"blocks.{layer}.attn.weights"][:, 0][:, tokens][..., tokens].mean(0)   # (T, T), head 0
+        weights = cache[f"blocks.{layer}.attn.weights"][:, 0][:, tokens][..., tokens].mean(0)  # (T, T), head 0
         image = ax.imshow(weights.cpu(), cmap="viridis", vmin=0)
         fig.colorbar(image, ax=ax, fraction=0.046, label="attention")
         sinks = run.batch.sink.unique()
-        if len(sinks) == 1:   # a fixed sink position (BOS): mark its column
+        if len(sinks) == 1:  # a fixed sink position (BOS): mark its column
             ax.axvline(sinks.item(), color="red", linewidth=1, linestyle="--", label="sink")
             ax.legend(loc="lower right", fontsize=7)
         ax.set(title=f"layer {layer}, head 0 (mean over {len(run.batch.sink)} sequences)", xlabel="key", ylabel="query")
@@ -100,12 +101,13 @@ def main() -> None:
             _, kept_cache = kept.forward(names)
             cells = []
             for layer, name in enumerate(names):
-                weights = kept_cache[name][:, :, tokens][..., tokens]          # (B, H, T, T) over the task's tokens
+                weights = kept_cache[name][:, :, tokens][..., tokens]  # (B, H, T, T) over the task's tokens
                 for index, query in enumerate(kept.task.query_types):
                     queries = kept.batch.query_type == index
                     if queries.any():
-                        cells.append(f"layer {layer} {query} "
-                                     f"{metrics.sink_attn(weights, kept.batch.sink, queries).mean():.3f}")
+                        cells.append(
+                            f"layer {layer} {query} {metrics.sink_attn(weights, kept.batch.sink, queries).mean():.3f}"
+                        )
             print(f"  step {step:>6}: " + ", ".join(cells))
 
 

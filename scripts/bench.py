@@ -12,6 +12,7 @@ tokens/s, FLOPs per step (matmuls, forward + backward = 3x forward), utilisation
 same thread count, and the project/reference ratio. A machine busy with other processes makes the
 measurement invalid: it is marked so, and the numbers are not to be quoted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,7 +45,7 @@ class ReferenceBlock(nn.Module):
         B, T, d = x.shape
         q, k, v = self.qkv(self.norm(x)).view(B, T, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.out(y.transpose(1, 2).reshape(B, T, d))      # no residual, as the trigger task's model
+        return self.out(y.transpose(1, 2).reshape(B, T, d))  # no residual, as the trigger task's model
 
 
 class Reference(nn.Module):
@@ -103,6 +104,7 @@ def sides(args, cfg: dict, task, model_cfg: ModelConfig, train_cfg: TrainConfig)
             trainer_.step += 1
             if trainer_.step % args.eval_every == 0:
                 evaluate(trainer_.model, task, eval_batch, trainer_.step)
+
         return step
 
     return {"reference": reference_step, "project": stepper(trainer), "explicit": stepper(explicit_trainer)}
@@ -130,12 +132,16 @@ def main() -> None:
     print(f"FLOPs per step (matmuls, fwd+bwd, sinkexp/jobs/cost.py): {flops / 1e9:.3f} GFLOP")
     for side, rates in timings.items():
         rate = statistics.median(rates)
-        print(f"{side:>10}: {rate:7.1f} steps/s  {rate * cfg['batch_size'] * cfg['seq_len'] / 1e3:8.1f} k tokens/s  "
-              f"{rate * flops / 1e9:6.1f} GFLOP/s = {rate * flops / 1e9 / peak:5.1%} of peak  "
-              f"(reps: {', '.join(f'{r:.1f}' for r in rates)})")
+        print(
+            f"{side:>10}: {rate:7.1f} steps/s  {rate * cfg['batch_size'] * cfg['seq_len'] / 1e3:8.1f} k tokens/s  "
+            f"{rate * flops / 1e9:6.1f} GFLOP/s = {rate * flops / 1e9 / peak:5.1%} of peak  "
+            f"(reps: {', '.join(f'{r:.1f}' for r in rates)})"
+        )
     median = {side: statistics.median(rates) for side, rates in timings.items()}
-    print(f"project / reference: {median['project'] / median['reference']:.3f}x; fused attention / explicit: "
-          f"{median['project'] / median['explicit']:.3f}x" + validity([before, load()]))
+    print(
+        f"project / reference: {median['project'] / median['reference']:.3f}x; fused attention / explicit: "
+        f"{median['project'] / median['explicit']:.3f}x" + validity([before, load()])
+    )
 
 
 if __name__ == "__main__":

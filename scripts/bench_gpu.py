@@ -28,6 +28,7 @@ evaluation every 1000 steps) with train.data_chunk=--damping-chunk, in-process i
 directory, with its wall time (target: at most a minute on an H200; the source reports about 4
 minutes on one GPU) and whether the sink formed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,10 +66,36 @@ def steps_per_second(trainer, device: torch.device, seconds: float, warmup: int 
 
 
 # Operators that launch no kernel (views, metadata, allocation): left out of the CPU's launch count.
-NO_KERNEL = {"aten::" + name for name in (
-    "as_strided", "view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "unsqueeze",
-    "squeeze", "slice", "select", "alias", "split", "split_with_sizes", "unbind", "detach", "lift_fresh",
-    "empty", "empty_strided", "resolve_conj", "resolve_neg", "to", "_local_scalar_dense", "result_type")}
+NO_KERNEL = {
+    "aten::" + name
+    for name in (
+        "as_strided",
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "expand",
+        "permute",
+        "transpose",
+        "t",
+        "unsqueeze",
+        "squeeze",
+        "slice",
+        "select",
+        "alias",
+        "split",
+        "split_with_sizes",
+        "unbind",
+        "detach",
+        "lift_fresh",
+        "empty",
+        "empty_strided",
+        "resolve_conj",
+        "resolve_neg",
+        "to",
+        "_local_scalar_dense",
+        "result_type",
+    )
+}
 
 
 def launches_per_step(trainer, device: torch.device) -> float:
@@ -77,7 +104,7 @@ def launches_per_step(trainer, device: torch.device) -> float:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    trainer.batches.clear()                     # start the average at a fresh draw
+    trainer.batches.clear()  # start the average at a fresh draw
     steps = trainer.cfg.data_chunk
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profile(activities=activities) as prof:
@@ -88,9 +115,12 @@ def launches_per_step(trainer, device: torch.device) -> float:
     if device.type == "cuda":
         count = sum(event.device_type == DeviceType.CUDA for event in events)
     else:
-        count = sum(event.name.startswith("aten::") and event.name not in NO_KERNEL
-                    and not any(child.name.startswith("aten::") for child in event.cpu_children)
-                    for event in events)
+        count = sum(
+            event.name.startswith("aten::")
+            and event.name not in NO_KERNEL
+            and not any(child.name.startswith("aten::") for child in event.cpu_children)
+            for event in events
+        )
     return count / steps
 
 
@@ -100,18 +130,30 @@ def bench_replicas(ks: list[int], chunks: list[int], device: torch.device, secon
     for chunk in chunks:
         lone_rate = None
         for K in sorted({1, *ks}):
-            cfg = compose_config("task=trigger", f"train.replicas={K}", f"train.compile={compile}",
-                              f"train.data_chunk={chunk}")
+            cfg = compose_config(
+                "task=trigger", f"train.replicas={K}", f"train.compile={compile}", f"train.data_chunk={chunk}"
+            )
             _, trainer = make_trainer(run_configs(cfg), device)
             rate = steps_per_second(trainer, device, seconds)
             launches = launches_per_step(trainer, device)
             lone_rate = lone_rate or rate
-            rows.append({"K": K, "data_chunk": chunk, "trainer": type(trainer).__name__, "steps_per_s": rate,
-                         "model_steps_per_s": K * rate, "step_time_vs_lone": lone_rate / rate,
-                         "launches_per_step": launches})
-            print(f"data_chunk {chunk:>3}, K={K:>3} ({type(trainer).__name__:>14}): {rate:8.1f} steps/s  "
-                  f"{K * rate:9.1f} model-steps/s  step time {lone_rate / rate:5.2f}x the lone model's  "
-                  f"{launches:7.1f} launches/step", flush=True)
+            rows.append(
+                {
+                    "K": K,
+                    "data_chunk": chunk,
+                    "trainer": type(trainer).__name__,
+                    "steps_per_s": rate,
+                    "model_steps_per_s": K * rate,
+                    "step_time_vs_lone": lone_rate / rate,
+                    "launches_per_step": launches,
+                }
+            )
+            print(
+                f"data_chunk {chunk:>3}, K={K:>3} ({type(trainer).__name__:>14}): {rate:8.1f} steps/s  "
+                f"{K * rate:9.1f} model-steps/s  step time {lone_rate / rate:5.2f}x the lone model's  "
+                f"{launches:7.1f} launches/step",
+                flush=True,
+            )
     return rows
 
 
@@ -132,20 +174,37 @@ def bench_packs(device: torch.device, seconds: float, rounds: int = 2) -> list[d
         members = run_configs(cfg)
         _, packed = make_trainer(members, device)
         _, lone = make_trainer(members[:1], device)
-        rates = alternate({"lone": lambda: steps_per_second(lone, device, seconds),
-                           "packed": lambda: len(members) * steps_per_second(packed, device, seconds)}, rounds)
+        rates = alternate(
+            {
+                "lone": lambda: steps_per_second(lone, device, seconds),
+                "packed": lambda: len(members) * steps_per_second(packed, device, seconds),
+            },
+            rounds,
+        )
         lone_rate, packed_rate = max(rates["lone"]), max(rates["packed"])
-        rows.append({"grid": name, "overrides": list(overrides), "runs": len(members),
-                     "lone_model_steps_per_s": lone_rate, "packed_model_steps_per_s": packed_rate,
-                     "packed_over_lone": packed_rate / lone_rate})
-        print(f"{name} grid ({len(members)} runs: {' '.join(overrides)} train.replicas={seeds}): one at a time "
-              f"{lone_rate:8.1f} model-steps/s, packed {packed_rate:8.1f} ({packed_rate / lone_rate:.2f}x)", flush=True)
+        rows.append(
+            {
+                "grid": name,
+                "overrides": list(overrides),
+                "runs": len(members),
+                "lone_model_steps_per_s": lone_rate,
+                "packed_model_steps_per_s": packed_rate,
+                "packed_over_lone": packed_rate / lone_rate,
+            }
+        )
+        print(
+            f"{name} grid ({len(members)} runs: {' '.join(overrides)} train.replicas={seeds}): one at a time "
+            f"{lone_rate:8.1f} model-steps/s, packed {packed_rate:8.1f} ({packed_rate / lone_rate:.2f}x)",
+            flush=True,
+        )
     return rows
 
 
 # Part 4: lone models where deterministic mode may cost speed (T 256: the attention backward's key splits).
-DETERMINISM = {"trigger T32": ("task=trigger",),
-               "backcopy T256": ("task=backcopy", "task.seq_len=256", "model.n_heads=4", "train.batch_size=32")}
+DETERMINISM = {
+    "trigger T32": ("task=trigger",),
+    "backcopy T256": ("task=backcopy", "task.seq_len=256", "model.n_heads=4", "train.batch_size=32"),
+}
 
 
 def bench_determinism(device: torch.device, seconds: float, rounds: int = 2) -> list[dict]:
@@ -159,28 +218,53 @@ def bench_determinism(device: torch.device, seconds: float, rounds: int = 2) -> 
             return steps_per_second(trainer, device, seconds)
 
         rates = alternate({True: lambda: measured(True), False: lambda: measured(False)}, rounds)
-        rate = {side: max(values) for side, values in rates.items()}      # the best round of each side
-        configure(device, "exact")             # back to what a run on this device uses
-        rows.append({"model": name, "overrides": list(overrides), "deterministic_steps_per_s": rate[True],
-                     "free_steps_per_s": rate[False], "deterministic_over_free": rate[True] / rate[False]})
-        print(f"{name}: deterministic {rate[True]:8.1f} steps/s, not {rate[False]:8.1f} "
-              f"({rate[True] / rate[False]:.2f}x)", flush=True)
+        rate = {side: max(values) for side, values in rates.items()}  # the best round of each side
+        configure(device, "exact")  # back to what a run on this device uses
+        rows.append(
+            {
+                "model": name,
+                "overrides": list(overrides),
+                "deterministic_steps_per_s": rate[True],
+                "free_steps_per_s": rate[False],
+                "deterministic_over_free": rate[True] / rate[False],
+            }
+        )
+        print(
+            f"{name}: deterministic {rate[True]:8.1f} steps/s, not {rate[False]:8.1f} "
+            f"({rate[True] / rate[False]:.2f}x)",
+            flush=True,
+        )
     return rows
 
 
 def bench_damping(device: torch.device, steps: int, chunk: int, compile: bool) -> dict:
-    cfg = compose_config("task=damping", "scale=paper", f"device={device}", f"train.steps={steps}",
-                      f"train.compile={compile}", f"train.data_chunk={chunk}")
+    cfg = compose_config(
+        "task=damping",
+        "scale=paper",
+        f"device={device}",
+        f"train.steps={steps}",
+        f"train.compile={compile}",
+        f"train.data_chunk={chunk}",
+    )
     with tempfile.TemporaryDirectory() as run_dir:
         started = time.perf_counter()
         summary = run(cfg, run_dir)
         wall = time.perf_counter() - started
         meta = json.loads((Path(run_dir) / "meta.json").read_text())
     print(format_summary(summary))
-    print(f"damping, scale=paper, data_chunk {chunk}: {steps} steps x batch {cfg.train.batch_size} in {wall:.1f} s "
-          f"({meta['steps_per_s']:.0f} steps/s, evaluation every {cfg.eval.every} steps included)", flush=True)
-    return {"steps": steps, "batch_size": cfg.train.batch_size, "data_chunk": chunk, "wall_s": wall,
-            "steps_per_s": meta["steps_per_s"], "sink_attn_layer0": summary["sink_attn"]["0"]}
+    print(
+        f"damping, scale=paper, data_chunk {chunk}: {steps} steps x batch {cfg.train.batch_size} in {wall:.1f} s "
+        f"({meta['steps_per_s']:.0f} steps/s, evaluation every {cfg.eval.every} steps included)",
+        flush=True,
+    )
+    return {
+        "steps": steps,
+        "batch_size": cfg.train.batch_size,
+        "data_chunk": chunk,
+        "wall_s": wall,
+        "steps_per_s": meta["steps_per_s"],
+        "sink_attn_layer0": summary["sink_attn"]["0"],
+    }
 
 
 def main() -> None:
@@ -195,17 +279,30 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     device = resolve_device(args.device)
-    configure(device, "exact")      # as a run on this device: deterministic kernels on CUDA, exact fp32
+    configure(device, "exact")  # as a run on this device: deterministic kernels on CUDA, exact fp32
     name = device_name(device)
-    print(f"device {device} ({name}), torch {torch.__version__}, CUDA {torch.version.cuda}, "
-          f"compile {args.compile}, fp32 matmuls (TF32 {torch.backends.cuda.matmul.allow_tf32}), "
-          f"deterministic {torch.are_deterministic_algorithms_enabled()}", flush=True)
-    results = {"device": str(device), "device_name": name, "torch": torch.__version__, "compile": args.compile,
-               "replicas": bench_replicas([int(k) for k in args.ks.split(",")],
-                                          [int(c) for c in args.chunks.split(",")], device, args.seconds, args.compile),
-               "packs": bench_packs(device, args.seconds),
-               "determinism": bench_determinism(device, args.seconds),
-               "damping": bench_damping(device, args.damping_steps, args.damping_chunk, args.compile)}
+    print(
+        f"device {device} ({name}), torch {torch.__version__}, CUDA {torch.version.cuda}, "
+        f"compile {args.compile}, fp32 matmuls (TF32 {torch.backends.cuda.matmul.allow_tf32}), "
+        f"deterministic {torch.are_deterministic_algorithms_enabled()}",
+        flush=True,
+    )
+    results = {
+        "device": str(device),
+        "device_name": name,
+        "torch": torch.__version__,
+        "compile": args.compile,
+        "replicas": bench_replicas(
+            [int(k) for k in args.ks.split(",")],
+            [int(c) for c in args.chunks.split(",")],
+            device,
+            args.seconds,
+            args.compile,
+        ),
+        "packs": bench_packs(device, args.seconds),
+        "determinism": bench_determinism(device, args.seconds),
+        "damping": bench_damping(device, args.damping_steps, args.damping_chunk, args.compile),
+    }
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(results, handle, indent=2)

@@ -12,6 +12,7 @@ The project side is the real Trainer, evaluating every `eval.every` steps as in 
 Reported: steps/s of each and the project/reference ratio. Another process on the machine makes
 the numbers invalid: they are marked so.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -130,9 +131,11 @@ def main() -> None:
     sides = {"reference": reference_step, "project": project_step}
     timings = time_sides(sides, args.steps, args.reps)
     m = cfg.model
-    print(f"task=lm defaults: {m.n_layers} layers x {m.n_heads} heads, d_model {m.d_model}, batch "
-          f"{cfg.train.batch_size} x {cfg.task.seq_len} bytes; {args.threads} threads; project evaluates every "
-          f"{cfg.eval.every} steps")
+    print(
+        f"task=lm defaults: {m.n_layers} layers x {m.n_heads} heads, d_model {m.d_model}, batch "
+        f"{cfg.train.batch_size} x {cfg.task.seq_len} bytes; {args.threads} threads; project evaluates every "
+        f"{cfg.eval.every} steps"
+    )
     for side, rates in timings.items():
         print(f"{side:>10}: {statistics.median(rates):6.2f} steps/s  (reps: {', '.join(f'{r:.2f}' for r in rates)})")
     ratio = statistics.median(timings["project"]) / statistics.median(timings["reference"])

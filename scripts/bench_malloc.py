@@ -8,6 +8,7 @@ odd rounds, sinkexp's first in even ones). Each worker warms up for 5 steps, the
 steps and counts the minor page faults they took. Printed per task: median ms/step and faults per
 step of each side, and glibc / sinkexp's time (above 1: sinkexp's setting is faster).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import time
 
-SIDES = {"glibc": "glibc", "kept": "keep"}      # side -> SINKEXP_MALLOC
+SIDES = {"glibc": "glibc", "kept": "keep"}  # side -> SINKEXP_MALLOC
 
 
 def worker(task: str, seed: int, steps: int) -> None:
@@ -29,7 +30,7 @@ def worker(task: str, seed: int, steps: int) -> None:
     from sinkexp.jobs.runner import make_trainer
     from sinkexp.machine.allocator import keep_freed_memory
 
-    how = keep_freed_memory()          # as `sinkexp train` does before it builds anything
+    how = keep_freed_memory()  # as `sinkexp train` does before it builds anything
     torch.set_num_threads(1)
     cfg = compose_config(f"task={task}", f"seed={seed}")
     _, trainer = make_trainer([cfg], torch.device("cpu"))
@@ -47,8 +48,15 @@ def worker(task: str, seed: int, steps: int) -> None:
 def pair(task: str, side: str, steps: int) -> list[dict]:
     """Two workers at once, as two parallel-launcher jobs."""
     env = {**os.environ, "SINKEXP_MALLOC": SIDES[side]}
-    procs = [subprocess.Popen([sys.executable, __file__, "--worker", task, str(seed), str(steps)], env=env,
-                              stdout=subprocess.PIPE, text=True) for seed in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", task, str(seed), str(steps)],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for seed in (0, 1)
+    ]
     results = []
     for proc in procs:
         out, _ = proc.communicate()
@@ -71,20 +79,25 @@ def main() -> None:
         return
     from sinkexp.machine.threads import busy_cores
 
-    print(f"{os.cpu_count()} cores; other processes' load {busy_cores(1.0) or 0:.2f} cores; two workers at a time, "
-          f"one thread each, {args.steps} timed steps per worker")
+    print(
+        f"{os.cpu_count()} cores; other processes' load {busy_cores(1.0) or 0:.2f} cores; two workers at a time, "
+        f"one thread each, {args.steps} timed steps per worker"
+    )
     for task in args.tasks.split(","):
         results = {side: [] for side in SIDES}
         for round_ in range(args.rounds):
-            for side in (SIDES if round_ % 2 == 0 else reversed(list(SIDES))):
+            for side in SIDES if round_ % 2 == 0 else reversed(list(SIDES)):
                 results[side] += pair(task, side, args.steps)
         ms = {side: statistics.median(r["ms_per_step"] for r in rs) for side, rs in results.items()}
         faults = {side: statistics.median(r["faults_per_step"] for r in rs) for side, rs in results.items()}
         each = {side: ", ".join(f"{r['ms_per_step']:.1f}" for r in rs) for side, rs in results.items()}
-        print(f"{task:>9}: glibc {ms['glibc']:6.2f} ms/step, {faults['glibc']:6.0f} faults/step | kept "
-              f"{ms['kept']:6.2f} ms/step, {faults['kept']:6.0f} faults/step | "
-              f"glibc / kept {ms['glibc'] / ms['kept']:.3f}"
-              f"  (per worker, ms: glibc {each['glibc']}; kept {each['kept']})", flush=True)
+        print(
+            f"{task:>9}: glibc {ms['glibc']:6.2f} ms/step, {faults['glibc']:6.0f} faults/step | kept "
+            f"{ms['kept']:6.2f} ms/step, {faults['kept']:6.0f} faults/step | "
+            f"glibc / kept {ms['glibc'] / ms['kept']:.3f}"
+            f"  (per worker, ms: glibc {each['glibc']}; kept {each['kept']})",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ token ids, alternating repetitions so that drift in the machine hits both alike:
 Reported: seconds per pass of each and the measure / reference ratio. Another process on the
 machine makes the numbers invalid: they are marked so.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,15 @@ def pythia_70m_shaped(folder: str) -> str:
     from transformers import AutoModelForCausalLM, GPTNeoXConfig
 
     torch.manual_seed(0)
-    config = GPTNeoXConfig(vocab_size=50304, hidden_size=512, num_hidden_layers=6, num_attention_heads=8,
-                           intermediate_size=2048, max_position_embeddings=2048, rotary_pct=0.25)
+    config = GPTNeoXConfig(
+        vocab_size=50304,
+        hidden_size=512,
+        num_hidden_layers=6,
+        num_attention_heads=8,
+        intermediate_size=2048,
+        max_position_embeddings=2048,
+        rotary_pct=0.25,
+    )
     AutoModelForCausalLM.from_config(config).save_pretrained(folder)
     return folder
 
@@ -62,11 +70,15 @@ def main() -> None:
     seconds = {side: [1 / rate for rate in rates] for side, rates in time_sides(sides, 1, args.reps, warmup=1).items()}
     median = {side: statistics.median(values) for side, values in seconds.items()}
     print(machine(args.threads))
-    print(f"Pythia-70M-shaped GPT-NeoX (random weights), {args.n} x {args.seq_len} tokens, chunk "
-          f"{args.chunk or args.n}")
+    print(
+        f"Pythia-70M-shaped GPT-NeoX (random weights), {args.n} x {args.seq_len} tokens, chunk {args.chunk or args.n}"
+    )
     for side, values in seconds.items():
-        print(f"  {side:<10} {median[side]:7.3f} s per pass (median of {args.reps}: "
-              + ", ".join(f"{v:.3f}" for v in values) + ")")
+        print(
+            f"  {side:<10} {median[side]:7.3f} s per pass (median of {args.reps}: "
+            + ", ".join(f"{v:.3f}" for v in values)
+            + ")"
+        )
     print(f"measure / reference: {median['measure'] / median['reference']:.2f}x" + validity([before, load()]))
 
 

@@ -13,6 +13,7 @@ broadcast next to its source's generator (Kempner toy/global_pathway/common.py:
 sides' draws alternating; damping's
 source (a notebook) has no separate generator to time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,13 @@ class SourceBroadcast:
     target x + alpha x_{j*} R (common.py's sample_batch and make_task)."""
 
     def __init__(self, task: BroadcastTask):
-        self.u, self.R, self.alpha, self.L, self.d = (task.hub_direction, task.rotation, task.cfg.alpha,
-                                                      task.cfg.seq_len, task.cfg.d)
+        self.u, self.R, self.alpha, self.L, self.d = (
+            task.hub_direction,
+            task.rotation,
+            task.cfg.alpha,
+            task.cfg.seq_len,
+            task.cfg.d,
+        )
 
     def sample(self, batch_size: int, generator: torch.Generator, device):
         x = torch.randn(batch_size, self.L, self.d, device=device, generator=generator)
@@ -61,7 +67,7 @@ class SourceBackcopy:
 
     def __init__(self, task: BackcopyTask):
         cond = task.cond.double()
-        self.cond = (cond / cond.sum(-1, keepdim=True).clamp_min(1e-300)).numpy()   # rows sum to 1 in float64
+        self.cond = (cond / cond.sum(-1, keepdim=True).clamp_min(1e-300)).numpy()  # rows sum to 1 in float64
         first = task.first.double()
         self.marginal2 = (first / first.sum()).numpy()
         self.bos, self.idxs = task.bos, task.triggers.tolist()
@@ -77,8 +83,8 @@ class SourceBackcopy:
         return seq
 
     def sample(self, batch_size: int, generator: torch.Generator, device):
-        rng = np.random.default_rng(int(torch.randint(2 ** 62, (1,), generator=generator)))
-        return np.array([self.gen_seq(rng) for _ in range(batch_size)])       # (B, L + 1), as gen_batch
+        rng = np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator)))
+        return np.array([self.gen_seq(rng) for _ in range(batch_size)])  # (B, L + 1), as gen_batch
 
 
 def best_seconds_interleaved(tasks, batch_size: int, reps: int) -> list[float]:
@@ -113,14 +119,19 @@ def main() -> None:
     print(f"backcopy inverse_cdf / multinomial: {speed['inverse_cdf'] / speed['multinomial']:.1f}x")
     task = BackcopyTask(BackcopyConfig(seq_len=256, bigram_table=args.table))
     ours, source = best_seconds_interleaved([task, SourceBackcopy(task)], 512, min(args.reps, 3))
-    print(f"backcopy the source's generator (one process) {tokens / source / 1e6:7.3f} M tokens/s; inverse_cdf "
-          f"in the same run {tokens / ours / 1e6:7.2f} M tokens/s (sinkexp / source: {source / ours:.0f}x)")
-    print(f"damping   batch 1024 x 32 x 64: {best_seconds(DampingTask(DampingConfig()), 1024, args.reps) * 1e3:7.2f} "
-          f"ms")
+    print(
+        f"backcopy the source's generator (one process) {tokens / source / 1e6:7.3f} M tokens/s; inverse_cdf "
+        f"in the same run {tokens / ours / 1e6:7.2f} M tokens/s (sinkexp / source: {source / ours:.0f}x)"
+    )
+    print(
+        f"damping   batch 1024 x 32 x 64: {best_seconds(DampingTask(DampingConfig()), 1024, args.reps) * 1e3:7.2f} ms"
+    )
     broadcast = BroadcastTask(BroadcastConfig())
     ours, source = best_seconds_interleaved([broadcast, SourceBroadcast(broadcast)], 1024, args.reps)
-    print(f"broadcast batch 1024 x 32 x 64: {ours * 1e3:7.2f} ms, the source's generator {source * 1e3:7.2f} ms "
-          f"(source / sinkexp: {source / ours:.2f}x)")
+    print(
+        f"broadcast batch 1024 x 32 x 64: {ours * 1e3:7.2f} ms, the source's generator {source * 1e3:7.2f} ms "
+        f"(source / sinkexp: {source / ours:.2f}x)"
+    )
 
 
 if __name__ == "__main__":

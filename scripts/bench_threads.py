@@ -7,6 +7,7 @@ Each cell is one `sinkexp train` run (its meta.json steps/s, evaluation included
 carry run-to-run noise of a few percent; run it twice to see it. The default must stay within
 1.3x of the better fixed setting in both conditions.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,12 @@ SETTINGS = {"threads=1": ["threads=1"], "threads=2": ["threads=2"], "default": [
 
 
 def run(args: list[str], where: Path) -> dict:
-    done = subprocess.run([sys.executable, "-m", "sinkexp.cli", "train", *args, f"hydra.run.dir={where}"],
-                          capture_output=True, text=True, env={**os.environ, "TQDM_DISABLE": "1"})
+    done = subprocess.run(
+        [sys.executable, "-m", "sinkexp.cli", "train", *args, f"hydra.run.dir={where}"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TQDM_DISABLE": "1"},
+    )
     if done.returncode:
         sys.exit(f"sinkexp train {' '.join(args)} failed: {done.stderr.strip().splitlines()[-1:]}")
     return json.loads((where / "meta.json").read_text())
@@ -52,8 +57,11 @@ def main() -> None:
     print(f"{'machine':<16}{'threads=1':>11}{'threads=2':>11}{'default':>11}{'chose':>7}{'default/best':>14}")
     for condition, cells in rows.items():
         best = max(cells["threads=1"][0], cells["threads=2"][0])
-        print(f"{condition:<16}" + "".join(f"{cells[name][0]:>11.1f}" for name in SETTINGS)
-              + f"{cells['default'][1]:>7}{best / cells['default'][0]:>13.2f}x")
+        print(
+            f"{condition:<16}"
+            + "".join(f"{cells[name][0]:>11.1f}" for name in SETTINGS)
+            + f"{cells['default'][1]:>7}{best / cells['default'][0]:>13.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -10,11 +10,12 @@ Output: one document per chapter, "Genesis 1" then one verse per line (verse num
 program's line wrapping removed), documents separated by one blank line; UTF-8 (ASCII in fact).
 Nothing in sinkexp runs this script: the built file is in the repository.
 """
+
 import lzma
 import re
 import sys
 
-HEADER = re.compile(r"^(\S.*\S) (\d+)$")          # "Genesis 1", "1 Kings 3", "Song of Solomon 2"
+HEADER = re.compile(r"^(\S.*\S) (\d+)$")  # "Genesis 1", "1 Kings 3", "Song of Solomon 2"
 VERSE = re.compile(r"^\s+\d+ (.*)$")
 
 
@@ -30,7 +31,7 @@ def chapters(lines):
             title, verses = line, []
         elif VERSE.match(line):
             verses.append(VERSE.match(line).group(1))
-        else:                                        # a wrapped verse goes on
+        else:  # a wrapped verse goes on
             verses[-1] += " " + line.strip()
     yield title, verses
 

@@ -14,6 +14,7 @@ of task.structure_seed, the trainer's batches), so the two codes can be compared
 --steps); one JSON line every --eval-every steps; the run stops --stop-after steps after the pooled
 peak first reaches 0.3. docs/findings/fesser2026.md reports what it gave.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,8 +91,13 @@ def sinkexp_draws(seed: int, structure_seed: int, batch: int):
     from sinkexp.config.compose import compose_config
     from sinkexp.jobs.runner import make_trainer
 
-    cfg = compose_config("task=damping_dynamics", f"train.batch_size={batch}", f"seed={seed}",
-                         f"task.structure_seed={structure_seed}", "device=cpu")
+    cfg = compose_config(
+        "task=damping_dynamics",
+        f"train.batch_size={batch}",
+        f"seed={seed}",
+        f"task.structure_seed={structure_seed}",
+        "device=cpu",
+    )
     (task,), trainer = make_trainer([cfg], torch.device("cpu"))
     return copy_into_notebook(trainer.model), task.gate, lambda: task.sample(batch, trainer.generator, "cpu").inputs
 
@@ -112,7 +118,7 @@ def main() -> None:
     else:
         draws = own_draws(args.seed, args.batch)
     model, v_gate, next_batch = draws
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)      # cell 3
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)  # cell 3
     held_out = torch.randn(512, 32, 64, generator=torch.Generator().manual_seed(12345))
     started, formed = time.time(), None
     for step in range(1, args.steps + 1):
@@ -120,9 +126,14 @@ def main() -> None:
         if step % args.eval_every and step != args.steps:
             continue
         with torch.no_grad():
-            per_key = model(held_out, ret=True)[1].mean(dim=(0, 1))         # the notebook's pooling
-        row = {"step": step, "train_loss": loss.item(), "pooled_peak": per_key.max().item(),
-               "peak_position": int(per_key.argmax()), "wall_s": round(time.time() - started, 1)}
+            per_key = model(held_out, ret=True)[1].mean(dim=(0, 1))  # the notebook's pooling
+        row = {
+            "step": step,
+            "train_loss": loss.item(),
+            "pooled_peak": per_key.max().item(),
+            "peak_position": int(per_key.argmax()),
+            "wall_s": round(time.time() - started, 1),
+        }
         print(json.dumps(row), flush=True)
         formed = formed or (step if row["pooled_peak"] >= 0.3 else None)
         if formed and step - formed >= args.stop_after:

@@ -8,6 +8,7 @@ Each run's table is sinkexp.analysis.positions.position_profile on its held-out 
 sinkexp.report.positions.position_figure; the CSV (beside the figure) has one row per run, layer and
 position.
 """
+
 from __future__ import annotations
 
 import argparse

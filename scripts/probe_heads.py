@@ -15,6 +15,7 @@ For each run (task=trigger, one layer), on its held-out batch, per head h:
 Prints one table, a row per run and head (--summary: a row per run, the extremes over its heads).
 Reads the run directory only through load_run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,35 +31,43 @@ def probe(path) -> list[dict]:
     run = load_run(path)
     layer = run.model.blocks[0].attn
     pred, cache = run.forward(["blocks.0.attn.weights", "blocks.0.attn.mixed"])
-    weights, mixed = cache["blocks.0.attn.weights"], cache["blocks.0.attn.mixed"]   # (B,H,T,S), (B,H,T,D)
+    weights, mixed = cache["blocks.0.attn.weights"], cache["blocks.0.attn.mixed"]  # (B,H,T,S), (B,H,T,D)
     B, H, T, D = mixed.shape
-    query = run.batch.query_type                                                     # (B, T): 0 trigger, 1 not
-    out = layer.out.weight if isinstance(layer.out, torch.nn.Linear) else torch.eye(H * D)   # model.attn_out=identity
-    w_o = out.view(-1, H, D)                                                         # (d_model, H, D)
-    per_head = torch.einsum("bhtd,ehd->bhte", mixed, w_o)                            # W_O^h (A V)_h
-    readout = run.model.readout                                                      # R (its bias is added once)
+    query = run.batch.query_type  # (B, T): 0 trigger, 1 not
+    out = layer.out.weight if isinstance(layer.out, torch.nn.Linear) else torch.eye(H * D)  # model.attn_out=identity
+    w_o = out.view(-1, H, D)  # (d_model, H, D)
+    per_head = torch.einsum("bhtd,ehd->bhte", mixed, w_o)  # W_O^h (A V)_h
+    readout = run.model.readout  # R (its bias is added once)
     r = readout.weight if isinstance(readout, torch.nn.Linear) else torch.eye(w_o.shape[0])
-    after = per_head @ r.T                                                           # c_h (B, H, T, out)
+    after = per_head @ r.T  # c_h (B, H, T, out)
     eye = torch.eye(T, dtype=torch.bool)
     rows = []
     for h in range(H):
         on = {name: weights[:, h][query == index] for name, index in (("trigger", 0), ("non_trigger", 1))}
-        self_mass = weights[:, h, :, :T][:, eye][query == 0]                         # trigger query on itself
-        rows.append({"run": run.path.name, "attn": run.cfg.attn.name, "mode": run.cfg.task.mode,
-                     "steps": run.cfg.train.steps, "d_model": run.cfg.model.d_model,
-                     "W_O": run.cfg.model.attn_out, "readout": "fixed" if run.cfg.model.freeze_readout else "learned",
-                     "head": h,
-                     "bos@non_trigger": on["non_trigger"][:, 0].mean().item(),
-                     "bos@trigger": on["trigger"][:, 0].mean().item(),
-                     "self@trigger": self_mass.mean().item(),
-                     "rest@trigger": (on["trigger"][:, 1:T].sum(-1) - self_mass).mean().item(),
-                     "rms c_h@non_trigger": after[:, h][query == 1].pow(2).mean().sqrt().item()})
+        self_mass = weights[:, h, :, :T][:, eye][query == 0]  # trigger query on itself
+        rows.append(
+            {
+                "run": run.path.name,
+                "attn": run.cfg.attn.name,
+                "mode": run.cfg.task.mode,
+                "steps": run.cfg.train.steps,
+                "d_model": run.cfg.model.d_model,
+                "W_O": run.cfg.model.attn_out,
+                "readout": "fixed" if run.cfg.model.freeze_readout else "learned",
+                "head": h,
+                "bos@non_trigger": on["non_trigger"][:, 0].mean().item(),
+                "bos@trigger": on["trigger"][:, 0].mean().item(),
+                "self@trigger": self_mass.mean().item(),
+                "rest@trigger": (on["trigger"][:, 1:T].sum(-1) - self_mass).mean().item(),
+                "rms c_h@non_trigger": after[:, h][query == 1].pow(2).mean().sqrt().item(),
+            }
+        )
     nt = query == 1
-    total = after.sum(1)[nt].norm(dim=-1)                                            # |sum_h c_h| per query
-    parts = after.permute(0, 2, 1, 3)[nt].norm(dim=-1).sum(-1)                      # sum_h |c_h|
+    total = after.sum(1)[nt].norm(dim=-1)  # |sum_h c_h| per query
+    parts = after.permute(0, 2, 1, 3)[nt].norm(dim=-1).sum(-1)  # sum_h |c_h|
     before = per_head.sum(1)[nt].norm(dim=-1) / per_head.permute(0, 2, 1, 3)[nt].norm(dim=-1).sum(-1)
-    w_v = layer.qkv.weight.chunk(3, dim=0)[2].view(H, D, -1)                         # (H, D, d_model)
-    maps = torch.einsum("oe,ehd,hdi->hoi", r, w_o, w_v)                             # M_h (H, out, d_model)
+    w_v = layer.qkv.weight.chunk(3, dim=0)[2].view(H, D, -1)  # (H, D, d_model)
+    maps = torch.einsum("oe,ehd,hdi->hoi", r, w_o, w_v)  # M_h (H, out, d_model)
     for row in rows:
         row["maps sum"] = (maps.sum(0).norm() / maps.norm(dim=(1, 2)).sum()).item()
         row["cancel after readout"] = (total / parts).mean().item()
@@ -75,12 +84,21 @@ def main() -> None:
     table = pd.DataFrame([row for path in args.runs for row in probe(path)])
     if args.summary:
         keys = ["run", "attn", "mode", "steps", "d_model", "W_O", "readout"]
-        table = table.groupby(keys, sort=False).agg(**{
-            "max bos@non_trigger": ("bos@non_trigger", "max"), "max bos@trigger": ("bos@trigger", "max"),
-            "heads >0.5 content@trigger": ("rest@trigger", lambda x: int((x > 0.5).sum())),
-            "cancel after readout": ("cancel after readout", "first"),
-            "cancel before readout": ("cancel before readout", "first"), "maps sum": ("maps sum", "first"),
-            "loss/ref trigger": ("loss/ref trigger", "first")}).reset_index()
+        table = (
+            table.groupby(keys, sort=False)
+            .agg(
+                **{
+                    "max bos@non_trigger": ("bos@non_trigger", "max"),
+                    "max bos@trigger": ("bos@trigger", "max"),
+                    "heads >0.5 content@trigger": ("rest@trigger", lambda x: int((x > 0.5).sum())),
+                    "cancel after readout": ("cancel after readout", "first"),
+                    "cancel before readout": ("cancel before readout", "first"),
+                    "maps sum": ("maps sum", "first"),
+                    "loss/ref trigger": ("loss/ref trigger", "first"),
+                }
+            )
+            .reset_index()
+        )
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.float_format", "{:.3g}".format):
         print(table.to_string(index=False))
 

@@ -19,6 +19,7 @@ code does. With --measured (a finished `sinkexp reproduce` tree) the runs' own j
 (meta.json wall_time_s) are printed beside the prediction. Timings are best-of, so run it on a
 quiet machine; it prints the other processes' load.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,20 +53,28 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2, help="parallel jobs (the floor divides by this)")
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
-    keep_freed_memory()                      # as every `sinkexp train` job does
+    keep_freed_memory()  # as every `sinkexp train` job does
     torch.set_num_threads(1)
     load = busy_cores(1.0) or 0.0
     peak = max(matmul_peak(1) for _ in range(3))
-    print(f"one thread; matmul peak (fp32, 512x512) {peak:.1f} GFLOP/s per core; {args.cores} parallel jobs; "
-          f"other processes' load {load:.2f} cores")
+    print(
+        f"one thread; matmul peak (fp32, 512x512) {peak:.1f} GFLOP/s per core; {args.cores} parallel jobs; "
+        f"other processes' load {load:.2f} cores"
+    )
 
     timings = estimate.Calibrations(torch.device("cpu"), Path(tempfile.mkdtemp()) / "calibration.json", fresh=True)
     papers = list(PAPERS.values()) if args.papers == ["all"] else [PAPERS[name] for name in args.papers]
     rows = []
     for paper in papers:
         for exp in paper.experiments:
-            row = {"experiment": f"{paper.name}/{exp.name}", "runs": 0, "predicted_s": 0.0, "train_s": 0.0,
-                   "eval_s": 0.0, "gflop": 0.0}
+            row = {
+                "experiment": f"{paper.name}/{exp.name}",
+                "runs": 0,
+                "predicted_s": 0.0,
+                "train_s": 0.0,
+                "eval_s": 0.0,
+                "gflop": 0.0,
+            }
             planned = plan_experiments([paper], [], Path(tempfile.mkdtemp()), pack=False)[paper.name, exp.name]
             for job in planned.jobs:
                 cfg, runs = job.config, len(job.run_dirs)
@@ -80,8 +89,7 @@ def main() -> None:
                 row["measured_s"], done = measured_seconds(args.measured / paper.name / exp.name)
                 row["measured_runs"] = done
             rows.append(row)
-            print(f"  {row['experiment']}: {row['runs']} runs, predicted {row['predicted_s']:.0f} job-s",
-                  flush=True)
+            print(f"  {row['experiment']}: {row['runs']} runs, predicted {row['predicted_s']:.0f} job-s", flush=True)
     table = pd.DataFrame(rows).set_index("experiment")
     table["matmul_share"] = table["floor_s"] * args.cores / table["predicted_s"]
     total = table.sum(numeric_only=True)
@@ -90,15 +98,21 @@ def main() -> None:
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:.1f}".format):
         print(table)
     wall = total["predicted_s"] / args.cores
-    print(f"\npredicted wall time with {args.cores} jobs at a time (no idle core): {wall:.0f} s = {wall / 60:.1f} min "
-          f"(training {total['train_s'] / total['predicted_s']:.0%}, "
-          f"evaluation {total['eval_s'] / total['predicted_s']:.0%})")
-    print(f"floor (every step only its matmuls at peak, {args.cores} cores): {total['floor_s']:.0f} s = "
-          f"{total['floor_s'] / 60:.1f} min")
+    print(
+        f"\npredicted wall time with {args.cores} jobs at a time (no idle core): {wall:.0f} s = {wall / 60:.1f} min "
+        f"(training {total['train_s'] / total['predicted_s']:.0%}, "
+        f"evaluation {total['eval_s'] / total['predicted_s']:.0%})"
+    )
+    print(
+        f"floor (every step only its matmuls at peak, {args.cores} cores): {total['floor_s']:.0f} s = "
+        f"{total['floor_s'] / 60:.1f} min"
+    )
     if args.measured:
-        print(f"measured job-seconds in {args.measured}: {total['measured_s']:.0f} "
-              f"over {total['measured_runs']:.0f} runs "
-              f"= {total['measured_s'] / args.cores:.0f} s with {args.cores} jobs at a time")
+        print(
+            f"measured job-seconds in {args.measured}: {total['measured_s']:.0f} "
+            f"over {total['measured_runs']:.0f} runs "
+            f"= {total['measured_s'] / args.cores:.0f} s with {args.cores} jobs at a time"
+        )
 
 
 if __name__ == "__main__":

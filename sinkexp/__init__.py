@@ -3,6 +3,7 @@
 `sinkexp.load_run(DIR)` loads a run directory back (config, task, model, held-out batch, tables);
 see sinkexp/analysis/load.py. It is imported on first use, so that `sinkexp --version` stays instant.
 """
+
 __version__ = "0.1.0"
 __all__ = ["LoadedRun", "load_run"]
 
@@ -10,5 +11,6 @@ __all__ = ["LoadedRun", "load_run"]
 def __getattr__(name: str):
     if name in __all__:
         from sinkexp.analysis import load
+
         return getattr(load, name)
     raise AttributeError(f"module 'sinkexp' has no attribute {name!r}")

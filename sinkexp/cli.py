@@ -12,6 +12,7 @@ wrong type or an impossible setting ends with one line naming the key and its va
 code 2, and no directory written. Only then does Hydra run the job(s); the exit code is 1 when a
 run did not finish. torch is imported only where needed, so `sinkexp --help` answers at once.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -70,8 +71,10 @@ def train(argv: list[str]) -> int:
     argv = [as_hydra_override(arg) for arg in argv]
     args = get_args_parser().parse_args(argv)
     if args.multirun and (args.cfg or args.info):
-        print("sinkexp: error: -m cannot be combined with --cfg/--info; drop -m to print the composed config",
-              file=sys.stderr)
+        print(
+            "sinkexp: error: -m cannot be combined with --cfg/--info; drop -m to print the composed config",
+            file=sys.stderr,
+        )
         return 2
     if args.help or args.hydra_help or args.info or args.shell_completion or args.cfg:
         for name, text in (("sinkexp_help_groups", help_groups), ("sinkexp_help_choices", help_choices)):
@@ -100,9 +103,14 @@ def complete(argv: list[str]) -> int:
 
 
 # Each command but `train` is the `main(argv)` of its module, imported only when it runs.
-COMMANDS = {"train": None, "report": "sinkexp.report.runs", "reproduce": "sinkexp.reproduce.command",
-            "intervene": "sinkexp.analysis.interventions", "measure": "sinkexp.hf.command",
-            "export": "sinkexp.hf.export"}
+COMMANDS = {
+    "train": None,
+    "report": "sinkexp.report.runs",
+    "reproduce": "sinkexp.reproduce.command",
+    "intervene": "sinkexp.analysis.interventions",
+    "measure": "sinkexp.hf.command",
+    "export": "sinkexp.hf.export",
+}
 
 
 def run_command(module: str, argv: list[str]) -> int:

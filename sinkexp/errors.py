@@ -1,4 +1,5 @@
 """The one error type a user sees for a bad setting: a single line naming the key."""
+
 from typing import Any, Iterable
 
 

@@ -1,4 +1,5 @@
 """Shared fixtures: configs composed as the CLI composes them, short-run overrides, a run killed mid-way."""
+
 import atexit
 import os
 import shutil
@@ -6,7 +7,7 @@ import tempfile
 
 import pytest
 
-os.environ.setdefault("TQDM_DISABLE", "1")   # before tqdm is imported: commands run in-process print no bars
+os.environ.setdefault("TQDM_DISABLE", "1")  # before tqdm is imported: commands run in-process print no bars
 # reproduce --plan's timings (and reproduce's time left) go to a folder of the test session's own,
 # never the user's cache (sinkexp/reproduce/estimate.py reads XDG_CACHE_HOME when imported).
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="sinkexp-tests-cache-")
@@ -28,12 +29,19 @@ def load_script(name):
     return module
 
 
-if "PYTEST_XDIST_WORKER" in os.environ:   # two workers on two cores: more threads each would oversubscribe
+if "PYTEST_XDIST_WORKER" in os.environ:  # two workers on two cores: more threads each would oversubscribe
     torch.set_num_threads(1)
 
 # Overrides for a run of a few seconds: 30 steps, evaluated and checkpointed every 10.
-QUICK = ("train.steps=30", "eval.every=10", "train.log_every=5", "train.checkpoint_every=10",
-         "train.batch_size=16", "eval.batch_size=32", "device=cpu")
+QUICK = (
+    "train.steps=30",
+    "eval.every=10",
+    "train.log_every=5",
+    "train.checkpoint_every=10",
+    "train.batch_size=16",
+    "eval.batch_size=32",
+    "device=cpu",
+)
 
 
 @pytest.fixture(scope="session")
@@ -78,6 +86,6 @@ def plumbed(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("reproduce")
     console = io.StringIO()
-    with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):   # through the pool
+    with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):  # through the pool
         rows = reproduce([plumbing_paper()], ["hydra.launcher.n_jobs=2"], root=root, command="test")
     return root, rows.set_index("claim"), console.getvalue()

@@ -1,5 +1,6 @@
 """What several test files use: the `sinkexp` command run in a temporary directory, tables compared
 between run directories, a small model of the trigger task's shapes, and a task's batch of a seed."""
+
 import contextlib
 import io
 import os
@@ -20,8 +21,9 @@ def sinkexp(*args, cwd, process=False):
     """`sinkexp ARGS` run in `cwd`: in this process, or as a process of its own with process=True."""
     if process:
         env = {**os.environ, "TQDM_DISABLE": "1"}
-        return subprocess.run([sys.executable, "-m", "sinkexp.cli", *args], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "sinkexp.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+        )
     out, err = io.StringIO(), io.StringIO()
     here, argv = os.getcwd(), sys.argv[:]
     os.chdir(cwd)
@@ -29,13 +31,14 @@ def sinkexp(*args, cwd, process=False):
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 code = cli.invoke(list(args))
-            except SystemExit as exit:          # Hydra exits for --help, --cfg and a run's uncaught error
+            except SystemExit as exit:  # Hydra exits for --help, --cfg and a run's uncaught error
                 code = exit.code if isinstance(exit.code, int) else 1
     finally:
         os.chdir(here)
         sys.argv = argv
-        if "hydra/launcher=parallel" in args:   # its reused workers keep this cwd: the next test's must be fresh
+        if "hydra/launcher=parallel" in args:  # its reused workers keep this cwd: the next test's must be fresh
             from joblib.externals.loky import get_reusable_executor
+
             get_reusable_executor().shutdown(wait=True)
     return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
@@ -53,15 +56,19 @@ def assert_same_tables(a, b, exact=False):
         if exact:
             assert (values_a == values_b).all(), name
         else:
-            torch.testing.assert_close(torch.tensor(values_a), torch.tensor(values_b), rtol=2e-3, atol=1e-5,
-                                       msg=f"{a} vs {b}: {name}")
+            torch.testing.assert_close(
+                torch.tensor(values_a), torch.tensor(values_b), rtol=2e-3, atol=1e-5, msg=f"{a} vs {b}: {name}"
+            )
 
 
 def make_model(attn="softmax", **model):
     torch.manual_seed(0)
     task = TriggerTask(TriggerConfig(seq_len=10, d_x=4))
-    return Transformer(ModelConfig(**{"n_layers": 2, "n_heads": 2, "d_model": 16, "mlp": "gelu", **model}),
-                       AttnConfig(name=attn, normaliser=attn), task)
+    return Transformer(
+        ModelConfig(**{"n_layers": 2, "n_heads": 2, "d_model": 16, "mlp": "gelu", **model}),
+        AttnConfig(name=attn, normaliser=attn),
+        task,
+    )
 
 
 def sample(task, seed, batch_size=64):

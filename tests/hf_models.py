@@ -1,5 +1,6 @@
 """Tiny Hugging Face causal LMs built from configs (no download), saved with task=lm's byte tokenizer:
 the models tests/hf/ measures and tests/reproduce/test_checkpoint_claims.py stands in for named checkpoints."""
+
 import torch
 
 from sinkexp.hf.export import byte_tokenizer
@@ -11,12 +12,26 @@ def config(kind: str, **changes):
     from transformers import GPT2Config, GPTNeoXConfig, LlamaConfig
 
     if kind == "gpt2":
-        return GPT2Config(vocab_size=257, n_embd=16, n_head=2, n_layer=2, n_positions=32, bos_token_id=256,
-                          eos_token_id=256, **changes)
+        return GPT2Config(
+            vocab_size=257,
+            n_embd=16,
+            n_head=2,
+            n_layer=2,
+            n_positions=32,
+            bos_token_id=256,
+            eos_token_id=256,
+            **changes,
+        )
     if kind == "gpt_neox":
         return GPTNeoXConfig(**SIZES, intermediate_size=32, bos_token_id=256, eos_token_id=256, **changes)
-    return LlamaConfig(**{**SIZES, "num_attention_heads": 4}, num_key_value_heads=2, intermediate_size=32,
-                       bos_token_id=256, eos_token_id=None, **changes)      # grouped-query: 4 query heads, 2 kv
+    return LlamaConfig(
+        **{**SIZES, "num_attention_heads": 4},
+        num_key_value_heads=2,
+        intermediate_size=32,
+        bos_token_id=256,
+        eos_token_id=None,
+        **changes,
+    )  # grouped-query: 4 query heads, 2 kv
 
 
 def save(model, folder, bos: bool):

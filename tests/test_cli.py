@@ -5,6 +5,7 @@ output captured), which spares each a Python, torch and Hydra start-up; those th
 of their own (the installed entry point, the umask, shell completion) start one. Runs interrupted
 through the command line: tests/jobs/test_interruptions.py.
 """
+
 import json
 import os
 import subprocess
@@ -24,8 +25,17 @@ def test_single_run_writes_the_run_directory(tmp_path):
     assert result.returncode == 0, result.stderr
     run_dir = Path(result.stdout.strip().splitlines()[-1].removeprefix("run directory: "))
     assert run_dir.parent == tmp_path / "outputs/runs/trigger/relu/L1"
-    for name in ("config.yaml", "meta.json", "metrics.csv", "losses.csv", "summary.json", "checkpoint.pt",
-                 "DONE", "train.log", ".hydra/config.yaml"):
+    for name in (
+        "config.yaml",
+        "meta.json",
+        "metrics.csv",
+        "losses.csv",
+        "summary.json",
+        "checkpoint.pt",
+        "DONE",
+        "train.log",
+        ".hydra/config.yaml",
+    ):
         assert (run_dir / name).exists(), name
     assert not (run_dir / "FAILED").exists()
 
@@ -45,7 +55,7 @@ def test_single_run_writes_the_run_directory(tmp_path):
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["device"]["resolved"] == "cpu" and meta["steps_per_s"] > 0
     assert meta["config_hash"] == run_dir.name.split("-")[-1]
-    assert meta["threads"].startswith(str(meta["device"]["torch_threads"]))     # the count and why
+    assert meta["threads"].startswith(str(meta["device"]["torch_threads"]))  # the count and why
     assert "threads: " in (run_dir / "train.log").read_text().splitlines()[0]
     assert "sink_attn, non_trigger queries" in result.stdout and "layer 0: " in result.stdout
 
@@ -57,8 +67,13 @@ def test_a_language_model_run_prints_the_sink_rate_over_heads_and_massive_activa
     small = ("task=lm", "model.n_layers=2", "model.n_heads=2", "model.d_model=32", "task.seq_len=32", *QUICK)
     result = sinkexp("train", *small, "hydra.run.dir=lm", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    for row in ("massive_ratio", "massive_at_sink", "sink_rate@0.3 (share of heads)", "model: sink rate over all heads",
-                "next to the bigram model of the training split"):
+    for row in (
+        "massive_ratio",
+        "massive_at_sink",
+        "sink_rate@0.3 (share of heads)",
+        "model: sink rate over all heads",
+        "next to the bigram model of the training split",
+    ):
         assert row in result.stdout, row
     metrics = pd.read_csv(tmp_path / "lm/metrics.csv")
     final = metrics[metrics["step"] == 30]
@@ -80,8 +95,10 @@ def test_sweep_writes_one_readable_folder_per_run(tmp_path):
     assert sorted(p.name.split("-")[0] for p in done) == ["s0", "s0", "s1", "s1"]
 
 
-@pytest.mark.parametrize("args,key", [(["task=nope"], "task"), (["model.n_heads=3"], "model.n_heads"),
-                                      (["model.n_layer=2"], "model.n_layer")])
+@pytest.mark.parametrize(
+    "args,key",
+    [(["task=nope"], "task"), (["model.n_heads=3"], "model.n_heads"), (["model.n_layer=2"], "model.n_layer")],
+)
 def test_bad_input_exits_nonzero_with_one_line_and_no_directory(tmp_path, args, key):
     result = sinkexp("train", *args, cwd=tmp_path)
     assert result.returncode == 2
@@ -92,10 +109,13 @@ def test_bad_input_exits_nonzero_with_one_line_and_no_directory(tmp_path, args, 
 def test_help_lists_groups_and_cfg_prints_the_composed_config(tmp_path):
     helped = sinkexp("train", "--help", cwd=tmp_path)
     assert helped.returncode == 0
-    for group in ("task: backcopy, broadcast, damping, damping_dynamics, lm, trigger", "model: default, llama",
-                  "attn: gated, relu, relu_len, relu_raw, sigmoid, sigmoid_nobias, sigmoid_norm, sink_kv, softmax, "
-                  "softmax1, softpick",
-                  "scale: cpu, paper"):
+    for group in (
+        "task: backcopy, broadcast, damping, damping_dynamics, lm, trigger",
+        "model: default, llama",
+        "attn: gated, relu, relu_len, relu_raw, sigmoid, sigmoid_nobias, sigmoid_norm, sink_kv, softmax, "
+        "softmax1, softpick",
+        "scale: cpu, paper",
+    ):
         assert group in helped.stdout
     shown = sinkexp("train", "--cfg", "job", "attn=relu", "model.n_layers=3", cwd=tmp_path)
     assert shown.returncode == 0 and "n_layers: 3" in shown.stdout and "name: relu" in shown.stdout
@@ -105,13 +125,13 @@ def test_help_lists_groups_and_cfg_prints_the_composed_config(tmp_path):
 def test_rerunning_a_sweep_leaves_finished_runs_untouched(tmp_path):
     args = ("train", "-m", "attn=softmax,relu", "name=again", *QUICK)
     assert sinkexp(*args, cwd=tmp_path).returncode == 0
-    runs = tmp_path / "outputs/sweeps/again/trigger"          # Hydra rewrites its own multirun.yaml above
+    runs = tmp_path / "outputs/sweeps/again/trigger"  # Hydra rewrites its own multirun.yaml above
     stamps = {p: p.stat().st_mtime_ns for p in runs.rglob("*") if p.is_file()}
     assert len(stamps) > 10 and any(".hydra" in p.parts for p in stamps)
     again = sinkexp(*args, cwd=tmp_path)
     assert again.returncode == 0
-    assert {p: p.stat().st_mtime_ns for p in runs.rglob("*") if p.is_file()} == stamps   # .hydra, train.log too
-    ours = [line for line in again.stdout.splitlines() if not line.startswith("[")]   # not Hydra's launcher lines
+    assert {p: p.stat().st_mtime_ns for p in runs.rglob("*") if p.is_file()} == stamps  # .hydra, train.log too
+    ours = [line for line in again.stdout.splitlines() if not line.startswith("[")]  # not Hydra's launcher lines
     assert len(ours) == 2 and all("finished already" in line for line in ours)
 
 
@@ -126,15 +146,24 @@ def test_an_experiment_grid_is_checked_and_composes(tmp_path):
 
 def test_slurm_launcher_preset_composes(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
-    shown = sinkexp("train", "hydra/launcher=slurm", "hydra.launcher.partition=gpu", "--cfg", "hydra",
-                    "-p", "hydra.launcher", cwd=tmp_path)
+    shown = sinkexp(
+        "train",
+        "hydra/launcher=slurm",
+        "hydra.launcher.partition=gpu",
+        "--cfg",
+        "hydra",
+        "-p",
+        "hydra.launcher",
+        cwd=tmp_path,
+    )
     assert shown.returncode == 0, shown.stderr
     assert "SlurmLauncher" in shown.stdout and "partition: gpu" in shown.stdout and "gpus_per_node: 1" in shown.stdout
-    assert "max_num_timeout: 5" in shown.stdout and "signal_delay_s: 120" in shown.stdout   # requeue on timeout
+    assert "max_num_timeout: 5" in shown.stdout and "signal_delay_s: 120" in shown.stdout  # requeue on timeout
 
 
-@pytest.mark.parametrize("launcher,plugin", [("parallel", "hydra_joblib_launcher"),
-                                             ("submitit_local", "hydra_submitit_launcher")])
+@pytest.mark.parametrize(
+    "launcher,plugin", [("parallel", "hydra_joblib_launcher"), ("submitit_local", "hydra_submitit_launcher")]
+)
 def test_launchers_run_the_same_path_for_real(tmp_path, launcher, plugin):
     pytest.importorskip(f"hydra_plugins.{plugin}")
     result = sinkexp("train", "-m", f"hydra/launcher={launcher}", "seed=0,1", "name=l", *QUICK, cwd=tmp_path)
@@ -179,8 +208,11 @@ def test_replicas_write_the_directories_lone_runs_would(tmp_path, make_config):
 
     single = sinkexp("train", "train.replicas=2", "seed=3", *QUICK, cwd=tmp_path)
     assert single.returncode == 0, single.stderr
-    printed = [Path(line.removeprefix("run directory: ")) for line in single.stdout.splitlines()
-               if line.startswith("run directory: ")]
+    printed = [
+        Path(line.removeprefix("run directory: "))
+        for line in single.stdout.splitlines()
+        if line.startswith("run directory: ")
+    ]
     assert [p.name.split("-")[-1] for p in printed] == [config_hash(make_config(*QUICK, f"seed={s}")) for s in (3, 4)]
     assert all((p / "DONE").exists() for p in printed)
 
@@ -195,19 +227,25 @@ def test_a_pack_trains_in_one_job_into_the_lone_runs_directories(make_config, tm
     runs = tmp_path / "outputs/sweeps/p/trigger/softmax/L1"
     assert sorted(p.name for p in runs.iterdir()) == sorted(
         f"s{seed}-{config_hash(make_config(*QUICK, f'train.weight_decay={wd}', f'seed={seed}'))}"
-        for wd in (0.01, 0.1) for seed in (0, 1))
+        for wd in (0.01, 0.1)
+        for seed in (0, 1)
+    )
     assert all((p / "DONE").exists() for p in runs.iterdir())
     assert packed.stdout.count("run directory: ") == 4
-    both = sinkexp("train", "-m", "pack={train.weight_decay:[0.01,0.1]}", "train.weight_decay=0,1", *QUICK,
-                   cwd=tmp_path)
+    both = sinkexp(
+        "train", "-m", "pack={train.weight_decay:[0.01,0.1]}", "train.weight_decay=0,1", *QUICK, cwd=tmp_path
+    )
     assert both.returncode == 2 and "train.weight_decay is both swept and packed" in both.stderr
 
 
-@pytest.mark.parametrize("args,says", [
-    (["-m", "seed=0,1", "train.replicas=2"], "seed=0,2,4"),
-    (["hydra.run.dir=fixed", "train.replicas=2"], "${seed}"),
-    (["train.replicas=0"], "train.replicas=0"),
-])
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (["-m", "seed=0,1", "train.replicas=2"], "seed=0,2,4"),
+        (["hydra.run.dir=fixed", "train.replicas=2"], "${seed}"),
+        (["train.replicas=0"], "train.replicas=0"),
+    ],
+)
 def test_replicas_that_would_collide_are_refused(tmp_path, args, says):
     result = sinkexp("train", *args, *QUICK, cwd=tmp_path)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
@@ -215,12 +253,15 @@ def test_replicas_that_would_collide_are_refused(tmp_path, args, says):
     assert not (tmp_path / "outputs").exists() and not (tmp_path / "fixed").exists()
 
 
-@pytest.mark.parametrize("args,says", [
-    (["model.n_layers=é"], "cannot parse the overrides"),
-    (["hydra.run.dir="], "hydra.run.dir is empty"),
-    (["-m", "name=../../x", "seed=0"], "name="),
-    (["model.n_layers=1000000000"], "GiB"),
-])
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (["model.n_layers=é"], "cannot parse the overrides"),
+        (["hydra.run.dir="], "hydra.run.dir is empty"),
+        (["-m", "name=../../x", "seed=0"], "name="),
+        (["model.n_layers=1000000000"], "GiB"),
+    ],
+)
 def test_values_that_would_fail_later_are_refused_first(tmp_path, args, says):
     flags = [a for a in args if a == "-m"]
     result = sinkexp("train", *flags, *QUICK, *[a for a in args if a not in flags], cwd=tmp_path)
@@ -234,11 +275,12 @@ def test_another_configs_directory_is_refused_without_touching_it(tmp_path):
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "taken").rglob("*")}
     refused = sinkexp("train", "hydra.run.dir=taken", "seed=1", *QUICK, cwd=tmp_path)
     assert refused.returncode == 2 and "another config" in refused.stderr
-    again = sinkexp("train", "hydra.run.dir=taken", *QUICK, cwd=tmp_path)   # the same config: skipped
+    again = sinkexp("train", "hydra.run.dir=taken", *QUICK, cwd=tmp_path)  # the same config: skipped
     assert again.returncode == 0 and again.stdout.strip().splitlines() == [
         f"{tmp_path / 'taken'} is finished already "
-        f"(hash {json.loads((tmp_path / 'taken/meta.json').read_text())['config_hash']}); left untouched"]
-    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "taken").rglob("*")} == stamps   # .hydra and train.log too
+        f"(hash {json.loads((tmp_path / 'taken/meta.json').read_text())['config_hash']}); left untouched"
+    ]
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "taken").rglob("*")} == stamps  # .hydra and train.log too
 
 
 def test_a_sweep_with_a_failed_job_exits_nonzero_and_says_how_many(tmp_path):
@@ -264,18 +306,29 @@ def test_version_help_and_shell_completion(tmp_path):
     assert "task_scale" not in helped and "model.norm: pre, post, sandwich, none" in helped
     assert "attn.gate: none, headwise, elementwise" in helped
     script = sinkexp("-sc", "install=bash", cwd=tmp_path).stdout
-    assert script.rstrip().endswith("hydra_bash_completion sinkexp")      # registered for the command
+    assert script.rstrip().endswith("hydra_bash_completion sinkexp")  # registered for the command
     env = {**os.environ, "COMP_LINE": "sinkexp train attn=rel", "COMP_POINT": "22"}
-    query = subprocess.run([sys.executable, "-m", "sinkexp.cli", "-sc", "query=bash"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=120)
+    query = subprocess.run(
+        [sys.executable, "-m", "sinkexp.cli", "-sc", "query=bash"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert query.stdout.split() == ["attn=relu", "attn=relu_len", "attn=relu_raw"]
 
 
 def test_experiment_without_plus_and_files_readable_as_the_umask_allows(tmp_path):
     shown = sinkexp("train", "experiment=trigger_grid", "--cfg", "hydra", "-p", "hydra.sweeper.params", cwd=tmp_path)
     assert shown.returncode == 0 and "model.n_layers: 1,2,3" in shown.stdout
-    result = subprocess.run(["bash", "-c", f"umask 022 && {sys.executable} -m sinkexp.cli train hydra.run.dir=r "
-                             + " ".join(QUICK)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        ["bash", "-c", f"umask 022 && {sys.executable} -m sinkexp.cli train hydra.run.dir=r " + " ".join(QUICK)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     modes = {p.name: oct(p.stat().st_mode & 0o777) for p in (tmp_path / "r").iterdir() if p.is_file()}
     assert set(modes.values()) == {"0o644"}, modes

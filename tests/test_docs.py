@@ -1,6 +1,7 @@
 """The documents as a newcomer reads them: the README stays a short guide, every relative link and
 anchor in README.md and docs/ leads somewhere, the preset and model-axis tables (each kept in one
 place, docs/models.md) list what the code has, and every paper has its findings page."""
+
 import dataclasses
 import re
 from pathlib import Path
@@ -43,7 +44,7 @@ def broken_links(path: Path) -> list[str]:
     broken = []
     for line in prose(path):
         for target in LINK.findall(re.sub(r"`[^`]*`", "", line)):
-            if re.match(r"[a-z]+:", target):          # http:, https:, mailto:
+            if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
                 continue
             file, _, anchor = target.partition("#")
             linked = (path.parent / file).resolve() if file else path
@@ -61,7 +62,7 @@ def table_keys(path: Path, heading: str) -> set[str]:
     lines = prose(path)
     start = next(i for i, line in enumerate(lines) if line.startswith("#") and heading in line)
     rows = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if line.startswith("|"):
             rows.append(line)
         elif rows:
@@ -87,8 +88,10 @@ def test_anchors_are_githubs():
 def test_a_missing_file_a_missing_heading_and_a_repeated_heading_are_told_apart(tmp_path):
     (tmp_path / "other.md").write_text("# Notes\n## Notes\n```\n# not a heading\n```\n")
     page = tmp_path / "page.md"
-    page.write_text("[a](other.md#notes) [b](other.md#notes-1) [c](other.md#notes-2) [d](gone.md)\n"
-                    "[e](#here) [f](other.md#not-a-heading) `[g](gone.md)` [h](https://example.org)\n# Here\n")
+    page.write_text(
+        "[a](other.md#notes) [b](other.md#notes-1) [c](other.md#notes-2) [d](gone.md)\n"
+        "[e](#here) [f](other.md#not-a-heading) `[g](gone.md)` [h](https://example.org)\n# Here\n"
+    )
     assert broken_links(page) == ["page.md: other.md#notes-2", "page.md: gone.md", "page.md: other.md#not-a-heading"]
 
 

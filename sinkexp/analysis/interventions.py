@@ -22,6 +22,7 @@ Values are (B, H, S, D) at `blocks.<l>.attn.v`, weights (B, H, T, S) at `blocks.
 S counts the model's sequence (registers included): sinks and keys are positions in it. A random
 key is drawn with `seed` (one per sequence, shared by the heads), the donor is sequence b + 1 mod B.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -66,15 +67,20 @@ def redirect(sink: torch.Tensor, other: torch.Tensor) -> dict[str, Replacement]:
     def replace(weights: torch.Tensor) -> torch.Tensor:
         out = weights.clone()
         out[torch.arange(weights.shape[0], device=weights.device), :, :, sink] = 0.0
-        mass = weights.sum(-1, keepdim=True)                 # 1 for softmax; kept for unnormalised variants
+        mass = weights.sum(-1, keepdim=True)  # 1 for softmax; kept for unnormalised variants
         return out * mass / out.sum(-1, keepdim=True).clamp_min(1e-12)
+
     return {"weights": replace}
 
 
 # name -> (sink keys (B,), random non-sink keys (B,)) -> {tap in the layer's attention: replacement}
-INTERVENTIONS = {"zero_sink_value": zero_sink_value, "donor_sink_value": donor_sink_value,
-                 "donor_value_at_sink": donor_value_at_sink, "zero_random_value": zero_random_value,
-                 "redirect": redirect}
+INTERVENTIONS = {
+    "zero_sink_value": zero_sink_value,
+    "donor_sink_value": donor_sink_value,
+    "donor_value_at_sink": donor_value_at_sink,
+    "zero_random_value": zero_random_value,
+    "redirect": redirect,
+}
 
 
 def sink_keys(model, batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,7 +94,7 @@ def random_other_keys(sink: torch.Tensor, tokens: torch.Tensor, seed: int) -> to
     generator = torch.Generator().manual_seed(seed)
     draw = torch.randint(0, len(tokens) - 1, (len(sink),), generator=generator).to(sink.device)
     index_of_sink = (tokens[None, :] == sink[:, None]).float().argmax(1)
-    return tokens[draw + (draw >= index_of_sink).long()]     # skip the sink's own index
+    return tokens[draw + (draw >= index_of_sink).long()]  # skip the sink's own index
 
 
 @torch.no_grad()
@@ -110,12 +116,18 @@ def run_interventions(run, layer: int, names=tuple(INTERVENTIONS), seed: int = 0
             with intervene(model, {f"blocks.{layer}.attn.{tap}": fn for tap, fn in taps.items()}):
                 pred = model(batch.inputs)
         per_position = task.loss(pred, batch)
-        change = (pred - baseline).float().pow(2).flatten(2).mean(-1)   # (B, T): mean over the output channels
+        change = (pred - baseline).float().pow(2).flatten(2).mean(-1)  # (B, T): mean over the output channels
         for query_type, queries in query_sets.items():
             if queries.any():
-                rows.append({"layer": layer, "intervention": name, "query_type": query_type,
-                             "loss": per_position[queries].mean().item(),
-                             "rms_change": change[queries].mean().sqrt().item()})
+                rows.append(
+                    {
+                        "layer": layer,
+                        "intervention": name,
+                        "query_type": query_type,
+                        "loss": per_position[queries].mean().item(),
+                        "rms_change": change[queries].mean().sqrt().item(),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -131,8 +143,8 @@ def payload_transfer(run, layer: int) -> dict[str, float]:
     _, sink = sink_keys(model, batch)
     baseline = model(batch.inputs)
     with intervene(model, {f"blocks.{layer}.attn.v": donor_sink_value(sink, sink)["v"]}):
-        change = model(batch.inputs) - baseline                                  # (B, T, d)
-    payload = (batch.targets - batch.inputs)[:, 0]                               # (B, d): alpha x_{j*} R
+        change = model(batch.inputs) - baseline  # (B, T, d)
+    payload = (batch.targets - batch.inputs)[:, 0]  # (B, d): alpha x_{j*} R
     expected = payload.roll(-1, dims=0) - payload
     recipients = torch.arange(change.shape[1], device=change.device)[None, :] != batch.sink[:, None]
     mean_change = (change * recipients[..., None]).sum(1) / recipients.sum(1, keepdim=True)
@@ -144,8 +156,14 @@ def payload_transfer(run, layer: int) -> dict[str, float]:
 def drop_first(batch):
     """The batch without its first position (BOS): every field's position 0 dropped."""
     from sinkexp.tasks.base import Batch
-    return Batch(inputs=batch.inputs[:, 1:], targets=batch.targets[:, 1:], loss_mask=batch.loss_mask[:, 1:],
-                 query_type=batch.query_type[:, 1:], sink=torch.zeros_like(batch.sink))
+
+    return Batch(
+        inputs=batch.inputs[:, 1:],
+        targets=batch.targets[:, 1:],
+        loss_mask=batch.loss_mask[:, 1:],
+        query_type=batch.query_type[:, 1:],
+        sink=torch.zeros_like(batch.sink),
+    )
 
 
 @torch.no_grad()
@@ -167,7 +185,7 @@ def without_bos(run) -> dict[str, float]:
         first = torch.stack([cache[n][:, :, tokens[1:]][..., tokens[0]].mean() for n in names]).mean()
         counted = batch.loss_mask.clone()
         if name == "bos":
-            counted[:, 0] = False       # BOS's own prediction: dropped along with BOS below
+            counted[:, 0] = False  # BOS's own prediction: dropped along with BOS below
         out[f"first_attn_{name}"] = first.item()
         out[f"loss_{name}"] = run.task.loss(pred, batch)[counted].mean().item()
     return out
@@ -187,8 +205,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("run", help="a run directory")
     parser.add_argument("--layer", type=int, nargs="*", default=None, help="layers (default: every layer)")
     parser.add_argument("--seed", type=int, default=0, help="draws the random non-sink keys")
-    parser.add_argument("--unfinished", action="store_true", help="read a run that has not finished (FAILED or "
-                        "incomplete) at its last checkpoint")
+    parser.add_argument(
+        "--unfinished",
+        action="store_true",
+        help="read a run that has not finished (FAILED or incomplete) at its last checkpoint",
+    )
     args = parser.parse_args(argv)
     try:
         run = load_run(args.run)
@@ -201,8 +222,11 @@ def main(argv: list[str]) -> int:
     if state != "done":
         read = f"its last checkpoint, step {run.step} of train.steps={run.cfg.train.steps}"
         if not args.unfinished:
-            print(f"sinkexp: error: {run.path} has not finished ({why}); finish it with the sinkexp train command "
-                  f"that started it, or pass --unfinished to read {read}", file=sys.stderr)
+            print(
+                f"sinkexp: error: {run.path} has not finished ({why}); finish it with the sinkexp train command "
+                f"that started it, or pass --unfinished to read {read}",
+                file=sys.stderr,
+            )
             return 2
         print(f"{run.path} has not finished ({why}): reading {read}")
     n_layers = len(run.model.blocks)
@@ -213,15 +237,24 @@ def main(argv: list[str]) -> int:
         return 2
     table = pd.concat([run_interventions(run, layer, seed=args.seed) for layer in layers], ignore_index=True)
     with pd.option_context("display.width", 160, "display.max_rows", 500):
-        print(table.pivot_table(index=["layer", "intervention"], columns="query_type", values=["loss", "rms_change"],
-                                sort=False).round(5).to_string())
+        print(
+            table.pivot_table(
+                index=["layer", "intervention"], columns="query_type", values=["loss", "rms_change"], sort=False
+            )
+            .round(5)
+            .to_string()
+        )
     if run.task.has_bos:
         removed = without_bos(run)
-        print(f"BOS removed at inference: attention on the first position {removed['first_attn_bos']:.4f} -> "
-              f"{removed['first_attn_no_bos']:.4f}, loss {removed['loss_bos']:.5f} -> {removed['loss_no_bos']:.5f}")
+        print(
+            f"BOS removed at inference: attention on the first position {removed['first_attn_bos']:.4f} -> "
+            f"{removed['first_attn_no_bos']:.4f}, loss {removed['loss_bos']:.5f} -> {removed['loss_no_bos']:.5f}"
+        )
     if run.cfg.task.name == "broadcast":
         for layer in layers:
             transfer = payload_transfer(run, layer)
-            print(f"layer {layer}, donor sink value: payload cosine {transfer['cosine']:.4f}, "
-                  f"common energy of the change {transfer['common_energy']:.5f}")
+            print(
+                f"layer {layer}, donor sink value: payload cosine {transfer['cosine']:.4f}, "
+                f"common energy of the change {transfer['common_energy']:.5f}"
+            )
     return 0

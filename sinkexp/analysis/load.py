@@ -11,6 +11,7 @@ same safe loader training uses. The held-out batch is the evaluation batch of th
 same task structure, drawn by a generator of the same kind). Interventions
 (`sinkexp.model.intervene`) work on `run.model` as on any model.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,15 +34,16 @@ from sinkexp.tasks.base import Batch
 @dataclass
 class LoadedRun:
     """A run directory loaded back: its config, task, trained model at `step`, held-out batch, tables."""
+
     path: Path
     cfg: Config
     task: object
-    model: Transformer        # eval mode, weights of `step`
-    batch: Batch              # the run's held-out evaluation batch
-    step: int                 # the training step the weights are from
-    metrics: pd.DataFrame     # metrics.csv
-    losses: pd.DataFrame      # losses.csv
-    summary: dict | None      # summary.json (None before the run finished)
+    model: Transformer  # eval mode, weights of `step`
+    batch: Batch  # the run's held-out evaluation batch
+    step: int  # the training step the weights are from
+    metrics: pd.DataFrame  # metrics.csv
+    losses: pd.DataFrame  # losses.csv
+    summary: dict | None  # summary.json (None before the run finished)
 
     @torch.no_grad()
     def forward(self, names: list[str] | None = None, inputs: torch.Tensor | None = None):
@@ -66,10 +68,12 @@ def load_run(path, step: int | None = None, device: str | None = None) -> Loaded
         raise FileNotFoundError(f"{path} is not a run directory (no {rundir_files.CONFIG})")
     files = RunFiles(path)
     cfg = from_dictconfig(files.config)
-    trained = ((files.meta or {}).get("device") or {}).get("resolved") or "cpu"     # e.g. cuda:0
+    trained = ((files.meta or {}).get("device") or {}).get("resolved") or "cpu"  # e.g. cuda:0
     kind = device_kind(trained)
-    why = (f"{path} was trained on {trained}, so it loads on {kind} only (its held-out batch comes from a {kind} "
-           f"generator)")
+    why = (
+        f"{path} was trained on {trained}, so it loads on {kind} only (its held-out batch comes from a {kind} "
+        f"generator)"
+    )
     if device_kind(device or trained) != kind:
         raise RunDirError(f"{why}; drop device={device}")
     if kind == "cuda" and not usable_gpus():
@@ -78,16 +82,31 @@ def load_run(path, step: int | None = None, device: str | None = None) -> Loaded
     name = rundir_files.CHECKPOINT if step is None else rundir_files.kept_checkpoint(step)
     state = RunDir(path, cfg, kind=kind).load_checkpoint(name)
     task = TASKS[cfg.task.name](cfg.task)
-    if state is None and step == 0:   # untrained: initialised exactly as training initialised it (runner.make_trainer)
+    if state is None and step == 0:  # untrained: initialised exactly as training initialised it (runner.make_trainer)
         torch.manual_seed(cfg.seed)
         state = {"trainer": {"step": 0, "model": Transformer(cfg.model, cfg.attn, task).state_dict()}}
     if state is None:
-        raise RunDirError(f"{path / name} does not exist" + ("" if step is None else
-                          f"; kept steps: {sorted(p.stem for p in (path / rundir_files.KEPT).glob('step_*.pt'))} "
-                          "(train.keep_checkpoints=true keeps them; step 0 is rebuilt from the seed)"))
+        raise RunDirError(
+            f"{path / name} does not exist"
+            + (
+                ""
+                if step is None
+                else f"; kept steps: {sorted(p.stem for p in (path / rundir_files.KEPT).glob('step_*.pt'))} "
+                "(train.keep_checkpoints=true keeps them; step 0 is rebuilt from the seed)"
+            )
+        )
     model = Transformer(cfg.model, cfg.attn, task).to(device)
     model.load_state_dict(state["trainer"]["model"])
     model.eval()
     batch = held_out_batch(task, cfg.eval.batch_size, cfg.eval.seed, device)
-    return LoadedRun(path=path, cfg=cfg, task=task, model=model, batch=batch, step=state["trainer"]["step"],
-               metrics=files.metrics, losses=files.losses, summary=files.summary)
+    return LoadedRun(
+        path=path,
+        cfg=cfg,
+        task=task,
+        model=model,
+        batch=batch,
+        step=state["trainer"]["step"],
+        metrics=files.metrics,
+        losses=files.losses,
+        summary=files.summary,
+    )

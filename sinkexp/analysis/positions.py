@@ -11,6 +11,7 @@ Each value is metrics.sink_attn_by_position averaged over the layer's heads: the
 sequences in which that position is a query of the type (and, with `before`, comes before the
 sequence's first query of that other type) of its attention on the sequence's sink.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -36,15 +37,17 @@ def position_profile(run, query_type: str, before: str | None = None) -> pd.Data
     model, batch = run.model, run.batch
     names = [f"blocks.{layer}.attn.weights" for layer in range(len(model.blocks))]
     _, cache = captured_forward(model, batch.inputs, names)
-    tokens = model.anatomy(batch.inputs.shape[1], batch.inputs.device).tokens   # task positions in the model's sequence
+    tokens = model.anatomy(batch.inputs.shape[1], batch.inputs.device).tokens  # task positions in the model's sequence
     queries = selected(run.task, batch, query_type, before)
     counts = queries.sum(0)
     rows = []
     for layer, name in enumerate(names):
-        weights = cache[name][:, :, tokens]                                      # (B, H, T, S)
-        per_position = sink_attn_by_position(weights, tokens[batch.sink], queries).mean(0)   # (T,)
-        rows += [{"layer": layer, "position": i, "value": float(per_position[i]), "count": int(counts[i])}
-                 for i in range(len(tokens))]
+        weights = cache[name][:, :, tokens]  # (B, H, T, S)
+        per_position = sink_attn_by_position(weights, tokens[batch.sink], queries).mean(0)  # (T,)
+        rows += [
+            {"layer": layer, "position": i, "value": float(per_position[i]), "count": int(counts[i])}
+            for i in range(len(tokens))
+        ]
     return pd.DataFrame(rows)
 
 

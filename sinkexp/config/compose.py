@@ -9,6 +9,7 @@ one line naming the key.
 
 Nothing here runs a job: sinkexp/jobs/plan.py composes every job of a command once and checks it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -114,7 +115,7 @@ def explain(overrides: list[str], err: Exception) -> ConfigError:
 
     loader = GlobalHydra.instance().config_loader()
     parsed = parse(overrides)
-    chosen = []                                         # group choices (hydra/launcher too), checked first
+    chosen = []  # group choices (hydra/launcher too), checked first
     for override in parsed:
         if _is_group(loader, override.key_or_group):
             options = loader.get_group_options(override.key_or_group)
@@ -146,7 +147,7 @@ def pack_first_values(overrides: list[str]) -> list[str]:
     is that run's directory. ConfigError for a key both swept and packed."""
     parsed = parse(overrides)
     packs = [o.value() for o in parsed if o.key_or_group == "pack" and isinstance(o.value(), dict)]
-    if not packs:                         # anything else in `pack` is refused by schema.run_configs
+    if not packs:  # anything else in `pack` is refused by schema.run_configs
         return []
     swept = {o.key_or_group for o in parsed if o.is_sweep_override()}
     firsts = []

@@ -14,11 +14,12 @@ meta.json and log. Where the user sets both keys and they conflict, config.valid
 line naming both. For every run that was valid before, each resolver returns the preset's value, so
 no config hash changes (tests/config/test_config.py pins a few).
 """
+
 from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-ADDED_POSITIONS = ("learned", "sinusoidal")    # model.pos values that add a position vector (model.pos_into places it)
+ADDED_POSITIONS = ("learned", "sinusoidal")  # model.pos values that add a position vector (model.pos_into places it)
 
 
 def at_most(preset: int, limit_key: str, *, _root_: DictConfig) -> int:
@@ -32,7 +33,7 @@ def if_positions(preset: str, *, _root_: DictConfig) -> str:
 
 
 RESOLVERS = {"sinkexp_at_most": at_most, "sinkexp_if_positions": if_positions}
-WHY = {"sinkexp_at_most": "at most {}", "sinkexp_if_positions": "model.pos adds none"}   # for `followed`
+WHY = {"sinkexp_at_most": "at most {}", "sinkexp_if_positions": "model.pos adds none"}  # for `followed`
 
 
 def followed(composed: DictConfig) -> dict[str, list[str]]:

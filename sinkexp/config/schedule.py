@@ -11,14 +11,17 @@ The checkpoints: every train.checkpoint_every steps and at the last step, plus t
 train.checkpoint_steps: `log` (1, 2, 3, 4, 6, 8, 12, 16, ...: 2^k and 3 * 2^(k-1) below
 checkpoint_every, dense where sinks form, as Pythia keeps 1, 2, 4, ..., 512) or a list of steps.
 """
+
 from __future__ import annotations
 
 import bisect
 import math
 
 # schedule -> progress in [0, 1] -> factor
-SCHEDULES = {"constant": lambda progress: 1.0,
-             "cosine": lambda progress: 0.5 * (1.0 + math.cos(math.pi * progress))}   # to 0 at the last step
+SCHEDULES = {
+    "constant": lambda progress: 1.0,
+    "cosine": lambda progress: 0.5 * (1.0 + math.cos(math.pi * progress)),
+}  # to 0 at the last step
 
 
 def lr_factor(step: int, steps: int, warmup: int, schedule: str) -> float:
@@ -44,7 +47,7 @@ class Checkpoints:
         self.every, self.steps = every, steps
         chosen = log_steps(every) if extra == "log" else list(extra or ())
         self.extra = sorted({step for step in chosen if 0 < step < steps})
-        self.extra_set = frozenset(self.extra)      # asked at every training step
+        self.extra_set = frozenset(self.extra)  # asked at every training step
 
     def __contains__(self, step: int) -> bool:
         return step == self.steps or step % self.every == 0 or step in self.extra_set

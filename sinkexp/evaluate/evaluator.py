@@ -9,6 +9,7 @@ defines every metric; tables.py turns a run's rows into its final values).
 metric rows: `head = -1` marks a value over all heads of a layer, `layer = -1` a value over the whole
 model, `query_type = "all"` one over every query.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,7 +20,7 @@ from sinkexp.evaluate import metrics
 from sinkexp.evaluate.tables import SINK_RATE_EPS, sink_rate_name
 from sinkexp.model import capture, tap_names
 
-ATTENTION_TAPS = ("scores", "weights", "k", "v", "mixed")   # every attention layer has these
+ATTENTION_TAPS = ("scores", "weights", "k", "v", "mixed")  # every attention layer has these
 # Tap names (the last part) to record: gates only where attn.gate is set; `output` is attn.output
 # and, with a global pathway, pathway.output.
 CAPTURED = ATTENTION_TAPS + ("gates", "output", "resid_post")
@@ -71,7 +72,7 @@ class Rows(list):
 
     def scalar(self, layer: int, metric: str, value: torch.Tensor, query_type: str = "all") -> None:
         number = value.item()
-        if math.isfinite(number):   # e.g. massive_ratio of a stream that is mostly exact zeros
+        if math.isfinite(number):  # e.g. massive_ratio of a stream that is mostly exact zeros
             self.append((self.step, layer, -1, query_type, metric, number))
 
 
@@ -97,7 +98,7 @@ def attention_rows(cache: dict, anatomy, batch, query_types, step: int) -> list[
 
 def model_rows(rows: Rows, sink_scores: list[torch.Tensor]) -> None:
     """The whole model's sink rate (layer -1) from each layer's per-sequence sink scores (B, H)."""
-    model_scores = torch.cat(sink_scores, dim=1)                                 # (B, layers x H)
+    model_scores = torch.cat(sink_scores, dim=1)  # (B, layers x H)
     for eps in SINK_RATE_EPS:
         rows.scalar(-1, sink_rate_name(eps), metrics.sink_rate(model_scores, eps))
 
@@ -109,20 +110,20 @@ def layer_rows(rows: Rows, layer: int, cache: dict, anatomy, batch, query_sets: 
     parts = anatomy.layers[layer]
     taps = {name: cache[f"blocks.{layer}.attn.{name}"][:, :, anatomy.tokens] for name in ATTENTION_TAPS}
     gates = cache.get(f"blocks.{layer}.attn.gates")
-    share = metrics.row_share(taps["weights"])[..., anatomy.tokens]                # (B, H, T, T) share of each row
+    share = metrics.row_share(taps["weights"])[..., anatomy.tokens]  # (B, H, T, T) share of each row
     query_rows(rows, layer, taps["scores"], taps["weights"], share, gates, anatomy, batch, query_sets)
-    updates = metrics.head_values(taps["mixed"], parts.w_o)                        # (B, H, T, d_model)
+    updates = metrics.head_values(taps["mixed"], parts.w_o)  # (B, H, T, d_model)
     if parts.n_heads > 1:
         for query_type, queries in query_sets.items():
             rows.scalar(layer, "head_cancellation", metrics.head_cancellation(updates, queries), query_type)
     sink_scores = head_rows(rows, layer, share, taps["k"], taps["v"], updates, parts, batch.sink)
-    attn_write = cache[f"blocks.{layer}.attn.output"][:, anatomy.tokens]      # (B, T, d_model)
+    attn_write = cache[f"blocks.{layer}.attn.output"][:, anatomy.tokens]  # (B, T, d_model)
     rows.scalar(layer, "common_mode", metrics.common_mode_fraction(attn_write))
     if parts.has_pathway:
         pathway_write = cache[f"blocks.{layer}.pathway.output"][:, anatomy.tokens]
         rows.scalar(layer, "pathway_common_mode", metrics.common_mode_fraction(pathway_write))
         rows.scalar(layer, "pathway_usage", metrics.rms_ratio(pathway_write, attn_write))
-    resid = cache[f"blocks.{layer}.resid_post"][:, anatomy.tokens]           # (B, T, d_model)
+    resid = cache[f"blocks.{layer}.resid_post"][:, anatomy.tokens]  # (B, T, d_model)
     at_sink, rest = metrics.resid_norms(resid, batch.sink)
     rows.scalar(layer, "resid_norm_sink", at_sink)
     rows.scalar(layer, "resid_norm_rest", rest)
@@ -139,9 +140,9 @@ def query_rows(rows: Rows, layer: int, scores, weights, share, gates, anatomy, b
     all keys; share (B, H, T, T) each token's share of the whole row."""
     keep, n_keys = anatomy.tokens, anatomy.n_keys
     extra_mass = {"slot_attn": weights[..., n_keys:].sum(-1), "register_attn": weights[..., anatomy.registers].sum(-1)}
-    scores, weights = scores[..., keep], weights[..., keep]                  # (B, H, T, T) over tokens
-    gap = metrics.logit_gap(scores, batch.sink, anatomy.visible)                  # (B, H, T)
-    gap_defined = ~gap[:, 0].isnan()                                        # (B, T), same for every head
+    scores, weights = scores[..., keep], weights[..., keep]  # (B, H, T, T) over tokens
+    gap = metrics.logit_gap(scores, batch.sink, anatomy.visible)  # (B, H, T)
+    gap_defined = ~gap[:, 0].isnan()  # (B, T), same for every head
     parts = anatomy.layers[layer]
     for query_type, queries in query_sets.items():
         rows.per_head(layer, query_type, "sink_attn", metrics.sink_attn(weights, batch.sink, queries))
@@ -162,23 +163,23 @@ def head_rows(rows: Rows, layer: int, share, k, v, updates, parts, sink) -> torc
     """Per head: what it writes (value norms, the update's rank), its QK spectrum and sink score;
     returns the sink scores per sequence (B, H). share (B, H, T, T): the row-normalised weights over
     the task's tokens; updates (B, H, T, d_model) what each head writes at each query."""
-    values = metrics.head_values(v, parts.w_o)                                    # (B, H, T, d_model)
+    values = metrics.head_values(v, parts.w_o)  # (B, H, T, d_model)
     sink_key, other_keys = metrics.key_alignment(k, sink)
     rows.per_head(layer, "all", "sink_key_cos", sink_key)
     rows.per_head(layer, "all", "key_cos_rest", other_keys)
-    for name, tensor in (("k", k), ("v", v)):                               # Gu et al. 2025, Fig. 2 (norms)
+    for name, tensor in (("k", k), ("v", v)):  # Gu et al. 2025, Fig. 2 (norms)
         at_sink, rest = metrics.norms_at_sink(tensor, sink)
         rows.per_head(layer, "all", f"{name}_norm_sink", at_sink)
         rows.per_head(layer, "all", f"{name}_norm_rest", rest)
     rows.per_head(layer, "all", "value_norm_ratio", metrics.value_norm_ratio(values, sink))
     rows.per_head(layer, "all", "sink_value_norm", metrics.sink_value_norm(values, sink))
     rows.per_head(layer, "all", "stable_rank", metrics.stable_rank(updates))
-    spectrum = metrics.qk_spectrum(parts.w_q, parts.w_k, parts.n_heads)         # (H, top)
+    spectrum = metrics.qk_spectrum(parts.w_q, parts.w_k, parts.n_heads)  # (H, top)
     for rank in range(spectrum.shape[1]):
         rows.per_head(layer, "all", f"qk_sigma{rank + 1}", spectrum[:, rank])
     if spectrum.shape[1] > 1:
         rows.per_head(layer, "all", "qk_sigma1/sigma2", spectrum[:, 0] / spectrum[:, 1])
-    sink_scores = metrics.sink_scores(share, sink)                                # (B, H)
+    sink_scores = metrics.sink_scores(share, sink)  # (B, H)
     rows.per_head(layer, "all", "sink_score", sink_scores.mean(dim=0))
     for eps in SINK_RATE_EPS:
         rows.scalar(layer, sink_rate_name(eps), metrics.sink_rate(sink_scores, eps))
@@ -192,8 +193,9 @@ def mean_attention(model, batch) -> dict:
     names = [name for name in tap_names(model) if name.endswith(".attn.weights")]
     _, cache = captured_forward(model, batch.inputs, names)
     keep = model.token_positions(batch.inputs.shape[1], batch.inputs.device)
-    maps = {f"layer{layer}": cache[name][:, :, keep][..., keep].mean(0).cpu().numpy()
-            for layer, name in enumerate(names)}
+    maps = {
+        f"layer{layer}": cache[name][:, :, keep][..., keep].mean(0).cpu().numpy() for layer, name in enumerate(names)
+    }
     sinks = batch.sink.unique()
-    maps["sink"] = (sinks if len(sinks) == 1 else torch.tensor([-1])).squeeze().cpu().numpy()   # -1: it moves
+    maps["sink"] = (sinks if len(sinks) == 1 else torch.tensor([-1])).squeeze().cpu().numpy()  # -1: it moves
     return maps

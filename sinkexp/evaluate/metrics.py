@@ -5,6 +5,7 @@ variants need not sum to 1); `sink` is (B,) long, the sink key of each sequence;
 (B, T) bool mask of the queries to average over. Results are per head, (H,). A mean over an empty
 query set is NaN (the caller drops it), never a silent 0.
 """
+
 from __future__ import annotations
 
 import torch
@@ -26,10 +27,10 @@ def row_share(weights: torch.Tensor) -> torch.Tensor:
 
 def query_mean(per_query: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
     """Mean of (B, H, T, ...) over the selected (b, i) pairs -> (H, ...)."""
-    mask = queries[:, None, :].to(per_query.dtype)                         # (B, 1, T)
+    mask = queries[:, None, :].to(per_query.dtype)  # (B, 1, T)
     while mask.dim() < per_query.dim():
         mask = mask[..., None]
-    return (per_query * mask).sum(dim=(0, 2)) / mask.sum(dim=(0, 2))       # NaN when empty
+    return (per_query * mask).sum(dim=(0, 2)) / mask.sum(dim=(0, 2))  # NaN when empty
 
 
 def sink_attn(weights: torch.Tensor, sink: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
@@ -40,15 +41,15 @@ def sink_attn(weights: torch.Tensor, sink: torch.Tensor, queries: torch.Tensor) 
 def sink_attn_by_position(weights: torch.Tensor, sink: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
     """mean_b A[b, h, i, s_b] over the sequences b in which query i is selected, per position: (H, T),
     NaN at a position no sequence selects (Ran-Milo 2026's Theorem 2 quantifies over positions)."""
-    mask = queries[:, None, :].to(weights.dtype)                           # (B, 1, T)
-    return (at_sink(weights, sink) * mask).sum(0) / mask.sum(0)            # (H, T); 0/0 = NaN
+    mask = queries[:, None, :].to(weights.dtype)  # (B, 1, T)
+    return (at_sink(weights, sink) * mask).sum(0) / mask.sum(0)  # (H, T); 0/0 = NaN
 
 
 def column_inflow(weights: torch.Tensor, queries: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(inflow (B, H, S): each key's mean attention from the sequence's selected queries, has (B,):
     whether the sequence has any)."""
-    mask = queries[:, None, :, None].to(weights.dtype)                     # (B, 1, T, 1)
-    count = queries.sum(dim=1)                                             # (B,)
+    mask = queries[:, None, :, None].to(weights.dtype)  # (B, 1, T, 1)
+    count = queries.sum(dim=1)  # (B,)
     return (weights * mask).sum(dim=2) / count.clamp_min(1)[:, None, None], count > 0
 
 
@@ -57,7 +58,7 @@ def max_inflow(weights: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
     sequences that have such queries, (H,). Taken per sequence (as Fesser et al.'s code does), so a
     sink that sits at a different key in every sequence (the broadcast hub) still counts in full."""
     inflow, has = column_inflow(weights, queries)
-    return inflow.amax(dim=-1)[has].mean(dim=0)                            # NaN when no sequence has one
+    return inflow.amax(dim=-1)[has].mean(dim=0)  # NaN when no sequence has one
 
 
 def sink_match_seq(weights: torch.Tensor, sink: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
@@ -107,7 +108,7 @@ def head_values(v: torch.Tensor, w_out: torch.Tensor) -> torch.Tensor:
 
 def sink_value_norm(values: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
     """||W_O v_s||, mean over sequences, (H,). `values` from head_values."""
-    norms = values.norm(dim=-1)                                              # (B, H, S)
+    norms = values.norm(dim=-1)  # (B, H, S)
     return norms.gather(-1, sink.view(-1, 1, 1).expand(-1, norms.shape[1], 1)).squeeze(-1).mean(0)
 
 
@@ -116,7 +117,7 @@ def value_norm_ratio(values: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
 
     NOP-like <= 0.2, broadcast-like >= 0.5 (Fesser et al. 2026).
     """
-    norms = values.norm(dim=-1)                                              # (B, H, S)
+    norms = values.norm(dim=-1)  # (B, H, S)
     B, H, S = norms.shape
     at_sink = norms.gather(-1, sink.view(B, 1, 1).expand(B, H, 1)).squeeze(-1)
     rest = (norms.sum(-1) - at_sink) / (S - 1)
@@ -130,8 +131,8 @@ def head_cancellation(updates: torch.Tensor, queries: torch.Tensor) -> torch.Ten
     heads write in one direction (always, with one head); near 0: their writes cancel, so a layer can
     write nothing without any head writing nothing. Queries where no head writes (0/0) are skipped.
     """
-    total = updates.sum(1).norm(dim=-1)                                      # (B, T)
-    parts = updates.norm(dim=-1).sum(1)                                      # (B, T)
+    total = updates.sum(1).norm(dim=-1)  # (B, T)
+    parts = updates.norm(dim=-1).sum(1)  # (B, T)
     keep = queries & (parts > 0)
     return (total[keep] / parts[keep]).mean()
 
@@ -163,11 +164,11 @@ def stable_rank(update: torch.Tensor) -> torch.Tensor:
     transposed = update.transpose(-2, -1)
     gram = update @ transposed if update.shape[-2] <= update.shape[-1] else transposed @ update
     trace = gram.diagonal(dim1=-2, dim2=-1).sum(-1)
-    usable = gram.isfinite().all(dim=-1).all(dim=-1) & (trace > 0)       # a diverged run's or a zero update: NaN
+    usable = gram.isfinite().all(dim=-1).all(dim=-1) & (trace > 0)  # a diverged run's or a zero update: NaN
     unit = torch.where(usable[..., None, None], gram / torch.where(usable, trace, 1.0)[..., None, None], 0.0)
     try:
         spectral = torch.linalg.eigvalsh(unit)[..., -1]
-    except torch.linalg.LinAlgError:     # LAPACK's eigensolver can give up on a nearly degenerate matrix
+    except torch.linalg.LinAlgError:  # LAPACK's eigensolver can give up on a nearly degenerate matrix
         spectral = torch.linalg.svdvals(unit)[..., 0]
     return torch.where(usable, 1 / spectral, torch.nan).mean(0)
 
@@ -181,11 +182,11 @@ def qk_spectrum(w_q: torch.Tensor, w_k: torch.Tensor, n_heads: int, top: int = 3
     R_q R_k^T, so no d_model x d_model SVD is needed (d_model 4096: hours over a 7B model's heads).
     """
     d_model = w_q.shape[1]
-    q = w_q.view(n_heads, -1, d_model)                                       # (H, D, d_model)
+    q = w_q.view(n_heads, -1, d_model)  # (H, D, d_model)
     k = w_k.view(n_heads, -1, d_model)
     if q.shape[1] >= d_model:
         return torch.linalg.svdvals(q.transpose(1, 2) @ k)[:, :top]
-    r_q, r_k = torch.linalg.qr(q.transpose(1, 2))[1], torch.linalg.qr(k.transpose(1, 2))[1]   # (H, D, D)
+    r_q, r_k = torch.linalg.qr(q.transpose(1, 2))[1], torch.linalg.qr(k.transpose(1, 2))[1]  # (H, D, D)
     return torch.linalg.svdvals(r_q @ r_k.transpose(1, 2))[:, :top]
 
 
@@ -193,10 +194,10 @@ def logit_gap(scores: torch.Tensor, sink: torch.Tensor, visible: torch.Tensor) -
     """s_{i, sink} - mean over visible j not in {sink, i} of s_{i, j}, (B, H, T); NaN where no such j."""
     B, H, T, S = scores.shape
     keys = torch.arange(S, device=scores.device)
-    others = visible[None] & (keys[None, None, :] != sink.view(B, 1, 1))     # (B, T, S)
+    others = visible[None] & (keys[None, None, :] != sink.view(B, 1, 1))  # (B, T, S)
     others &= keys[None, None, :] != torch.arange(T, device=scores.device)[None, :, None]
-    others = others[:, None].to(scores.dtype)                                # (B, 1, T, S)
-    mean_others = (scores * others).sum(-1) / others.sum(-1)                 # NaN when empty
+    others = others[:, None].to(scores.dtype)  # (B, 1, T, S)
+    mean_others = (scores * others).sum(-1) / others.sum(-1)  # NaN when empty
     return at_sink(scores, sink) - mean_others
 
 
@@ -204,9 +205,9 @@ def norms_at_sink(x: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Tensor, to
     """Per head, (mean over sequences of ||x_s||, mean over sequences and positions j != s of ||x_j||)
     of per-position vectors x (B, H, S, D), e.g. keys or values; each (H,). Gu et al. 2025 (Fig. 2)
     compare the first token's key and value norms with the others'."""
-    norms = x.norm(dim=-1)                                                   # (B, H, S)
+    norms = x.norm(dim=-1)  # (B, H, S)
     B, H, S = norms.shape
-    at = norms.gather(-1, sink.view(B, 1, 1).expand(B, H, 1)).squeeze(-1)    # (B, H)
+    at = norms.gather(-1, sink.view(B, 1, 1).expand(B, H, 1)).squeeze(-1)  # (B, H)
     rest = (norms.sum(-1) - at) / (S - 1)
     return at.mean(0), rest.mean(0)
 
@@ -233,7 +234,7 @@ def massive_location(resid: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Ten
     magnitude = resid.abs()
     _, T, d = magnitude.shape
     largest = magnitude.flatten().argmax()
-    at_sink = magnitude.amax(dim=-1).argmax(dim=-1) == sink                    # (B,)
+    at_sink = magnitude.amax(dim=-1).argmax(dim=-1) == sink  # (B,)
     return (largest // d) % T, largest % d, at_sink.float().mean()
 
 
@@ -246,11 +247,11 @@ def key_alignment(k: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Tensor, to
     (the spiking token's normalised state, hence its key, is nearly the same whatever the token)."""
     B, H, S, _ = k.shape
     rows = torch.arange(B, device=k.device)
-    at_sink = k[rows, :, sink]                                                   # (B, H, D)
+    at_sink = k[rows, :, sink]  # (B, H, D)
     sink_cos = F.cosine_similarity(at_sink, at_sink.mean(0, keepdim=True), dim=-1).mean(0)
     others = torch.ones(B, S, dtype=torch.bool, device=k.device)
     others[rows, sink] = False
-    mean = (k * others[:, None, :, None]).sum(0) / others.sum(0).clamp_min(1)[None, :, None]   # (H, S, D)
-    cos = F.cosine_similarity(k, mean.expand_as(k), dim=-1)                      # (B, H, S)
+    mean = (k * others[:, None, :, None]).sum(0) / others.sum(0).clamp_min(1)[None, :, None]  # (H, S, D)
+    cos = F.cosine_similarity(k, mean.expand_as(k), dim=-1)  # (B, H, S)
     rest = (cos * others[:, None]).sum((0, 2)) / others.sum().clamp_min(1)
     return sink_cos, rest

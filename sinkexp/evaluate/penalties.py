@@ -12,6 +12,7 @@ and a function of the captured tensors:
 The penalties see the training step's own forward pass (the taps record it), so their gradients
 flow through the model like the task loss's. The logged train loss is the task loss alone.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,8 +25,8 @@ from sinkexp.evaluate.metrics import common_mode_fraction
 
 @dataclass(frozen=True)
 class Penalty:
-    tap: str                                   # the tap read in every block, e.g. "attn.weights"
-    value: Callable[[list[torch.Tensor]], torch.Tensor]   # the tapped tensors, one per layer -> scalar
+    tap: str  # the tap read in every block, e.g. "attn.weights"
+    value: Callable[[list[torch.Tensor]], torch.Tensor]  # the tapped tensors, one per layer -> scalar
 
 
 def bos_attention(weights: list[torch.Tensor]) -> torch.Tensor:
@@ -37,8 +38,10 @@ def common_mode(outputs: list[torch.Tensor]) -> torch.Tensor:
     return torch.stack([common_mode_fraction(o) for o in outputs]).sum()
 
 
-PENALTIES = {"bos_penalty": Penalty("attn.weights", bos_attention),
-             "common_mode_penalty": Penalty("attn.output", common_mode)}
+PENALTIES = {
+    "bos_penalty": Penalty("attn.weights", bos_attention),
+    "common_mode_penalty": Penalty("attn.output", common_mode),
+}
 
 
 def active(train_cfg) -> dict[str, float]:
@@ -52,6 +55,7 @@ def tap_names(weights: dict[str, float], n_layers: int) -> list[str]:
 
 def total(weights: dict[str, float], cache: dict, n_layers: int) -> torch.Tensor:
     """sum over the active penalties of lambda x value, from the taps of one forward pass."""
-    return sum(weight * PENALTIES[name].value([cache[f"blocks.{layer}.{PENALTIES[name].tap}"]
-                                               for layer in range(n_layers)])
-               for name, weight in weights.items())
+    return sum(
+        weight * PENALTIES[name].value([cache[f"blocks.{layer}.{PENALTIES[name].tap}"] for layer in range(n_layers)])
+        for name, weight in weights.items()
+    )

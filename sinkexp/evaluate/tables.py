@@ -2,6 +2,7 @@
 `sinkexp report` all read (one derivation, no model code: pandas only). docs/rundir.md describes
 the files.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,13 +23,44 @@ def sink_rate_name(eps: float) -> str:
 # evaluator writes into metrics.csv, and the losses final_values adds. A claim's measure names
 # metrics from here, so a typo is refused when its paper is declared (tests check the evaluator
 # writes no other name).
-METRICS = ("sink_attn", "sink_share", "max_inflow", "sink_match", "sink_match_seq", "sink_score",
-           *map(sink_rate_name, SINK_RATE_EPS), "logit_gap", "value_norm_ratio", "sink_value_norm",
-           "head_cancellation", "common_mode", "pathway_common_mode", "pathway_usage", "stable_rank",
-           "qk_sigma1", "qk_sigma2", "qk_sigma3", "qk_sigma1/sigma2", "resid_norm_sink", "resid_norm_rest",
-           "massive_ratio", "massive_position", "massive_channel", "massive_at_sink", "sink_key_cos", "key_cos_rest",
-           "k_norm_sink", "k_norm_rest", "v_norm_sink", "v_norm_rest", "slot_attn", "register_attn",
-           "gate", "loss_eval", "loss_baseline")
+METRICS = (
+    "sink_attn",
+    "sink_share",
+    "max_inflow",
+    "sink_match",
+    "sink_match_seq",
+    "sink_score",
+    *map(sink_rate_name, SINK_RATE_EPS),
+    "logit_gap",
+    "value_norm_ratio",
+    "sink_value_norm",
+    "head_cancellation",
+    "common_mode",
+    "pathway_common_mode",
+    "pathway_usage",
+    "stable_rank",
+    "qk_sigma1",
+    "qk_sigma2",
+    "qk_sigma3",
+    "qk_sigma1/sigma2",
+    "resid_norm_sink",
+    "resid_norm_rest",
+    "massive_ratio",
+    "massive_position",
+    "massive_channel",
+    "massive_at_sink",
+    "sink_key_cos",
+    "key_cos_rest",
+    "k_norm_sink",
+    "k_norm_rest",
+    "v_norm_sink",
+    "v_norm_rest",
+    "slot_attn",
+    "register_attn",
+    "gate",
+    "loss_eval",
+    "loss_baseline",
+)
 
 
 def final_values(metrics: pd.DataFrame, losses: pd.DataFrame) -> pd.DataFrame:
@@ -41,8 +73,13 @@ def final_values(metrics: pd.DataFrame, losses: pd.DataFrame) -> pd.DataFrame:
     per_layer = last.groupby(["layer", "query_type", "metric"], as_index=False)["value"].mean()
     losses = losses[(losses["step"] == metrics["step"].max()) & losses["split"].str.contains("/")]
     split = losses["split"].str.split("/", n=1, expand=True)
-    loss_values = pd.DataFrame({"layer": -1, "query_type": split[1], "metric": "loss_" + split[0],
-                                "value": losses["loss"].to_numpy()}) if len(losses) else None
+    loss_values = (
+        pd.DataFrame(
+            {"layer": -1, "query_type": split[1], "metric": "loss_" + split[0], "value": losses["loss"].to_numpy()}
+        )
+        if len(losses)
+        else None
+    )
     return pd.concat([per_layer, loss_values], ignore_index=True)[FINAL_COLUMNS]
 
 
@@ -53,6 +90,7 @@ def summary(final: pd.DataFrame, step: int, query_types, reference: str) -> dict
     "model" for whole-model values); `loss`, `baseline_loss`, `sink_attn` and `sink_rate` repeat the
     headline ones.
     """
+
     def loss_of(split: str) -> dict:
         chosen = final[final["metric"] == f"loss_{split}"]
         return dict(zip(chosen["query_type"], chosen["value"].astype(float)))
@@ -65,15 +103,22 @@ def summary(final: pd.DataFrame, step: int, query_types, reference: str) -> dict
     for eps in SINK_RATE_EPS:
         for layer, by_query in nested.get(sink_rate_name(eps), {}).items():
             sink_rate.setdefault(layer, {})[str(eps)] = by_query["all"]
-    return {"step": int(step), "reference": reference, "loss": loss_of("eval"), "baseline_loss": loss_of("baseline"),
-            "sink_attn": nested.get("sink_attn", {}), "sink_rate": sink_rate, "query_types": list(query_types),
-            "metrics": nested}
+    return {
+        "step": int(step),
+        "reference": reference,
+        "loss": loss_of("eval"),
+        "baseline_loss": loss_of("baseline"),
+        "sink_attn": nested.get("sink_attn", {}),
+        "sink_rate": sink_rate,
+        "query_types": list(query_types),
+        "metrics": nested,
+    }
 
 
 # Rows of the printed table after sink_attn and sink_rate; the optional ones only where the model has them.
 TABLE_METRICS = ("value_norm_ratio", "massive_ratio", "massive_at_sink", "slot_attn", "register_attn", "gate")
-WIDTH = 100            # the printed table wraps its layer columns to stay within this many characters
-SINK_EPS = 0.3         # the verdict's threshold on a head's sink score (Gu et al. 2025)
+WIDTH = 100  # the printed table wraps its layer columns to stay within this many characters
+SINK_EPS = 0.3  # the verdict's threshold on a head's sink score (Gu et al. 2025)
 
 
 def format_summary(summary: dict) -> str:
@@ -81,31 +126,41 @@ def format_summary(summary: dict) -> str:
     verdict line per layer, and the losses next to the task's reference predictor."""
     query_types, metrics, layers = summary["query_types"], summary["metrics"], sorted(summary["sink_attn"], key=int)
     rows = [(f"sink_attn, {q} queries", [summary["sink_attn"][layer].get(q) for layer in layers]) for q in query_types]
-    shares = [(f"  its share of the row, {q}",
-               [metrics.get("sink_share", {}).get(layer, {}).get(q) for layer in layers])
-              for q in query_types]
-    if any(not _same(raw, share) for (_, raws), (_, share_row) in zip(rows, shares)
-           for raw, share in zip(raws, share_row)):
-        rows = [row for pair in zip(rows, shares) for row in pair]      # unnormalised rows: the share beside each
-    rows += [(f"sink_rate@{eps} (share of heads)", [summary["sink_rate"][layer].get(str(eps)) for layer in layers])
-             for eps in SINK_RATE_EPS]
-    rows += [(metric, [metrics[metric].get(layer, {}).get("all") for layer in layers])
-             for metric in TABLE_METRICS if metric in metrics]
+    shares = [
+        (f"  its share of the row, {q}", [metrics.get("sink_share", {}).get(layer, {}).get(q) for layer in layers])
+        for q in query_types
+    ]
+    if any(
+        not _same(raw, share) for (_, raws), (_, share_row) in zip(rows, shares) for raw, share in zip(raws, share_row)
+    ):
+        rows = [row for pair in zip(rows, shares) for row in pair]  # unnormalised rows: the share beside each
+    rows += [
+        (f"sink_rate@{eps} (share of heads)", [summary["sink_rate"][layer].get(str(eps)) for layer in layers])
+        for eps in SINK_RATE_EPS
+    ]
+    rows += [
+        (metric, [metrics[metric].get(layer, {}).get("all") for layer in layers])
+        for metric in TABLE_METRICS
+        if metric in metrics
+    ]
     label_width = max(len(label) for label, _ in rows) + 2
     per_chunk = max(1, (WIDTH - label_width) // 10)
     lines = []
     for start in range(0, len(layers), per_chunk):
         chunk = range(start, min(start + per_chunk, len(layers)))
         lines.append(f"{'(mean over heads)':<{label_width}}" + "".join(f"{'layer ' + layers[i]:>10}" for i in chunk))
-        lines += [f"{label:<{label_width}}" + "".join(f"{_fmt(values[i]):>10}" for i in chunk)
-                  for label, values in rows]
+        lines += [
+            f"{label:<{label_width}}" + "".join(f"{_fmt(values[i]):>10}" for i in chunk) for label, values in rows
+        ]
     if any(value is None for _, values in rows for value in values):
         lines.append("(- : not defined here, e.g. no query of that type in the held-out batch)")
     lines += [verdict(layer, summary) for layer in layers]
-    if len(layers) > 1:   # Gu's and Barbero's sink rate: the share of all the model's heads
+    if len(layers) > 1:  # Gu's and Barbero's sink rate: the share of all the model's heads
         rates = summary["sink_rate"].get("model", {})
-        lines.append("model: sink rate over all heads " + ", ".join(f"{_fmt(rates.get(str(eps)))} at alpha_s > {eps}"
-                                                                    for eps in SINK_RATE_EPS))
+        lines.append(
+            "model: sink rate over all heads "
+            + ", ".join(f"{_fmt(rates.get(str(eps)))} at alpha_s > {eps}" for eps in SINK_RATE_EPS)
+        )
     lines.append(f"loss at step {summary['step']} on the held-out batch, next to the {summary['reference']}:")
     lines.append(f"  {'query type':<14}{'model':>10}{'reference':>11}{'model-reference':>17}{'model/reference':>17}")
     for q in query_types + ["all"]:
@@ -121,8 +176,10 @@ def verdict(layer: str, summary: dict) -> str:
     share = summary["sink_rate"].get(layer, {}).get(str(SINK_EPS))
     score = summary["metrics"].get("sink_score", {}).get(layer, {}).get("all")
     if share:
-        return (f"layer {layer}: sink formed in {share:.0%} of heads (sink score alpha_s > {SINK_EPS}, counted per "
-                f"sequence)")
+        return (
+            f"layer {layer}: sink formed in {share:.0%} of heads (sink score alpha_s > {SINK_EPS}, counted per "
+            f"sequence)"
+        )
     return f"layer {layer}: no sink (sink score alpha_s {_fmt(score)}, mean over heads, <= {SINK_EPS})"
 
 

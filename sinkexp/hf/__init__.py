@@ -10,6 +10,7 @@
 Nothing outside this package imports transformers; cli.py imports it only for `measure` and `export`,
 after `require_transformers` (docs/measure.md).
 """
+
 from sinkexp.errors import ConfigError
 
 
@@ -20,5 +21,7 @@ def require_transformers() -> None:
     try:
         importlib.import_module("transformers")
     except ImportError:
-        raise ConfigError("transformers is not installed; `sinkexp measure` and `sinkexp export` need the hf "
-                          "extra: pip install -e .[hf]") from None
+        raise ConfigError(
+            "transformers is not installed; `sinkexp measure` and `sinkexp export` need the hf "
+            "extra: pip install -e .[hf]"
+        ) from None

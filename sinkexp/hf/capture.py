@@ -19,6 +19,7 @@ attention (tests/hf/test_measure.py checks the logits) with sinkexp's taps:
 `layer_by_layer(model, family, on_layer)` calls on_layer(l, taps) as soon as layer l has finished
 and then drops its taps, so a pass holds one layer's attention maps at a time. Taps are float32.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -26,8 +27,8 @@ from typing import Callable, Iterator
 
 import torch
 
-ATTENTION = "sinkexp"          # the attn_implementation name models are loaded with
-TAP = "_sinkexp_tap"            # attribute set on an attention module while a capture is on
+ATTENTION = "sinkexp"  # the attn_implementation name models are loaded with
+TAP = "_sinkexp_tap"  # attribute set on an attention module while a capture is on
 
 
 class NotCaptured(RuntimeError):
@@ -38,15 +39,15 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout=0
     """Eager attention, as transformers' eager_attention_forward; records the layer's taps when a
     capture is on. query (B, H, T, D), key and value (B, H_kv, S, D); returns ((B, T, H, D), weights)."""
     groups = query.shape[1] // key.shape[1]
-    k = key.repeat_interleave(groups, dim=1)                                 # (B, H, S, D)
+    k = key.repeat_interleave(groups, dim=1)  # (B, H, S, D)
     v = value.repeat_interleave(groups, dim=1)
     scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
-    scores = (query @ k.transpose(-2, -1)) * scaling                        # (B, H, T, S)
-    if softcap:                                                             # Gemma-2's logit soft-capping
+    scores = (query @ k.transpose(-2, -1)) * scaling  # (B, H, T, S)
+    if softcap:  # Gemma-2's logit soft-capping
         scores = softcap * torch.tanh(scores / softcap)
     masked = scores if attention_mask is None else scores + attention_mask[..., : k.shape[-2]]
     weights = masked.softmax(dim=-1, dtype=torch.float32).to(query.dtype)
-    mixed = weights @ v                                                     # (B, H, T, D)
+    mixed = weights @ v  # (B, H, T, D)
     tap = getattr(module, TAP, None)
     if tap is not None:
         tap(scores=scores, weights=weights, k=k, v=v, mixed=mixed)
@@ -77,8 +78,10 @@ def layer_by_layer(model, family, on_layer: Callable[[int, dict], None]) -> Iter
 
     def finished(layer: int, output) -> None:
         if f"blocks.{layer}.attn.weights" not in cache:
-            raise NotCaptured(f"layer {layer}'s attention did not go through transformers' attention interface, "
-                              "so its weights cannot be captured")
+            raise NotCaptured(
+                f"layer {layer}'s attention did not go through transformers' attention interface, "
+                "so its weights cannot be captured"
+            )
         cache[f"blocks.{layer}.resid_post"] = _first(output).float()
         try:
             on_layer(layer, cache)
@@ -89,8 +92,11 @@ def layer_by_layer(model, family, on_layer: Callable[[int, dict], None]) -> Iter
         attn = family.attention_module(module)
         setattr(attn, TAP, lambda layer=layer, **tensors: record(f"blocks.{layer}.attn", **tensors))
         attentions.append(attn)
-        handles.append(attn.register_forward_hook(
-            lambda _, __, output, layer=layer: record(f"blocks.{layer}.attn", output=_first(output))))
+        handles.append(
+            attn.register_forward_hook(
+                lambda _, __, output, layer=layer: record(f"blocks.{layer}.attn", output=_first(output))
+            )
+        )
         handles.append(module.register_forward_hook(lambda _, __, output, layer=layer: finished(layer, output)))
     try:
         yield

@@ -7,6 +7,7 @@ nothing written. `run_job` then measures each job under rundir/lifecycle.py's ru
 (DONE, same config hash) is skipped, the directory's lock keeps two processes apart, a failure
 writes FAILED and the sweep goes on, a rerun of the same command does what is left.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,23 +25,27 @@ from sinkexp.hf import settings as hf_settings
 from sinkexp.hf import sources
 from sinkexp.rundir import files as rundir_files
 
-USAGE = """usage: sinkexp measure [-m] [MODEL] [KEY=VALUE ...]
+USAGE = (
+    """usage: sinkexp measure [-m] [MODEL] [KEY=VALUE ...]
   MODEL (or model=): a model folder (config.json, weights, tokenizer) or a Hugging Face hub id
-  keys: """ + ", ".join(hf_settings.KEYS) + """ (defaults and meaning: docs/measure.md)
+  keys: """
+    + ", ".join(hf_settings.KEYS)
+    + """ (defaults and meaning: docs/measure.md)
   e.g. sinkexp measure outputs/export/my-run
        sinkexp measure EleutherAI/pythia-14m revision=step1000 n=100 seq_len=64
        sinkexp measure -m model=EleutherAI/pythia-14m,EleutherAI/pythia-70m revision=step1000,step143000 name=pythia"""
+)
 
 
 @dataclass
 class Job:
     cfg: hf_settings.MeasureConfig
-    folder: Path             # the model's local folder (a hub id's snapshot: config and tokenizer so far)
-    digest: str              # config hash
+    folder: Path  # the model's local folder (a hub id's snapshot: config and tokenizer so far)
+    digest: str  # config hash
     run_dir: Path
-    inputs: torch.Tensor     # (n, seq_len) token ids
-    step: int                # the checkpoint's training step (-1: unknown)
-    written: dict            # config.yaml
+    inputs: torch.Tensor  # (n, seq_len) token ids
+    step: int  # the checkpoint's training step (-1: unknown)
+    written: dict  # config.yaml
 
 
 def model_identity(folder: Path, cfg: hf_settings.MeasureConfig) -> str:
@@ -73,7 +78,7 @@ def plan(argv: list[str]) -> tuple[bool, list[Job]]:
     planned: dict[Path, Job] = {}
     for values in jobs:
         job = plan_job(hf_settings.typed(values), multirun, started)
-        planned.setdefault(job.run_dir, job)        # the same run named twice is measured once
+        planned.setdefault(job.run_dir, job)  # the same run named twice is measured once
     return multirun, list(planned.values())
 
 
@@ -83,12 +88,25 @@ def start_meta(job: Job, device: torch.device) -> dict:
     from sinkexp.rundir.files import SCHEMA_VERSION
     from sinkexp.rundir.provenance import device_name, git_state, utc_now, versions
 
-    return {"schema_version": SCHEMA_VERSION, "config_hash": job.digest, "command": "measure",
-            "model": {"id": job.cfg.model, "revision": job.cfg.revision, "folder": str(job.folder), "weights": None},
-            "dtype": job.cfg.dtype, "device": {"requested": job.cfg.device, "resolved": str(device),
-                                               "name": device_name(device), "torch_threads": torch.get_num_threads()},
-            "versions": {**versions(), "transformers": transformers.__version__}, "git": git_state(),
-            "argv": sys.argv, "start_time": utc_now(), "end_time": None, "wall_time_s": None}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "config_hash": job.digest,
+        "command": "measure",
+        "model": {"id": job.cfg.model, "revision": job.cfg.revision, "folder": str(job.folder), "weights": None},
+        "dtype": job.cfg.dtype,
+        "device": {
+            "requested": job.cfg.device,
+            "resolved": str(device),
+            "name": device_name(device),
+            "torch_threads": torch.get_num_threads(),
+        },
+        "versions": {**versions(), "transformers": transformers.__version__},
+        "git": git_state(),
+        "argv": sys.argv,
+        "start_time": utc_now(),
+        "end_time": None,
+        "wall_time_s": None,
+    }
 
 
 def measure_into(job: Job) -> dict:
@@ -120,7 +138,7 @@ def measure_into(job: Job) -> dict:
     return result
 
 
-INPUTS = "inputs.npz"     # the measured token ids, (n, seq_len): what `sinkexp measure` read
+INPUTS = "inputs.npz"  # the measured token ids, (n, seq_len): what `sinkexp measure` read
 
 
 def run_job(job: Job, quiet: bool = False) -> bool:
@@ -129,12 +147,12 @@ def run_job(job: Job, quiet: bool = False) -> bool:
     from sinkexp.rundir.files import RunBusy, RunDirError
     from sinkexp.rundir.lifecycle import claim, existing_run, mark_failed
 
-    try:        # finished (now or by another process meanwhile), another config's run put there since the plan
+    try:  # finished (now or by another process meanwhile), another config's run put there since the plan
         lock, finished = claim(job.run_dir, lambda: existing_run(job.run_dir, job.digest, fix="dir or name"))
     except RunBusy as err:
         print(f"sinkexp: {err}", file=sys.stderr)
         return False
-    except RunDirError as err:                                 # not this run's directory: nothing marked
+    except RunDirError as err:  # not this run's directory: nothing marked
         print(f"sinkexp: error: {err}", file=sys.stderr)
         return False
     if finished is not None:
@@ -148,9 +166,12 @@ def run_job(job: Job, quiet: bool = False) -> bool:
         raise
     except Exception as err:
         mark_failed(job.run_dir, err)
-        print(f"sinkexp: error: {job.run_dir}: {err.__class__.__name__}: "
-              f"{str(err).splitlines()[0] if str(err) else ''} "
-              "(FAILED written)", file=sys.stderr)
+        print(
+            f"sinkexp: error: {job.run_dir}: {err.__class__.__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else ''} "
+            "(FAILED written)",
+            file=sys.stderr,
+        )
         return False
     finally:
         os.close(lock)
@@ -165,8 +186,12 @@ def measure_checkpoint(model: str, run_dir: Path, revision: str | None = None, *
     settings is there) and return it; read its tables with rundir.files.RunFiles(run_dir). For claims
     on named open checkpoints (sinkexp reproduce): ConfigError when the model is not on the machine
     (sources.on_disk says so first) or a setting is bad, RuntimeError when the measurement failed."""
-    argv = [f"model={model}", f"dir={run_dir}", *([f"revision={revision}"] if revision else []),
-            *(f"{key}={value}" for key, value in settings.items())]
+    argv = [
+        f"model={model}",
+        f"dir={run_dir}",
+        *([f"revision={revision}"] if revision else []),
+        *(f"{key}={value}" for key, value in settings.items()),
+    ]
     _, (job,) = plan(argv)
     if not run_job(job, quiet=True):
         raise RuntimeError(f"{job.run_dir}: the measurement did not finish (FAILED says why)")
@@ -185,6 +210,8 @@ def main(argv: list[str]) -> int:
         return 2
     finished = [run_job(job) for job in jobs]
     if multirun and not all(finished):
-        print(f"sinkexp: {finished.count(False)} of {len(jobs)} runs did not finish (see the lines above)",
-              file=sys.stderr)
+        print(
+            f"sinkexp: {finished.count(False)} of {len(jobs)} runs did not finish (see the lines above)",
+            file=sys.stderr,
+        )
     return 0 if all(finished) else 1

@@ -13,6 +13,7 @@ The conversion is exact because the two models compute the same function (docs/m
 - untied embedding and readout (tie_word_embeddings false); the final RMSNorm is model.norm;
 - task=lm's BOS is token 256 (bos_token_id), added by the tokenizer when the run had task.bos.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -25,11 +26,27 @@ import torch
 from sinkexp.errors import ConfigError
 
 # The run's settings a LlamaForCausalLM computes (anything else has no equivalent there).
-LLAMA = {"model.norm": "pre", "model.norm_type": "rmsnorm", "model.mlp": "swiglu", "model.pos": "rope",
-         "model.bias": False, "model.mlp_bias": (None, False), "model.final_norm": True, "model.residual": True,
-         "model.qk_norm": False, "model.n_registers": 0, "model.bos_vector": False, "model.embed_norm": False,
-         "model.hide_bos": False, "model.readout": "linear", "model.global_pathway": "none",
-         "model.pos_into": "stream", "attn.normaliser": "softmax", "attn.slot": "none", "attn.gate": "none"}
+LLAMA = {
+    "model.norm": "pre",
+    "model.norm_type": "rmsnorm",
+    "model.mlp": "swiglu",
+    "model.pos": "rope",
+    "model.bias": False,
+    "model.mlp_bias": (None, False),
+    "model.final_norm": True,
+    "model.residual": True,
+    "model.qk_norm": False,
+    "model.n_registers": 0,
+    "model.bos_vector": False,
+    "model.embed_norm": False,
+    "model.hide_bos": False,
+    "model.readout": "linear",
+    "model.global_pathway": "none",
+    "model.pos_into": "stream",
+    "attn.normaliser": "softmax",
+    "attn.slot": "none",
+    "attn.gate": "none",
+}
 BOS_TOKEN = "<bos>"
 
 
@@ -47,8 +64,10 @@ def check_run(run_dir: Path):
     for key, wanted in LLAMA.items():
         value = value_of(cfg, key)
         if value not in (wanted if isinstance(wanted, tuple) else (wanted,)):
-            raise ConfigError(f"{run_dir}: {key}={value} has no LlamaForCausalLM equivalent; export needs the "
-                              f"model=llama preset with attn=softmax ({key}={wanted})")
+            raise ConfigError(
+                f"{run_dir}: {key}={value} has no LlamaForCausalLM equivalent; export needs the "
+                f"model=llama preset with attn=softmax ({key}={wanted})"
+            )
     return cfg
 
 
@@ -57,32 +76,51 @@ def llama_config(cfg, task, step: int, run_dir: Path, digest: str):
 
     m = cfg.model
     bos = 256 if cfg.task.name == "lm" else None
-    return LlamaConfig(vocab_size=task.vocab_size, hidden_size=m.d_model, intermediate_size=int(8 * m.d_model / 3),
-                       num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads, num_key_value_heads=m.n_heads,
-                       head_dim=m.d_model // m.n_heads, max_position_embeddings=task.seq_len,
-                       rms_norm_eps=torch.finfo(torch.float32).eps, hidden_act="silu",
-                       rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-                       tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
-                       bos_token_id=bos, eos_token_id=None, pad_token_id=None,
-                       sinkexp={"run": str(run_dir), "config_hash": digest, "step": step, "task": cfg.task.name})
+    return LlamaConfig(
+        vocab_size=task.vocab_size,
+        hidden_size=m.d_model,
+        intermediate_size=int(8 * m.d_model / 3),
+        num_hidden_layers=m.n_layers,
+        num_attention_heads=m.n_heads,
+        num_key_value_heads=m.n_heads,
+        head_dim=m.d_model // m.n_heads,
+        max_position_embeddings=task.seq_len,
+        rms_norm_eps=torch.finfo(torch.float32).eps,
+        hidden_act="silu",
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        tie_word_embeddings=False,
+        attention_bias=False,
+        mlp_bias=False,
+        bos_token_id=bos,
+        eos_token_id=None,
+        pad_token_id=None,
+        sinkexp={"run": str(run_dir), "config_hash": digest, "step": step, "task": cfg.task.name},
+    )
 
 
 def llama_weights(state: dict, n_layers: int) -> dict:
     """sinkexp's state dict under LlamaForCausalLM's names (every tensor used once)."""
-    out = {"model.embed_tokens.weight": state.pop("embed_in.weight"),
-           "model.norm.weight": state.pop("final_norm.weight"),
-           "lm_head.weight": state.pop("readout.weight")}
+    out = {
+        "model.embed_tokens.weight": state.pop("embed_in.weight"),
+        "model.norm.weight": state.pop("final_norm.weight"),
+        "lm_head.weight": state.pop("readout.weight"),
+    }
     for i in range(n_layers):
         ours, theirs = f"blocks.{i}.", f"model.layers.{i}."
         q, k, v = state.pop(ours + "attn.qkv.weight").chunk(3, dim=0)
-        out.update({theirs + "self_attn.q_proj.weight": q, theirs + "self_attn.k_proj.weight": k,
-                    theirs + "self_attn.v_proj.weight": v,
-                    theirs + "self_attn.o_proj.weight": state.pop(ours + "attn.out.weight"),
-                    theirs + "input_layernorm.weight": state.pop(ours + "norms_in.0.weight"),
-                    theirs + "post_attention_layernorm.weight": state.pop(ours + "norms_in.1.weight"),
-                    theirs + "mlp.gate_proj.weight": state.pop(ours + "mlp.w1.weight"),
-                    theirs + "mlp.up_proj.weight": state.pop(ours + "mlp.w3.weight"),
-                    theirs + "mlp.down_proj.weight": state.pop(ours + "mlp.w2.weight")})
+        out.update(
+            {
+                theirs + "self_attn.q_proj.weight": q,
+                theirs + "self_attn.k_proj.weight": k,
+                theirs + "self_attn.v_proj.weight": v,
+                theirs + "self_attn.o_proj.weight": state.pop(ours + "attn.out.weight"),
+                theirs + "input_layernorm.weight": state.pop(ours + "norms_in.0.weight"),
+                theirs + "post_attention_layernorm.weight": state.pop(ours + "norms_in.1.weight"),
+                theirs + "mlp.gate_proj.weight": state.pop(ours + "mlp.w1.weight"),
+                theirs + "mlp.up_proj.weight": state.pop(ours + "mlp.w3.weight"),
+                theirs + "mlp.down_proj.weight": state.pop(ours + "mlp.w2.weight"),
+            }
+        )
     if state:
         raise ConfigError(f"weights without a LlamaForCausalLM place: {', '.join(sorted(state))}")
     return {name: tensor.contiguous() for name, tensor in out.items()}
@@ -101,8 +139,9 @@ def byte_tokenizer(bos: bool):
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     if bos:
-        tokenizer.post_processor = processors.TemplateProcessing(single=f"{BOS_TOKEN} $A",
-                                                                 special_tokens=[(BOS_TOKEN, 256)])
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{BOS_TOKEN} $A", special_tokens=[(BOS_TOKEN, 256)]
+        )
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token=BOS_TOKEN)
 
 

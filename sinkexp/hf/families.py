@@ -6,6 +6,7 @@ Only the weights need a per-type entry: the attention itself is captured for eve
 transformers' attention interface (capture.py). Grouped-query models (fewer key/value heads) get
 each key head's W_K repeated for the query heads that share it, as their attention does.
 """
+
 from __future__ import annotations
 
 import operator
@@ -17,9 +18,9 @@ import torch
 
 @dataclass(frozen=True)
 class Family:
-    layers: str          # the decoder layers, an attribute path on the model's base model
-    attention: str       # the attention module's attribute on a layer
-    weights: Callable    # (attention module, n_heads) -> (W_Q, W_K, W_O)
+    layers: str  # the decoder layers, an attribute path on the model's base model
+    attention: str  # the attention module's attribute on a layer
+    weights: Callable  # (attention module, n_heads) -> (W_Q, W_K, W_O)
 
     def layer_modules(self, model) -> list:
         return list(operator.attrgetter(self.layers)(model.base_model))
@@ -30,9 +31,11 @@ class Family:
 
 def separate(out: str) -> Callable:
     """q_proj, k_proj and an output projection named `out` (nn.Linear: weight is (out, in))."""
+
     def weights(attn, n_heads: int):
         keys = expand_keys(attn.k_proj.weight, attn.q_proj.weight, n_heads)
         return attn.q_proj.weight, keys, getattr(attn, out).weight
+
     return weights
 
 
@@ -57,8 +60,10 @@ def gpt_neox(attn, n_heads: int):
 
 LLAMA = Family("layers", "self_attn", separate("o_proj"))
 FAMILIES = {
-    "llama": LLAMA, "mistral": LLAMA, "qwen2": LLAMA,
+    "llama": LLAMA,
+    "mistral": LLAMA,
+    "qwen2": LLAMA,
     "gpt2": Family("h", "attn", gpt2),
-    "gpt_neox": Family("layers", "attention", gpt_neox),                  # Pythia
+    "gpt_neox": Family("layers", "attention", gpt_neox),  # Pythia
     "opt": Family("decoder.layers", "self_attn", separate("out_proj")),
 }

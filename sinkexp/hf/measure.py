@@ -17,6 +17,7 @@ statistics pooled over the batch (massive_ratio, the key cosines, common_mode) t
 chunks' values, and massive_position / massive_channel the most frequent over the chunks
 (docs/measure.md).
 """
+
 from __future__ import annotations
 
 import math
@@ -33,11 +34,12 @@ from sinkexp.model.transformer import Anatomy, LayerAnatomy
 from sinkexp.tasks.base import Batch
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-LOCATIONS = ("massive_position", "massive_channel")   # positions, not amounts: combined by the mode
+LOCATIONS = ("massive_position", "massive_channel")  # positions, not amounts: combined by the mode
 
 
 class NextToken:
     """What loss_rows needs of a task: next-token cross-entropy, and the uniform predictor beside it."""
+
     query_types = ("text",)
     reference = "uniform predictor over the vocabulary"
 
@@ -45,7 +47,7 @@ class NextToken:
         self.vocab_size = vocab_size
 
     def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
-        return F.cross_entropy(pred.float().transpose(1, 2), batch.targets, reduction="none")   # (B, T)
+        return F.cross_entropy(pred.float().transpose(1, 2), batch.targets, reduction="none")  # (B, T)
 
     def baseline_loss(self, batch: Batch) -> torch.Tensor:
         return torch.full(batch.targets.shape, math.log(self.vocab_size), device=batch.targets.device)
@@ -70,8 +72,13 @@ def text_batch(inputs: torch.Tensor) -> Batch:
     query_type[:, 0] = -1
     loss_mask = torch.ones(B, T, dtype=torch.bool, device=inputs.device)
     loss_mask[:, -1] = False
-    return Batch(inputs=inputs, targets=torch.cat([inputs[:, 1:], inputs[:, :1]], dim=1), loss_mask=loss_mask,
-                 query_type=query_type, sink=torch.zeros(B, dtype=torch.long, device=inputs.device))
+    return Batch(
+        inputs=inputs,
+        targets=torch.cat([inputs[:, 1:], inputs[:, :1]], dim=1),
+        loss_mask=loss_mask,
+        query_type=query_type,
+        sink=torch.zeros(B, dtype=torch.long, device=inputs.device),
+    )
 
 
 def anatomy(model, family, T: int, device) -> Anatomy:
@@ -81,8 +88,13 @@ def anatomy(model, family, T: int, device) -> Anatomy:
     for layer in family.layer_modules(model):
         w_q, w_k, w_o = (w.detach().float() for w in family.weights(family.attention_module(layer), n_heads))
         layers.append(LayerAnatomy(n_heads, w_q, w_k, w_o, has_slot=False, has_gate=False, has_pathway=False))
-    return Anatomy(tokens=torch.arange(T, device=device), registers=torch.zeros(0, dtype=torch.long, device=device),
-                   n_keys=T, visible=torch.ones(T, T, dtype=torch.bool, device=device).tril(), layers=layers)
+    return Anatomy(
+        tokens=torch.arange(T, device=device),
+        registers=torch.zeros(0, dtype=torch.long, device=device),
+        n_keys=T,
+        visible=torch.ones(T, T, dtype=torch.bool, device=device).tril(),
+        layers=layers,
+    )
 
 
 @torch.no_grad()
@@ -90,9 +102,10 @@ def measure_chunk(model, family, parts: Anatomy, inputs: torch.Tensor, step: int
     """Metric rows and loss rows of one forward pass over `inputs` (B, T)."""
     batch, task = text_batch(inputs), NextToken(model.config.vocab_size)
     query_sets, rows, scores = query_sets_of(batch, task.query_types), Rows(step), []
-    with layer_by_layer(model, family, lambda layer, cache: scores.append(
-            layer_rows(rows, layer, cache, parts, batch, query_sets))):
-        logits = model(input_ids=inputs, use_cache=False).logits                 # (B, T, vocab)
+    with layer_by_layer(
+        model, family, lambda layer, cache: scores.append(layer_rows(rows, layer, cache, parts, batch, query_sets))
+    ):
+        logits = model(input_ids=inputs, use_cache=False).logits  # (B, T, vocab)
     model_rows(rows, scores)
     return list(rows), loss_rows(task, logits, batch, step)
 
@@ -115,7 +128,7 @@ def measure(model, inputs: torch.Tensor, step: int = 0, chunk: int | None = None
 def combine(chunks: list[tuple[int, pd.DataFrame]]) -> pd.DataFrame:
     """Rows of several chunks as one: values weighted by the chunk's sequences; LOCATIONS by the mode."""
     frame = pd.concat([rows.assign(n=n) for n, rows in chunks], ignore_index=True)
-    value = frame.columns[-2]                                                   # `value` or `loss`
+    value = frame.columns[-2]  # `value` or `loss`
     keys = [c for c in frame.columns if c not in (value, "n")]
     located = frame["metric"].isin(LOCATIONS) if "metric" in frame else pd.Series(False, index=frame.index)
     frame["weighted"] = frame[value] * frame["n"]

@@ -2,6 +2,7 @@
 into one config per job (Hydra's override grammar, so `-m model=a,b revision=step1,step2` sweeps
 as `sinkexp train -m` does), the config hash and the run directory's name. No model is touched.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,22 +21,22 @@ DTYPE_CHOICES = ("float32", "bfloat16", "float16")
 
 @dataclass
 class MeasureConfig:
-    model: str | None = None     # a local folder (config.json, weights, tokenizer) or a hub id
+    model: str | None = None  # a local folder (config.json, weights, tokenizer) or a hub id
     revision: str | None = None  # a hub revision: branch, tag or commit (Pythia: step1000)
-    text: str = "kjv"            # kjv (task=lm's built-in corpus) or a text file (.xz/.gz decompressed)
-    n: int = 100                 # sequences (Gu et al. 2025's eval_sink_open_source.py: 100 x 64)
-    seq_len: int = 64            # tokens per sequence, BOS included
-    bos: str = "auto"            # auto (what the tokenizer adds in front of a text) | true | false
-    dtype: str = "float32"       # float32 | bfloat16 | float16
-    chunk: int | None = None     # sequences per forward pass (null: all n at once)
-    step: int | None = None      # the checkpoint's training step (null: from revision=stepN or an exported run)
-    device: str = "auto"         # auto | cpu | cuda | cuda:N
-    dir: str | None = None       # the run's directory; with -m the sweep's (default under outputs/)
-    name: str | None = None      # the sweep's folder name under outputs/sweeps (default: the UTC time)
+    text: str = "kjv"  # kjv (task=lm's built-in corpus) or a text file (.xz/.gz decompressed)
+    n: int = 100  # sequences (Gu et al. 2025's eval_sink_open_source.py: 100 x 64)
+    seq_len: int = 64  # tokens per sequence, BOS included
+    bos: str = "auto"  # auto (what the tokenizer adds in front of a text) | true | false
+    dtype: str = "float32"  # float32 | bfloat16 | float16
+    chunk: int | None = None  # sequences per forward pass (null: all n at once)
+    step: int | None = None  # the checkpoint's training step (null: from revision=stepN or an exported run)
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    dir: str | None = None  # the run's directory; with -m the sweep's (default under outputs/)
+    name: str | None = None  # the sweep's folder name under outputs/sweeps (default: the UTC time)
 
 
 KEYS = [field.name for field in dataclasses.fields(MeasureConfig)]
-UNHASHED = ("step", "device", "dir", "name")    # a label and bookkeeping: the same measurement
+UNHASHED = ("step", "device", "dir", "name")  # a label and bookkeeping: the same measurement
 
 
 def parse(argv: list[str]) -> tuple[bool, list[dict[str, str]]]:
@@ -55,8 +56,9 @@ def parse(argv: list[str]) -> tuple[bool, list[dict[str, str]]]:
             raise choices_error("key", override.key_or_group, KEYS)
     jobs = expand(args, multirun, params={}, command="sinkexp measure")
     # Hydra's values (quotes and escapes removed), as text for `typed`: null is "null", 3 is "3".
-    return multirun, [{o.key_or_group: "null" if o.value() is None else str(o.value()) for o in parse_overrides(job)}
-                      for job in jobs]
+    return multirun, [
+        {o.key_or_group: "null" if o.value() is None else str(o.value()) for o in parse_overrides(job)} for job in jobs
+    ]
 
 
 def typed(values: dict[str, str]) -> MeasureConfig:
@@ -103,8 +105,12 @@ def config_hash(cfg: MeasureConfig, model_digest: str, text_digest: str) -> str:
     """Eight hex digits over what changes the measurement: the model's files (model_digest), the
     text's content, and every setting but UNHASHED; `chunk` only where it splits the sequences."""
     settings = {key: value for key, value in dataclasses.asdict(cfg).items() if key not in UNHASHED}
-    settings.update(model=model_digest, text=text_digest, revision=None,
-                    chunk=cfg.chunk if cfg.chunk is not None and cfg.chunk < cfg.n else None)
+    settings.update(
+        model=model_digest,
+        text=text_digest,
+        revision=None,
+        chunk=cfg.chunk if cfg.chunk is not None and cfg.chunk < cfg.n else None,
+    )
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
 
 
@@ -128,6 +134,14 @@ def as_written(cfg: MeasureConfig, step: int, model_config) -> dict:
     """config.yaml of a measure run: its settings (not dir and name: bookkeeping), the checkpoint's
     step (rundir.files.last_step reads it) and what was measured."""
     settings = {key: value for key, value in dataclasses.asdict(cfg).items() if key not in ("dir", "name")}
-    return {"command": "measure", **settings, "step": step,
-            "measured": {"model_type": model_config.model_type, "n_layers": model_config.num_hidden_layers,
-                         "n_heads": model_config.num_attention_heads, "vocab_size": model_config.vocab_size}}
+    return {
+        "command": "measure",
+        **settings,
+        "step": step,
+        "measured": {
+            "model_type": model_config.model_type,
+            "n_layers": model_config.num_hidden_layers,
+            "n_heads": model_config.num_attention_heads,
+            "vocab_size": model_config.vocab_size,
+        },
+    }

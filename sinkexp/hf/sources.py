@@ -6,6 +6,7 @@ sequences of T tokens. Every problem is a ConfigError: one line naming the key.
     config, family = check_model(folder, "EleutherAI/pythia-14m", seq_len=64)
     inputs = sequences(tokenizer(folder, ...), config, "kjv", n=100, seq_len=64, bos="auto")   # (100, 64)
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,8 +19,8 @@ import torch
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.hf.families import FAMILIES
 
-SMALL_FILES = ["*.json", "*.txt", "*.model", "tokenizer*"]      # config and tokenizer: enough for the checks
-WEIGHT_FILES = ("*.safetensors", "*.bin")                          # safetensors first, as from_pretrained prefers
+SMALL_FILES = ["*.json", "*.txt", "*.model", "tokenizer*"]  # config and tokenizer: enough for the checks
+WEIGHT_FILES = ("*.safetensors", "*.bin")  # safetensors first, as from_pretrained prefers
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 BOS_CHOICES = ("auto", "true", "false")
 
@@ -31,11 +32,15 @@ def resolve(model: str, revision: str | None, weights: bool = False) -> Path:
     path = Path(model).expanduser()
     if path.exists():
         if revision is not None:
-            raise ConfigError(f"revision={revision}: model={model} is a local folder; a revision names a hub "
-                              "checkpoint (drop revision=)")
+            raise ConfigError(
+                f"revision={revision}: model={model} is a local folder; a revision names a hub "
+                "checkpoint (drop revision=)"
+            )
         if not (path / "config.json").is_file():
-            raise ConfigError(f"model={model} is not a model folder (no config.json in it); give a folder written "
-                              "by save_pretrained or `sinkexp export`, or a hub id")
+            raise ConfigError(
+                f"model={model} is not a model folder (no config.json in it); give a folder written "
+                "by save_pretrained or `sinkexp export`, or a hub id"
+            )
         return path.resolve()
     if not HUB_ID.fullmatch(model) or model.startswith((".", "~")):
         raise ConfigError(f"model={model}: no such folder (and not a hub id such as EleutherAI/pythia-14m)")
@@ -53,11 +58,14 @@ def _snapshot(model: str, revision: str | None, weights: bool) -> Path:
             folder = Path(snapshot_download(model, revision=revision, allow_patterns=allow))
             if not weights or weight_files(folder):
                 break
-    except OSError as err:           # not cached and no network, an unknown repo or revision, a gated model
+    except OSError as err:  # not cached and no network, an unknown repo or revision, a gated model
         first = str(err).strip().splitlines()[-1] if str(err).strip() else err.__class__.__name__
-        raise ConfigError(f"{at}: not on this machine and not downloadable ({first[:160]}); download it where "
-                          f"there is a network (hf download {model}" + (f" --revision {revision}" if revision else "")
-                          + ") or give model=PATH") from None
+        raise ConfigError(
+            f"{at}: not on this machine and not downloadable ({first[:160]}); download it where "
+            f"there is a network (hf download {model}"
+            + (f" --revision {revision}" if revision else "")
+            + ") or give model=PATH"
+        ) from None
     return folder
 
 
@@ -118,17 +126,23 @@ def check_model(folder: Path, model: str, seq_len: int):
         raise ConfigError(f"model={model}: its config.json cannot be read ({str(err).splitlines()[0][:160]})") from None
     kind = config.model_type
     if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING or getattr(config, "is_encoder_decoder", False):
-        raise ConfigError(f"model={model} is a {kind} model, not a causal language model; choose one of the types: "
-                          + ", ".join(FAMILIES))
+        raise ConfigError(
+            f"model={model} is a {kind} model, not a causal language model; choose one of the types: "
+            + ", ".join(FAMILIES)
+        )
     if kind not in FAMILIES:
         raise choices_error(f"model={model}: model type", kind, FAMILIES)
     if not getattr(MODEL_FOR_CAUSAL_LM_MAPPING[type(config)], "_supports_attention_backend", False):
-        raise ConfigError(f"model={model}: this transformers version's {kind} does not route attention through "
-                          "its attention interface, so its attention weights cannot be returned")
+        raise ConfigError(
+            f"model={model}: this transformers version's {kind} does not route attention through "
+            "its attention interface, so its attention weights cannot be returned"
+        )
     context = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
     if context is not None and seq_len > context:
-        raise ConfigError(f"seq_len={seq_len} is longer than model={model}'s context ({context} positions); "
-                          f"choose seq_len <= {context}")
+        raise ConfigError(
+            f"seq_len={seq_len} is longer than model={model}'s context ({context} positions); "
+            f"choose seq_len <= {context}"
+        )
     return config, kind
 
 
@@ -138,8 +152,10 @@ def load_tokenizer(folder: Path, model: str):
     try:
         return AutoTokenizer.from_pretrained(folder)
     except (OSError, ValueError, TypeError) as err:
-        raise ConfigError(f"model={model} has no tokenizer that loads ({str(err).splitlines()[0][:120]}); "
-                          "its folder needs tokenizer files next to config.json") from None
+        raise ConfigError(
+            f"model={model} has no tokenizer that loads ({str(err).splitlines()[0][:120]}); "
+            "its folder needs tokenizer files next to config.json"
+        ) from None
 
 
 def bos_prefix(tokenizer, config, bos: str) -> list[int]:
@@ -154,7 +170,7 @@ def bos_prefix(tokenizer, config, bos: str) -> list[int]:
         return [token]
     plain = tokenizer("a", add_special_tokens=False)["input_ids"]
     special = tokenizer("a")["input_ids"]
-    start = next((i for i in range(len(special)) if special[i:i + len(plain)] == plain), 0)
+    start = next((i for i in range(len(special)) if special[i : i + len(plain)] == plain), 0)
     return list(special[:start])
 
 
@@ -175,13 +191,15 @@ def sequences(tokenizer, config, text: str, n: int, seq_len: int, bos: str) -> t
         raise ConfigError(f"seq_len={seq_len} leaves no room for text after the {len(prefix)} BOS token(s)")
     full, need = read_text(text), n * body
     chars, ids = need * 8, []
-    while True:   # tokenise a growing start of the text; the last word of a cut start may tokenise differently
+    while True:  # tokenise a growing start of the text; the last word of a cut start may tokenise differently
         ids = tokenizer(full[:chars], add_special_tokens=False)["input_ids"]
         if len(ids) > need + 16 or chars >= len(full):
             break
         chars *= 2
     if len(ids) < need:
-        raise ConfigError(f"text={text} is {len(ids)} tokens long for this tokenizer; n={n} sequences of seq_len="
-                          f"{seq_len} need {need}: choose a smaller n or seq_len, or a longer text")
+        raise ConfigError(
+            f"text={text} is {len(ids)} tokens long for this tokenizer; n={n} sequences of seq_len="
+            f"{seq_len} need {need}: choose a smaller n or seq_len, or a longer text"
+        )
     windows = torch.tensor(ids[:need], dtype=torch.long).view(n, body)
     return torch.cat([torch.tensor(prefix, dtype=torch.long).expand(n, -1), windows], dim=1)

@@ -3,12 +3,13 @@
 `training_flops` x steps is how much work a run is (the plan's FLOPs, `reproduce --plan`'s scaling,
 the benchmarks' utilisation). The memory a job needs is sinkexp/jobs/memory.py's (`bytes_needed`).
 """
+
 from __future__ import annotations
 
 from sinkexp.config.schema import Config
 from sinkexp.tasks import TASKS
 
-MLP_FLOPS = {"none": 0, "gelu": 16, "relu": 16, "swiglu": 16}   # x d^2 per position (4d hidden; SwiGLU 3 x 8/3 d)
+MLP_FLOPS = {"none": 0, "gelu": 16, "relu": 16, "swiglu": 16}  # x d^2 per position (4d hidden; SwiGLU 3 x 8/3 d)
 
 
 def training_flops(cfg: Config) -> float:

@@ -10,6 +10,7 @@ meets the process: the allocator, the thread count, the GPU it takes, its runs, 
 errors to one line. Each job runs as a Hydra job (Hydra's run_job with the planned config: its log
 file, .hydra/), with the config the plan checked: nothing is composed or validated again here.
 """
+
 from __future__ import annotations
 
 import copy
@@ -50,9 +51,11 @@ def launch(planned: Plan) -> int:
         return 128 + stop.signum
     if unfinished and planned.multirun:
         failed = sum((run_dir / "FAILED").exists() for run_dir in unfinished)
-        print(f"sinkexp: {len(unfinished)} of {len(planned.runs)} runs did not finish: {failed} failed (FAILED in "
-              f"the directory), {len(unfinished) - failed} refused or stopped (see the lines above)",
-              file=sys.stderr)
+        print(
+            f"sinkexp: {len(unfinished)} of {len(planned.runs)} runs did not finish: {failed} failed (FAILED in "
+            f"the directory), {len(unfinished) - failed} refused or stopped (see the lines above)",
+            file=sys.stderr,
+        )
     return 1 if unfinished else 0
 
 
@@ -63,8 +66,9 @@ def finished_elsewhere(run_dir: Path, digest: str) -> bool:
 
     if finished(run_dir, digest):
         return True
-    wait_for_lock(run_dir, lambda holder: print(f"sinkexp: waiting for {holder}, which trains {run_dir}",
-                                                file=sys.stderr))
+    wait_for_lock(
+        run_dir, lambda holder: print(f"sinkexp: waiting for {holder}, which trains {run_dir}", file=sys.stderr)
+    )
     return finished(run_dir, digest)
 
 
@@ -78,15 +82,19 @@ def execute(job: Job, sweep: bool, parallel: bool = False) -> None:
 
     from sinkexp.config.identity import register_resolvers
 
-    setup_globals()                  # Hydra's resolvers, as in a Hydra app (a pool worker is not one)
+    setup_globals()  # Hydra's resolvers, as in a Hydra app (a pool worker is not one)
     # sinkexp's too: a pool worker's fresh interpreter has none (config/follow.py's presets)
     register_resolvers()
     JobRuntime.instance().set("name", str(job.composed.hydra.job.name))
     keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if sweep else ("hydra.run.dir", None)
-    returned = hydra_run_job(task_function=partial(_body, job, parallel), config=copy.deepcopy(job.composed),
-                             job_dir_key=keys[0], job_subdir_key=keys[1],
-                             hydra_context=HydraContext(config_loader=None, callbacks=Callbacks()))
-    returned.return_value        # raises the job's exception (run_job keeps it)
+    returned = hydra_run_job(
+        task_function=partial(_body, job, parallel),
+        config=copy.deepcopy(job.composed),
+        job_dir_key=keys[0],
+        job_subdir_key=keys[1],
+        hydra_context=HydraContext(config_loader=None, callbacks=Callbacks()),
+    )
+    returned.return_value  # raises the job's exception (run_job keeps it)
 
 
 def _body(job: Job, parallel: bool, _task_cfg: DictConfig) -> None:
@@ -97,6 +105,7 @@ def _body(job: Job, parallel: bool, _task_cfg: DictConfig) -> None:
 class PlannedJobs:
     """The task function a Hydra launcher calls in its workers: the plan's job of Hydra's job
     number (the launcher composed the job again only to set Hydra's folders and log)."""
+
     jobs: tuple[Job, ...]
     parallel: bool
 
@@ -118,11 +127,14 @@ def hydra_launch(planned: Plan, parallel: bool) -> None:
     with initialized():
         context = HydraContext(config_loader=GlobalHydra.instance().config_loader(), callbacks=Callbacks(master))
         HydraConfig.instance().set_config(master)
-        launcher = Plugins.instance().instantiate_launcher(hydra_context=context, config=master,
-                                                           task_function=PlannedJobs(planned.jobs, parallel))
+        launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=context, config=master, task_function=PlannedJobs(planned.jobs, parallel)
+        )
         # Each job's own overrides, its directories as the plan made them, and the mode Hydra's multirun sets.
-        launcher.launch([[*job.overrides, *dir_overrides(job, True), "hydra.mode=MULTIRUN"] for job in planned.jobs],
-                        initial_job_idx=0)
+        launcher.launch(
+            [[*job.overrides, *dir_overrides(job, True), "hydra.mode=MULTIRUN"] for job in planned.jobs],
+            initial_job_idx=0,
+        )
 
 
 def _terminate(signum, frame) -> None:
@@ -134,7 +146,7 @@ def _terminate(signum, frame) -> None:
 def _handle_sigterm() -> None:
     try:
         signal.signal(signal.SIGTERM, _terminate)
-    except ValueError:          # not the main thread (some launchers): leave the default
+    except ValueError:  # not the main thread (some launchers): leave the default
         pass
 
 
@@ -155,17 +167,21 @@ def run_job(job: Job, parallel: bool) -> None:
     # submitit's SIGTERM handler for the requeue to restore, so it comes before ours.
     preemption.watch()
     _handle_sigterm()
-    allocator = keep_freed_memory()   # before this job allocates its model and batches
+    allocator = keep_freed_memory()  # before this job allocates its model and batches
     hydra_cfg = HydraConfig.get()
     sweep = hydra_cfg.mode == RunMode.MULTIRUN
     threads, why = choose_threads(job.configs[0].threads, parallel)
-    torch.set_num_threads(threads)   # before this job's first tensor operation
+    torch.set_num_threads(threads)  # before this job's first tensor operation
     device = spread_over_gpus(job.configs[0].device, hydra_cfg)
     cfgs = [_on(cfg, device) for cfg in job.configs]
     dirs = list(job.run_dirs)
     fresh = [status(run_dir) != "done" for run_dir in dirs]
-    notes = {"threads": f"{threads} ({why}; threads=N sets it)", "argv": job_argv(hydra_cfg, sweep),
-             "allocator": allocator, **followed(job.composed)}
+    notes = {
+        "threads": f"{threads} ({why}; threads=N sets it)",
+        "argv": job_argv(hydra_cfg, sweep),
+        "allocator": allocator,
+        **followed(job.composed),
+    }
     try:
         summaries = train_together(cfgs, dirs, hydra_files(job, hydra_cfg), notes)
     except BaseException as err:
@@ -184,21 +200,23 @@ def _stop(err: BaseException, dirs: list, sweep: bool) -> None:
     from sinkexp.train.loop import Diverged
 
     where = ", ".join(map(str, dirs))
-    if isinstance(err, RunBusy):           # another process trains it: not ours to mark (launch waits for it)
+    if isinstance(err, RunBusy):  # another process trains it: not ours to mark (launch waits for it)
         print(f"sinkexp: {err}; skipped here", file=sys.stderr)
     elif isinstance(err, KeyboardInterrupt):  # Ctrl-C, SIGTERM, SIGUSR2: FAILED says so; the process stops
         stop = preemption.Interrupted.at(err)
-        print(f"sinkexp: {where} {stop} ({marked(err)}; the same command resumes it from its last checkpoint)",
-              file=sys.stderr)
+        print(
+            f"sinkexp: {where} {stop} ({marked(err)}; the same command resumes it from its last checkpoint)",
+            file=sys.stderr,
+        )
         raise SystemExit(128 + stop.signum) from None
     elif isinstance(err, preemption.Requeue):
         print(f"sinkexp: {where} {err}; submitit requeues the job, which resumes from it", file=sys.stderr)
-        preemption.requeue()         # exits this process
+        preemption.requeue()  # exits this process
     # OSError: a fault on a run's files (rundir/faults.py); ConfigError: the device, checked as the job starts
     elif isinstance(err, (Diverged, RunDirError, OSError, ConfigError)):
         reason = run_file_error(err) if isinstance(err, OSError) else err
         print(f"sinkexp: error: {reason} ({marked(err)}{'; the sweep goes on' if sweep else ''})", file=sys.stderr)
-    elif not sweep or not isinstance(err, Exception):   # a single run's bug shows its traceback
+    elif not sweep or not isinstance(err, Exception):  # a single run's bug shows its traceback
         raise err
     else:
         log.exception("run %s failed (FAILED written); the sweep goes on", where, exc_info=err)
@@ -216,9 +234,11 @@ def hydra_files(job: Job, hydra_cfg) -> dict[str, str]:
     """Hydra's own record of the job, .hydra/<name> in its run directories (hydra.output_subdir is
     null so that Hydra never rewrites a directory this run may not touch); written when a run starts."""
     task_cfg = {key: value for key, value in job.composed.items() if key != "hydra"}
-    return {"config.yaml": OmegaConf.to_yaml(OmegaConf.create(task_cfg)),
-            "hydra.yaml": OmegaConf.to_yaml(OmegaConf.create({"hydra": OmegaConf.to_container(hydra_cfg)})),
-            "overrides.yaml": OmegaConf.to_yaml(hydra_cfg.overrides.task)}
+    return {
+        "config.yaml": OmegaConf.to_yaml(OmegaConf.create(task_cfg)),
+        "hydra.yaml": OmegaConf.to_yaml(OmegaConf.create({"hydra": OmegaConf.to_container(hydra_cfg)})),
+        "overrides.yaml": OmegaConf.to_yaml(hydra_cfg.overrides.task),
+    }
 
 
 def job_argv(hydra_cfg, sweep: bool) -> list[str]:
@@ -247,5 +267,5 @@ def hydra_main(argv: list[str], prog: str = "sinkexp train") -> None:
 
     register_schema()
     register_resolvers()
-    sys.argv = [prog, *argv]      # Hydra parses sys.argv
+    sys.argv = [prog, *argv]  # Hydra parses sys.argv
     hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base="1.3")(lambda cfg: None)()

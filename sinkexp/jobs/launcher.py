@@ -6,6 +6,7 @@ line for it again. Hydra's basic launcher runs the jobs here, one after another;
 at once (hydra.launcher.n_jobs of them, -1: one per core); submitit's Slurm launcher runs them on
 other machines, its local one here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,8 +18,8 @@ BASIC = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 
 @dataclass(frozen=True)
 class Launcher:
-    target: str = BASIC      # hydra.launcher._target_
-    n_jobs: int = -1         # joblib's jobs at once (-1: one per usable core)
+    target: str = BASIC  # hydra.launcher._target_
+    n_jobs: int = -1  # joblib's jobs at once (-1: one per usable core)
 
     @classmethod
     def of(cls, composed: DictConfig) -> Launcher:

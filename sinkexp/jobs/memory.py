@@ -8,6 +8,7 @@ will share it. A plan made where the jobs will not run (hydra/launcher=slurm, on
 without a GPU) is checked against the memory stated in SINKEXP_DEVICE_MEMORY (GiB of the device
 each job gets), or, without it, when each job starts.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,7 @@ def fused_training(cfg: Config, models: int) -> bool:
     """Whether training steps take the fused attention kernel (model/attention.py): a lone model
     (replicas and packs take the explicit path, which vmap batches; runner.make_trainer), softmax
     without a slot, and no penalty that captures the weights (train.bos_penalty reads them)."""
-    return (models == 1 and cfg.attn.normaliser == "softmax" and cfg.attn.slot == "none"
-            and cfg.train.bos_penalty == 0)
+    return models == 1 and cfg.attn.normaliser == "softmax" and cfg.attn.slot == "none" and cfg.train.bos_penalty == 0
 
 
 def bytes_needed(cfg: Config, models: int | None = None) -> int:
@@ -84,17 +84,19 @@ def available(device: torch.device) -> int:
 
 def refusal(cfg: Config, need: int, have: int, where: str) -> ConfigError:
     m, t = cfg.model, cfg.train
-    return ConfigError(f"model.n_layers={m.n_layers} model.d_model={m.d_model} train.batch_size={t.batch_size} "
-                       f"eval.batch_size={cfg.eval.batch_size} train.replicas={t.replicas} need at least "
-                       f"{need / 2**30:.3g} GiB (weights, optimiser state, activations); {where} has "
-                       f"{have / 2**30:.3g} GiB: choose smaller sizes")
+    return ConfigError(
+        f"model.n_layers={m.n_layers} model.d_model={m.d_model} train.batch_size={t.batch_size} "
+        f"eval.batch_size={cfg.eval.batch_size} train.replicas={t.replicas} need at least "
+        f"{need / 2**30:.3g} GiB (weights, optimiser state, activations); {where} has "
+        f"{have / 2**30:.3g} GiB: choose smaller sizes"
+    )
 
 
 def jobs_per_gpu(launcher: Launcher, gpus: int) -> int:
     """Jobs that train at once on one GPU: a parallel (joblib) sweep's n_jobs spread over the GPUs."""
     if not launcher.parallel:
         return 1
-    n_jobs = launcher.n_jobs if launcher.n_jobs > 0 else usable_cores()   # -1 (parallel.yaml): a core each
+    n_jobs = launcher.n_jobs if launcher.n_jobs > 0 else usable_cores()  # -1 (parallel.yaml): a core each
     return max(1, math.ceil(n_jobs / max(1, gpus)))
 
 
@@ -104,11 +106,13 @@ def check_plan(cfg: Config, launcher: Launcher, multirun: bool) -> None:
     (`multirun`) an unindexed GPU request may land on any GPU (launch.spread_over_gpus)."""
     need, elsewhere = bytes_needed(cfg), launcher.elsewhere
     if elsewhere and cfg.device == "auto" and not usable_gpus():
-        raise ConfigError("device=auto: this machine has no GPU to resolve it for the jobs hydra/launcher=slurm runs "
-                          "elsewhere, and a run's directory depends on its device kind; name it: "
-                          "device=cuda or device=cpu")
+        raise ConfigError(
+            "device=auto: this machine has no GPU to resolve it for the jobs hydra/launcher=slurm runs "
+            "elsewhere, and a run's directory depends on its device kind; name it: "
+            "device=cuda or device=cpu"
+        )
     if elsewhere and (device_kind(cfg.device) == "cpu" or not usable_gpus()):
-        stated = stated_memory()        # the jobs' device is not here: the stated memory, or the job checks
+        stated = stated_memory()  # the jobs' device is not here: the stated memory, or the job checks
         if stated is not None and need > stated:
             raise refusal(cfg, need, stated, f"{cfg.device} ({STATED})")
         return
@@ -118,7 +122,7 @@ def check_plan(cfg: Config, launcher: Launcher, multirun: bool) -> None:
             raise refusal(cfg, need, available(device), "cpu")
         return
     gpus = usable_gpus()
-    spread = multirun and cfg.device in ("auto", "cuda") and gpus > 1     # any GPU may get the job
+    spread = multirun and cfg.device in ("auto", "cuda") and gpus > 1  # any GPU may get the job
     devices = [torch.device("cuda", i) for i in range(gpus)] if spread else [device]
     share = jobs_per_gpu(launcher, gpus)
     have = min(available(d) for d in devices) // share

@@ -12,6 +12,7 @@ must fit the device's memory and have run directories that can be created and ho
 config's run. Any problem is a ConfigError: one line naming the key, and nothing written.
 Everything downstream reads the plan: the launchers, `sinkexp reproduce`'s pool and its `--plan`.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,14 +37,15 @@ from sinkexp.rundir.lifecycle import RunDir, RunDirError, existing_run, job_run_
 class Job:
     """One checked job: its own overrides, Hydra's config of it (directories literal), and the runs
     it trains (one, or a pack's or replicas'), each with its directory and config hash."""
-    number: int                      # its place in the plan (Hydra's hydra.job.num)
-    overrides: tuple[str, ...]       # KEY=VALUE that make this job alone (the sweep's values chosen)
-    composed: DictConfig             # Hydra's composed config of the job, hydra node included
-    config: Config                   # its validated config (a pack's or replicas' as given)
-    configs: tuple[Config, ...]      # its runs' configs (schema.run_configs); the first is the job's own
+
+    number: int  # its place in the plan (Hydra's hydra.job.num)
+    overrides: tuple[str, ...]  # KEY=VALUE that make this job alone (the sweep's values chosen)
+    composed: DictConfig  # Hydra's composed config of the job, hydra node included
+    config: Config  # its validated config (a pack's or replicas' as given)
+    configs: tuple[Config, ...]  # its runs' configs (schema.run_configs); the first is the job's own
     run_dirs: tuple[Path, ...]
     digests: tuple[str, ...]
-    flops: float                     # training FLOPs of its runs (cost.training_flops x steps)
+    flops: float  # training FLOPs of its runs (cost.training_flops x steps)
 
     @property
     def runs(self) -> tuple[tuple[Path, str], ...]:
@@ -54,6 +56,7 @@ class Job:
 class Plan:
     """A command's checked jobs, its config without sweeps (`master`: an experiment's grid) and the
     launcher Hydra's settings choose (read once from `master`)."""
+
     overrides: tuple[str, ...]
     multirun: bool
     jobs: tuple[Job, ...]
@@ -85,15 +88,14 @@ def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Pla
         composed = []
         for job in expand(own, multirun, params):
             full = compose(job + hydra_own)
-            cfg = from_dictconfig(full)          # config/validate.py: one line naming the key
+            cfg = from_dictconfig(full)  # config/validate.py: one line naming the key
             if check_memory:
-                check_plan(cfg, launcher, multirun)   # fits the device it will train on (jobs/memory.py)
+                check_plan(cfg, launcher, multirun)  # fits the device it will train on (jobs/memory.py)
             composed.append((job, full, cfg))
         if any(cfg.train.replicas > 1 or cfg.pack for _, _, cfg in composed):
             check_shared_dirs([(full, cfg) for _, full, cfg in composed], multirun)
         # Directories after every job has validated: a bad value is reported first, whichever job has it.
-        jobs = tuple(planned_job(number, job, full, cfg, multirun)
-                     for number, (job, full, cfg) in enumerate(composed))
+        jobs = tuple(planned_job(number, job, full, cfg, multirun) for number, (job, full, cfg) in enumerate(composed))
     return Plan(tuple(overrides), multirun, jobs, master, launcher)
 
 
@@ -108,11 +110,19 @@ def planned_job(number: int, job: list[str], full: DictConfig, cfg: Config, mult
         check_run_dir(run_dir, digest, "hydra.sweep.dir" if multirun else "hydra.run.dir", run_cfg)
     with open_dict(full.hydra):
         full.hydra.mode = RunMode.MULTIRUN if multirun else RunMode.RUN
-        full.hydra.job.num, full.hydra.job.id = number, f"job_id_for_{number}"   # as Hydra's basic launcher
+        full.hydra.job.num, full.hydra.job.id = number, f"job_id_for_{number}"  # as Hydra's basic launcher
         for key, value in literal_dirs(full, run_dirs[0], multirun).items():
             OmegaConf.update(full, key, value, merge=False)
-    return Job(number, tuple(job), full, cfg, tuple(run_cfgs), tuple(run_dirs), tuple(digests),
-               sum(training_flops(run_cfg) * run_cfg.train.steps for run_cfg in run_cfgs))
+    return Job(
+        number,
+        tuple(job),
+        full,
+        cfg,
+        tuple(run_cfgs),
+        tuple(run_dirs),
+        tuple(digests),
+        sum(training_flops(run_cfg) * run_cfg.train.steps for run_cfg in run_cfgs),
+    )
 
 
 def literal_dirs(full: DictConfig, run_dir: Path, multirun: bool) -> dict[str, str]:
@@ -140,15 +150,18 @@ def check_patterns(full: DictConfig, multirun: bool) -> None:
 def check_run_dir(path: Path, digest: str, key: str = "hydra.run.dir", cfg: Config | None = None) -> None:
     """Refuse a directory that cannot be created or holds another config's run (config hash
     `digest`); `key` is the setting that chooses the directory (`dir` for `sinkexp measure`)."""
-    for parent in [path, *path.parents]:     # the nearest folder that exists is where mkdir would fail
+    for parent in [path, *path.parents]:  # the nearest folder that exists is where mkdir would fail
         if parent.exists():
             break
-    resolved = parent.resolve()       # /proc, /sys, /dev pass os.access for root, yet hold no run
-    if parent != path and (not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK)
-                           or resolved.parts[1:2] in (("proc",), ("sys",), ("dev",))):
+    resolved = parent.resolve()  # /proc, /sys, /dev pass os.access for root, yet hold no run
+    if parent != path and (
+        not parent.is_dir()
+        or not os.access(parent, os.W_OK | os.X_OK)
+        or resolved.parts[1:2] in (("proc",), ("sys",), ("dev",))
+    ):
         raise ConfigError(f"{path} cannot be created ({parent} is not a writable folder); choose another {key}")
     try:
-        if cfg is not None:        # a training run: RunDir also names a run of this config on the other device kind
+        if cfg is not None:  # a training run: RunDir also names a run of this config on the other device kind
             RunDir(path, cfg).check()
         else:
             existing_run(path, digest, fix=f"{key} or name")
@@ -159,18 +172,26 @@ def check_run_dir(path: Path, digest: str, key: str = "hydra.run.dir", cfg: Conf
 def check_shared_dirs(jobs: list[tuple[DictConfig, Config]], multirun: bool) -> None:
     """Refuse runs of a job (replicas, a pack) that would share a run directory, within one job or
     across a sweep's jobs."""
-    owner: dict[Path, tuple[int, str]] = {}       # run directory -> (job number, which run)
+    owner: dict[Path, tuple[int, str]] = {}  # run directory -> (job number, which run)
     for number, (full, cfg) in enumerate(jobs):
         K = cfg.train.replicas
         run_cfgs = run_configs(cfg)
         for run_cfg, run_dir in zip(run_cfgs, job_run_dirs(full, multirun, run_cfgs)):
-            which = " ".join([f"seed={run_cfg.seed}", *(f"{key}={value_of(run_cfg, key)}"
-                                                         for key in cfg.pack or {} if key != "seed")])
+            which = " ".join(
+                [
+                    f"seed={run_cfg.seed}",
+                    *(f"{key}={value_of(run_cfg, key)}" for key in cfg.pack or {} if key != "seed"),
+                ]
+            )
             if run_dir in owner and owner[run_dir][0] == number:
-                raise ConfigError(f"train.replicas={K}: {owner[run_dir][1]} and {which} would share the run "
-                                  f"directory {run_dir}; the directory pattern (hydra.run.dir or "
-                                  "hydra.sweep.subdir) must contain ${seed} and the config hash")
+                raise ConfigError(
+                    f"train.replicas={K}: {owner[run_dir][1]} and {which} would share the run "
+                    f"directory {run_dir}; the directory pattern (hydra.run.dir or "
+                    "hydra.sweep.subdir) must contain ${seed} and the config hash"
+                )
             if run_dir in owner:
-                raise ConfigError(f"train.replicas={K}: {which} would be trained by two jobs of this sweep; "
-                                  f"choose seeds train.replicas apart (e.g. seed=0,{K},{2 * K})")
+                raise ConfigError(
+                    f"train.replicas={K}: {which} would be trained by two jobs of this sweep; "
+                    f"choose seeds train.replicas apart (e.g. seed=0,{K},{2 * K})"
+                )
             owner[run_dir] = (number, which)

@@ -4,6 +4,7 @@ every table to the run directory (rundir/lifecycle.py decides what a directory a
 `run` trains one config; `train_together` trains the configs of one job together (train.replicas, pack:
 schema.run_configs: the runs of a job), each writing the directory it would write alone.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,8 +35,9 @@ def run(cfg: Config, run_dir: Path) -> dict:
     return train_together([cfg], [run_dir])[0]
 
 
-def train_together(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict | None = None,
-              notes: dict | None = None) -> list[dict]:
+def train_together(
+    cfgs: list[Config], run_dirs: list[Path], hydra_files: dict | None = None, notes: dict | None = None
+) -> list[dict]:
     """Train configs that differ only in what a pack may vary (schema.run_configs: seeds,
     learning rates, weight decays, a task's data settings), one directory each; returns the summaries.
 
@@ -58,7 +60,7 @@ def train_together(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict |
             group = pending.pop(0)
             try:
                 results = train_and_evaluate([runs[i] for i in group], device)
-            except Requeue:          # checkpointed for the scheduler: incomplete, not failed
+            except Requeue:  # checkpointed for the scheduler: incomplete, not failed
                 raise
             except Diverged as err:
                 lost = group if err.replicas is None else [group[k] for k in err.replicas]
@@ -68,20 +70,27 @@ def train_together(cfgs: list[Config], run_dirs: list[Path], hydra_files: dict |
                 rest = [i for i in group if i not in lost]
                 if not rest:
                     raise diverged[-1] from None
-                for i in rest:       # back to its last checkpoint, as a rerun would start it
+                for i in rest:  # back to its last checkpoint, as a rerun would start it
                     runs[i].close()
                     runs[i].open()
-                pending += [[i for i in rest if runs[i].resume_step == step]
-                            for step in sorted({runs[i].resume_step for i in rest})]
+                pending += [
+                    [i for i in rest if runs[i].resume_step == step]
+                    for step in sorted({runs[i].resume_step for i in rest})
+                ]
                 continue
             except BaseException as err:  # KeyboardInterrupt too: the directory says why it stopped
                 for i in group:
                     runs[i].fail(err)
                 raise
             summaries.update(zip(group, results))
-        if diverged:            # one error, with what each run's FAILED says (RunDir.fail's notes)
-            err = diverged[0] if len(diverged) == 1 else Diverged(f"{len(diverged)} runs of the pack diverged, the "
-                                                                 f"others finished; the first: {diverged[0]}")
+        if diverged:  # one error, with what each run's FAILED says (RunDir.fail's notes)
+            err = (
+                diverged[0]
+                if len(diverged) == 1
+                else Diverged(
+                    f"{len(diverged)} runs of the pack diverged, the others finished; the first: {diverged[0]}"
+                )
+            )
             err.__notes__ = [text for each in diverged for text in getattr(each, "__notes__", ())]
             raise err
     finally:
@@ -139,7 +148,7 @@ def make_trainer(cfgs: list[Config], device: torch.device):
     fused = len(cfgs) == 1
     models, generators = [], []
     for replica, task in zip(cfgs, tasks):
-        torch.manual_seed(replica.seed)   # model initialisation; data come from explicit generators
+        torch.manual_seed(replica.seed)  # model initialisation; data come from explicit generators
         models.append(Transformer(cfg.model, cfg.attn, task, fused=fused).to(device))
         generators.append(torch.Generator(device=device).manual_seed(replica.seed))
     if len(cfgs) == 1:
@@ -149,6 +158,7 @@ def make_trainer(cfgs: list[Config], device: torch.device):
 
 def differing_keys(a: Config, b: Config) -> list[str]:
     """The dotted keys whose values differ between two configs."""
+
     def flat(node: dict, prefix: str = "") -> dict:
         out = {}
         for key, value in node.items():
@@ -182,14 +192,17 @@ def train_and_evaluate(runs: list[RunDir], device: torch.device) -> list[dict]:
         evaluated, diverged = [], []
         for k, (view, task, eval_batch) in enumerate(zip(views, tasks, eval_batches)):
             rows, losses = evaluate(view.model, task, eval_batch, step)
-            bad = [f"{split}={loss}" for _, split, loss in losses if split.startswith("eval/")
-                   and not math.isfinite(loss)]
-            if bad:   # finite weights can still be large enough to overflow the prediction
+            bad = [
+                f"{split}={loss}" for _, split, loss in losses if split.startswith("eval/") and not math.isfinite(loss)
+            ]
+            if bad:  # finite weights can still be large enough to overflow the prediction
                 diverged.append((k, bad[0]))
             evaluated.append((rows, losses))
-        if diverged:   # nothing of this step is written: the runs that go on redo it from a checkpoint
-            raise Diverged(f"diverged by step {step} (held-out loss {diverged[0][1]})",
-                           tuple(k for k, _ in diverged) if len(runs) > 1 else None)
+        if diverged:  # nothing of this step is written: the runs that go on redo it from a checkpoint
+            raise Diverged(
+                f"diverged by step {step} (held-out loss {diverged[0][1]})",
+                tuple(k for k, _ in diverged) if len(runs) > 1 else None,
+            )
         for run_dir, (rows, losses) in zip(runs, evaluated):
             run_dir.evaluated(rows, losses, step)
 
@@ -202,12 +215,18 @@ def train_and_evaluate(runs: list[RunDir], device: torch.device) -> list[dict]:
             run_dir.checkpoint(view.state_dict(), keep)
 
     started = time.perf_counter()
-    steps_per_s = trainer.fit(eval_every=cfg.eval.every, on_eval=on_eval, on_log=on_log, on_checkpoint=on_checkpoint,
-                              eval_at_checkpoints=cfg.eval.at_checkpoints, stop=requested)
+    steps_per_s = trainer.fit(
+        eval_every=cfg.eval.every,
+        on_eval=on_eval,
+        on_log=on_log,
+        on_checkpoint=on_checkpoint,
+        eval_at_checkpoints=cfg.eval.at_checkpoints,
+        stop=requested,
+    )
     wall_time_s = time.perf_counter() - started
     summaries = []
     for view, run_dir, task, eval_batch in zip(views, runs, tasks, eval_batches):
-        metrics, losses = run_dir.tables()   # on disk already: the last step always evaluates
+        metrics, losses = run_dir.tables()  # on disk already: the last step always evaluates
         result = summary(final_values(metrics, losses), metrics["step"].max(), task.query_types, task.reference)
         run_dir.finish(result, mean_attention(view.model, eval_batch), wall_time_s, steps_per_s)
         summaries.append(result)

@@ -11,15 +11,16 @@ instead of handing it back. README "Speed" has the measured effect (scripts/benc
 Left alone: SINKEXP_MALLOC=glibc, any MALLOC_*_ setting of the user's, and a C library that is
 not glibc.
 """
+
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import os
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3     # glibc's mallopt parameters (malloc.h)
-MMAP_THRESHOLD = 32 * 2 ** 20                    # the largest glibc accepts on 64-bit
-TRIM_THRESHOLD = 2 ** 30
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+MMAP_THRESHOLD = 32 * 2**20  # the largest glibc accepts on 64-bit
+TRIM_THRESHOLD = 2**30
 USER_SETTINGS = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")
 
 

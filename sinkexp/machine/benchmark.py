@@ -2,6 +2,7 @@
 sides of a comparison in alternation (`alternate`, `time_sides`), the machine's matmul peak, and
 whether other processes made a measurement invalid. The FLOPs of a step are the library's
 (sinkexp/jobs/cost.py); the load probe is the one the thread choice uses (sinkexp/machine/threads.py)."""
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ import torch
 
 from sinkexp.machine.threads import busy_cores
 
-QUIET = 0.25          # cores other processes may use for a measurement to count
+QUIET = 0.25  # cores other processes may use for a measurement to count
 
 
 def matmul_peak(threads: int, size: int = 512, repeats: int = 50) -> float:
@@ -27,7 +28,7 @@ def matmul_peak(threads: int, size: int = 512, repeats: int = 50) -> float:
     for _ in range(repeats):
         a @ b
     torch.set_num_threads(before)
-    return 2 * size ** 3 * repeats / (time.perf_counter() - start) / 1e9
+    return 2 * size**3 * repeats / (time.perf_counter() - start) / 1e9
 
 
 def alternate(sides: dict, reps: int) -> dict:
@@ -43,12 +44,14 @@ def alternate(sides: dict, reps: int) -> dict:
 def time_sides(sides: dict[str, Callable[[], None]], steps: int, reps: int, warmup: int = 3) -> dict[str, list[float]]:
     """steps/s of each side's step function per repetition: `warmup` steps each, then `reps`
     alternating repetitions of `steps` steps."""
+
     def timed(step: Callable[[], None]) -> Callable[[], float]:
         def rate() -> float:
             start = time.perf_counter()
             for _ in range(steps):
                 step()
             return steps / (time.perf_counter() - start)
+
         return rate
 
     for step in sides.values():
@@ -64,8 +67,10 @@ def load(seconds: float = 1.0) -> float:
 
 def machine(threads: int) -> str:
     """One line naming the machine a measurement ran on."""
-    return (f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch "
-            f"{torch.__version__}, {threads} threads, device cpu; other processes' load {load():.2f} cores")
+    return (
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch "
+        f"{torch.__version__}, {threads} threads, device cpu; other processes' load {load():.2f} cores"
+    )
 
 
 def validity(loads: list[float]) -> str:

@@ -12,6 +12,7 @@
 
 Nothing here changes what a CPU run computes: deterministic mode is switched on for CUDA runs only.
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,7 +34,7 @@ CUBLAS_WORKSPACE = "CUBLAS_WORKSPACE_CONFIG"
 DETERMINISTIC_WORKSPACES = (":4096:8", ":16:8")
 os.environ.setdefault(CUBLAS_WORKSPACE, DETERMINISTIC_WORKSPACES[0])
 
-NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")   # present where the NVIDIA kernel driver is loaded
+NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")  # present where the NVIDIA kernel driver is loaded
 # a CUDA context with torch's kernels, per process (about 0.5 GiB; CUDA loads modules lazily)
 CONTEXT_BYTES = 2**29
 
@@ -75,18 +76,23 @@ def resolve_device(requested: str) -> torch.device:
     usable, why = cuda_status()
     if requested == "auto":
         if why:
-            _say_once(f"sinkexp: device=auto: an NVIDIA GPU is present but unusable ({why}); training on the CPU. "
-                      "Install the CUDA torch scripts/setup.sh chooses (in a fresh .venv) or update the driver; "
-                      "device=cpu silences this")
+            _say_once(
+                f"sinkexp: device=auto: an NVIDIA GPU is present but unusable ({why}); training on the CPU. "
+                "Install the CUDA torch scripts/setup.sh chooses (in a fresh .venv) or update the driver; "
+                "device=cpu silences this"
+            )
         requested = "cuda" if usable else "cpu"
     device = torch.device(requested)
     if device.type == "cuda":
         if not usable:
-            raise ConfigError(f"device={requested} is not available ({why or 'torch sees no CUDA device'}); "
-                              "choose one of: auto, cpu")
+            raise ConfigError(
+                f"device={requested} is not available ({why or 'torch sees no CUDA device'}); choose one of: auto, cpu"
+            )
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ConfigError(f"device={requested} is not available; choose one of: auto, cpu, "
-                              + ", ".join(f"cuda:{i}" for i in range(torch.cuda.device_count())))
+            raise ConfigError(
+                f"device={requested} is not available; choose one of: auto, cpu, "
+                + ", ".join(f"cuda:{i}" for i in range(torch.cuda.device_count()))
+            )
         if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
     return device
@@ -111,9 +117,11 @@ def configure(device: torch.device, precision: str) -> None:
     cuda = device.type == "cuda"
     if cuda:
         if os.environ.get(CUBLAS_WORKSPACE) not in DETERMINISTIC_WORKSPACES:
-            raise ConfigError(f"{CUBLAS_WORKSPACE}={os.environ.get(CUBLAS_WORKSPACE)} makes cuBLAS nondeterministic; "
-                              f"unset it or choose one of: {', '.join(DETERMINISTIC_WORKSPACES)}")
-        torch.cuda.set_device(device)      # before this job's first allocation: no context on another GPU
+            raise ConfigError(
+                f"{CUBLAS_WORKSPACE}={os.environ.get(CUBLAS_WORKSPACE)} makes cuBLAS nondeterministic; "
+                f"unset it or choose one of: {', '.join(DETERMINISTIC_WORKSPACES)}"
+            )
+        torch.cuda.set_device(device)  # before this job's first allocation: no context on another GPU
     torch.use_deterministic_algorithms(cuda)
 
 

@@ -15,6 +15,7 @@ is recorded the same way, and at that step, its checkpoint written, the run stop
 SIGTERM stop it (`Interrupted`: FAILED says by what and at which step; the same command resumes it).
 SIGTERM is not the requeue signal: outside a requeue it stops a run where it is (jobs/launch.py).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,8 +40,11 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signum: int = signal.SIGINT, step: int | None = None, checkpointed: bool = False):
         self.signum, self.step, self.checkpointed = signum, step, checkpointed
         how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        super().__init__(f"stopped by {how}" + (f" at step {step}" if step is not None else "")
-                         + (", a checkpoint written there" if checkpointed else ""))
+        super().__init__(
+            f"stopped by {how}"
+            + (f" at step {step}" if step is not None else "")
+            + (", a checkpoint written there" if checkpointed else "")
+        )
 
     def __reduce__(self):
         return type(self), (self.signum, self.step, self.checkpointed)
@@ -53,8 +57,8 @@ class Interrupted(KeyboardInterrupt):
         return cls(getattr(err, "signum", signal.SIGINT), step, getattr(err, "checkpointed", False))
 
 
-_request: tuple | None = None       # (signal number, frame) once the signal has arrived
-_handlers: dict = {}                # submitit's handlers, by signal, while watch() replaces them
+_request: tuple | None = None  # (signal number, frame) once the signal has arrived
+_handlers: dict = {}  # submitit's handlers, by signal, while watch() replaces them
 
 
 def requested() -> bool:
@@ -70,14 +74,14 @@ def watch() -> bool:
             if signal.getsignal(signal.SIGUSR2) is not _record:
                 _request = None
                 signal.signal(signal.SIGUSR2, _record)
-        except ValueError:      # not the main thread (some launchers): leave the default
+        except ValueError:  # not the main thread (some launchers): leave the default
             pass
         return False
     from submitit import JobEnvironment
 
     usr = JobEnvironment._usr_sig()
     current = signal.getsignal(usr)
-    if not callable(current) or current is _record:     # submitit's handler is not there, or already ours
+    if not callable(current) or current is _record:  # submitit's handler is not there, or already ours
         return current is _record
     _request = None
     _handlers.update({usr: current, signal.SIGTERM: signal.getsignal(signal.SIGTERM)})
@@ -113,6 +117,7 @@ def sigterm_stops_children():
     Ctrl-C and scancel reach the workers too) is passed on to the pool's workers, whose runs stop as
     SIGTERM stops a run (FAILED written, resumable), and this process stops with `Interrupted`, as
     on Ctrl-C, instead of leaving its workers training on their own."""
+
     def stop_workers(signum, frame):
         for worker in multiprocessing.active_children():
             worker.terminate()
@@ -120,7 +125,7 @@ def sigterm_stops_children():
 
     try:
         before = signal.signal(signal.SIGTERM, stop_workers)
-    except ValueError:                  # not the main thread: the signal is not ours to handle
+    except ValueError:  # not the main thread: the signal is not ours to handle
         yield
         return
     try:

@@ -8,6 +8,7 @@ OpenMP threads wait on each other and a run can train several times slower than 
 short look at /proc/stat, and takes what is left (at least one). Under the parallel launcher every
 job takes one thread, as the launcher runs one job per core.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,7 +22,7 @@ def cpu_times() -> tuple[int, int] | None:
             fields = [int(x) for x in handle.readline().split()[1:]]
     except (OSError, ValueError):
         return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)      # idle + iowait
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
     return sum(fields) - idle, sum(fields)
 
 

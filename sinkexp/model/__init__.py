@@ -3,6 +3,7 @@
 AXES maps each config key that chooses a model part to its registry (a literal dict); config
 validation checks names against these dicts directly.
 """
+
 from sinkexp.model.attention import GATES, NORMALISERS, SLOTS
 from sinkexp.model.capture import capture, intervene, tap_names
 from sinkexp.model.pathway import GLOBAL_PATHWAYS

@@ -12,6 +12,7 @@ Shape legend: B batch, H heads, T queries, S keys, D head dim (d_model / H).
 when present, is the last key (index S) and every query sees it. Rows of the non-normalised
 variants need not sum to 1; the metrics report raw weights and the row-normalised share.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,7 +33,7 @@ def softmax(scores: torch.Tensor, visible: torch.Tensor, attn=None) -> torch.Ten
 
 def relu(scores: torch.Tensor, visible: torch.Tensor, attn=None) -> torch.Tensor:
     """ReLU(s_ij) / n_i with n_i the number of keys query i sees (Guo et al. 2024, arXiv 2410.13835)."""
-    n_visible = visible.sum(dim=-1, keepdim=True)                       # (T, 1)
+    n_visible = visible.sum(dim=-1, keepdim=True)  # (T, 1)
     return relu_raw(scores, visible) / n_visible
 
 
@@ -57,13 +58,13 @@ def sigmoid_norm(scores: torch.Tensor, visible: torch.Tensor, attn=None) -> torc
     """sigma(s_ij + b) / sum_j sigma(s_ij + b): sigmoid with row normalisation (Gu et al. 2025's
     `attention_normalize=True`, sail-sg/Attention-Sink lit_gpt/model_attn_sim.py); b as in `sigmoid`."""
     weights = sigmoid(scores, visible, attn)
-    return weights / weights.sum(dim=-1, keepdim=True)             # > 0: sigmoid never reaches 0
+    return weights / weights.sum(dim=-1, keepdim=True)  # > 0: sigmoid never reaches 0
 
 
 def softmax1(scores: torch.Tensor, visible: torch.Tensor, attn=None) -> torch.Tensor:
     """e^{s_ij} / (1 + sum_j e^{s_ij}): softmax with an extra zero logit (Miller 2023, "off by one")."""
     masked = scores.masked_fill(~visible, float("-inf"))
-    shift = masked.amax(dim=-1, keepdim=True).clamp_min(0.0)           # the zero logit joins the max
+    shift = masked.amax(dim=-1, keepdim=True).clamp_min(0.0)  # the zero logit joins the max
     numerator = (masked - shift).exp()
     return numerator / ((-shift).exp() + numerator.sum(dim=-1, keepdim=True))
 
@@ -103,17 +104,20 @@ class LearnedSlot(nn.Module):
 # slot name -> (n_heads, d_head) -> module or None
 SLOTS = {"none": lambda n_heads, d_head: None, "learned": LearnedSlot}
 # gate name -> (n_heads, d_head) -> gate outputs per token (0: no gate)
-GATES = {"none": lambda n_heads, d_head: 0, "headwise": lambda n_heads, d_head: n_heads,
-         "elementwise": lambda n_heads, d_head: n_heads * d_head}
+GATES = {
+    "none": lambda n_heads, d_head: 0,
+    "headwise": lambda n_heads, d_head: n_heads,
+    "elementwise": lambda n_heads, d_head: n_heads * d_head,
+}
 
 
 def rotary(x: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
     """Rotate channel pairs (i, i + D/2) of x (B, H, T, D) by position-dependent angles (RoPE)."""
     T, D = x.shape[-2], x.shape[-1]
     frequency = base ** (-torch.arange(0, D // 2, device=x.device, dtype=x.dtype) * 2 / D)
-    angle = torch.arange(T, device=x.device, dtype=x.dtype)[:, None] * frequency   # (T, D/2)
+    angle = torch.arange(T, device=x.device, dtype=x.dtype)[:, None] * frequency  # (T, D/2)
     cos, sin = angle.cos(), angle.sin()
-    first, second = x[..., : D // 2], x[..., D // 2:]
+    first, second = x[..., : D // 2], x[..., D // 2 :]
     return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
 
 
@@ -122,8 +126,18 @@ class Attention(nn.Module):
     captures or replaces its scores or weights (training steps); evaluation captures them and takes
     the explicit path. Other normalisers, and a slot, always take the explicit path."""
 
-    def __init__(self, d_model: int, n_heads: int, attn, *, bias: bool = False, qk_norm: bool = False,
-                 rope: bool = False, fused: bool = True, mix_heads: bool = True):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        attn,
+        *,
+        bias: bool = False,
+        qk_norm: bool = False,
+        rope: bool = False,
+        fused: bool = True,
+        mix_heads: bool = True,
+    ):
         super().__init__()
         self.cfg = attn
         self.n_heads, self.d_head = n_heads, d_model // n_heads
@@ -142,7 +156,7 @@ class Attention(nn.Module):
         self.gate = nn.Linear(d_model, n_gates) if n_gates else None
         self.gates = Tap() if n_gates else None
         self.scores, self.weights, self.k, self.v, self.mixed = Tap(), Tap(), Tap(), Tap(), Tap()
-        self.output = Tap()          # what the sub-layer writes, W_O A V (B, T, d_model)
+        self.output = Tap()  # what the sub-layer writes, W_O A V (B, T, d_model)
 
     def projections(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(W_Q, W_K, W_O) weights: W_Q and W_K (H * D, d_model), W_O (d_model, H * D)."""
@@ -158,26 +172,26 @@ class Attention(nn.Module):
             q, k = rotary(q), rotary(k)
         k, v = self.k(k), self.v(v)
         if self.fused and not (self.scores.active or self.weights.active):
-            mixed = F.scaled_dot_product_attention(q, k, v, attn_mask=visible)                  # (B, H, T, D)
+            mixed = F.scaled_dot_product_attention(q, k, v, attn_mask=visible)  # (B, H, T, D)
         else:
             mixed = self.explicit(q, k, v, visible)
         if self.gate is not None:
             gates = torch.sigmoid(self.gate(x)).view(B, T, self.n_heads, -1).transpose(1, 2)  # (B, H, T, 1|D)
             mixed = mixed * self.gates(gates)
         mixed = self.mixed(mixed)
-        return self.output(self.out(mixed.transpose(1, 2).reshape(B, T, d_model)))          # (B, T, d_model)
+        return self.output(self.out(mixed.transpose(1, 2).reshape(B, T, d_model)))  # (B, T, d_model)
 
     def explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
         """scores -> normaliser -> weights -> mixed, with the scores and weights taps."""
         T = q.shape[2]
-        scores = q @ k.transpose(-2, -1)                                                      # (B, H, T, S)
+        scores = q @ k.transpose(-2, -1)  # (B, H, T, S)
         if self.slot is not None:
-            slot_scores = q @ self.slot.k.transpose(-2, -1)                                    # (B, H, T, 1)
-            scores = torch.cat([scores, slot_scores], dim=-1)                                  # (B, H, T, S+1)
+            slot_scores = q @ self.slot.k.transpose(-2, -1)  # (B, H, T, 1)
+            scores = torch.cat([scores, slot_scores], dim=-1)  # (B, H, T, S+1)
             visible = torch.cat([visible, visible.new_ones(T, 1)], dim=-1)
-        scores = self.scores(scores * self.d_head ** -0.5)
+        scores = self.scores(scores * self.d_head**-0.5)
         weights = self.weights(self.normalise(scores, visible, self.cfg))
-        mixed = weights[..., :T] @ v                                                          # (B, H, T, D)
+        mixed = weights[..., :T] @ v  # (B, H, T, D)
         if self.slot is not None:
             # slot's share of its value
             mixed = mixed + weights[..., T:] * self.slot.v

@@ -16,6 +16,7 @@ separate "analysis forward" to drift.
 An intervention replaces the tensor for everything downstream of its tap (and what `capture`
 records there); the weights of the model are held fixed.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager

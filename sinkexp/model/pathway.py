@@ -1,5 +1,6 @@
 """Fesser et al.'s global pathway: a second, non-attention route for global information beside
 each attention (model.global_pathway), so that attention need not broadcast through a sink."""
+
 from __future__ import annotations
 
 import torch
@@ -30,17 +31,19 @@ class GlobalPathway(nn.Module):
             if linear is not None:
                 nn.init.trunc_normal_(linear.weight, std=0.02)
         if self.gate is not None:
-            nn.init.zeros_(self.gate.bias)                                          # gamma = 1/2 at init
+            nn.init.zeros_(self.gate.bias)  # gamma = 1/2 at init
         self.pool, self.output = Tap(), Tap()
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        pool = self.pool(self.w_p(z).squeeze(-1).softmax(dim=-1))                   # (B, T)
-        state = torch.einsum("bt,bte->be", pool, self.w_vg(z))                      # (B, state_dim)
-        gamma = 1.0 if self.gate is None else torch.sigmoid(self.gate(z))           # (B, T, 1)
-        return self.output(gamma * self.w_og(state)[:, None])                       # (B, T, d_model)
+        pool = self.pool(self.w_p(z).squeeze(-1).softmax(dim=-1))  # (B, T)
+        state = torch.einsum("bt,bte->be", pool, self.w_vg(z))  # (B, state_dim)
+        gamma = 1.0 if self.gate is None else torch.sigmoid(self.gate(z))  # (B, T, 1)
+        return self.output(gamma * self.w_og(state)[:, None])  # (B, T, d_model)
 
 
 # global_pathway -> (d_model) -> module or None
-GLOBAL_PATHWAYS = {"none": lambda d_model: None,
-                   "learned": lambda d_model: GlobalPathway(d_model, gate="learned"),
-                   "fixed": lambda d_model: GlobalPathway(d_model, gate="fixed")}
+GLOBAL_PATHWAYS = {
+    "none": lambda d_model: None,
+    "learned": lambda d_model: GlobalPathway(d_model, gate="learned"),
+    "fixed": lambda d_model: GlobalPathway(d_model, gate="fixed"),
+}

@@ -15,6 +15,7 @@ Capture points (see capture.py): `embed` (residual stream entering block 0), and
 `blocks.{l}.pathway.{pool,output}` (with a global pathway) and `blocks.{l}.resid_post` (residual after the block).
 `Transformer.anatomy` hands evaluators what they need to know about the sequence and the weights.
 """
+
 from __future__ import annotations
 
 import math
@@ -63,14 +64,20 @@ class SwiGLU(nn.Module):
 
 def two_layer_mlp(activation):
     def make(d_model: int, bias: bool) -> nn.Module:
-        return nn.Sequential(nn.Linear(d_model, 4 * d_model, bias=bias), activation(),
-                             nn.Linear(4 * d_model, d_model, bias=bias))
+        return nn.Sequential(
+            nn.Linear(d_model, 4 * d_model, bias=bias), activation(), nn.Linear(4 * d_model, d_model, bias=bias)
+        )
+
     return make
 
 
 # mlp -> (d_model, bias) -> module or None
-MLPS = {"none": lambda d_model, bias: None, "gelu": two_layer_mlp(nn.GELU), "relu": two_layer_mlp(nn.ReLU),
-        "swiglu": SwiGLU}
+MLPS = {
+    "none": lambda d_model, bias: None,
+    "gelu": two_layer_mlp(nn.GELU),
+    "relu": two_layer_mlp(nn.ReLU),
+    "swiglu": SwiGLU,
+}
 
 
 def sinusoidal_table(seq_len: int, d_model: int) -> torch.Tensor:
@@ -109,12 +116,16 @@ POSITIONS = {
 # pos_into -> what it means. `first_attn` (Fesser et al.'s broadcast source): the positions are added
 # to the first attention's input, before its norm, and never to the residual stream, so no later
 # layer and no identity readout sees them.
-POSITION_TARGETS = {"stream": "added to the residual stream after the embedding",
-                    "first_attn": "added to block 0's attention input only (before its norm)"}
+POSITION_TARGETS = {
+    "stream": "added to the residual stream after the embedding",
+    "first_attn": "added to block 0's attention input only (before its norm)",
+}
 
 # embed / readout -> (n_in, n_out, bias) -> module
-PROJECTIONS = {"linear": lambda n_in, n_out, bias: nn.Linear(n_in, n_out, bias=bias),
-               "identity": lambda n_in, n_out, bias: nn.Identity()}
+PROJECTIONS = {
+    "linear": lambda n_in, n_out, bias: nn.Linear(n_in, n_out, bias=bias),
+    "identity": lambda n_in, n_out, bias: nn.Identity(),
+}
 
 
 def norm_first(x, f, norm_in, norm_out, residual: bool) -> torch.Tensor:
@@ -130,8 +141,12 @@ def norm_after(x, f, norm_in, norm_out, residual: bool) -> torch.Tensor:
 
 
 # norm placement -> (norm before the sub-layer, norm after it, how the sub-layer updates x)
-PLACEMENTS = {"pre": (True, False, norm_first), "post": (False, True, norm_after),
-              "sandwich": (True, True, norm_first), "none": (False, False, norm_first)}
+PLACEMENTS = {
+    "pre": (True, False, norm_first),
+    "post": (False, True, norm_after),
+    "sandwich": (True, True, norm_first),
+    "none": (False, False, norm_first),
+}
 
 
 class Block(nn.Module):
@@ -142,17 +157,26 @@ class Block(nn.Module):
         super().__init__()
         self.residual = cfg.residual
         has_in, has_out, self.combine = PLACEMENTS[cfg.norm]
-        self.attn = Attention(cfg.d_model, cfg.n_heads, attn, bias=cfg.bias, qk_norm=cfg.qk_norm,
-                              rope=cfg.pos == "rope", fused=fused, mix_heads=cfg.attn_out == "linear")
+        self.attn = Attention(
+            cfg.d_model,
+            cfg.n_heads,
+            attn,
+            bias=cfg.bias,
+            qk_norm=cfg.qk_norm,
+            rope=cfg.pos == "rope",
+            fused=fused,
+            mix_heads=cfg.attn_out == "linear",
+        )
         self.mlp = MLPS[cfg.mlp](cfg.d_model, cfg.bias if cfg.mlp_bias is None else cfg.mlp_bias)
         n_sublayers = 1 if self.mlp is None else 2
 
         def norms(wanted: bool) -> nn.ModuleList:
-            return nn.ModuleList([NORMS[cfg.norm_type](cfg.d_model) if wanted else nn.Identity()
-                                  for _ in range(n_sublayers)])
+            return nn.ModuleList(
+                [NORMS[cfg.norm_type](cfg.d_model) if wanted else nn.Identity() for _ in range(n_sublayers)]
+            )
 
         self.norms_in, self.norms_out = norms(has_in), norms(has_out)
-        self.pathway: GlobalPathway | None = None     # set by Transformer (model.global_pathway)
+        self.pathway: GlobalPathway | None = None  # set by Transformer (model.global_pathway)
         self.resid_post = Tap()
 
     def sublayer(self, i: int, x: torch.Tensor, f) -> torch.Tensor:
@@ -161,6 +185,7 @@ class Block(nn.Module):
     def forward(self, x: torch.Tensor, visible: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """`positions` (model.pos_into=first_attn): added to the attention's input, not to x. A global
         pathway reads the attention's input and adds its write to the attention's."""
+
         def attn_input(h: torch.Tensor) -> torch.Tensor:
             return self.norms_in[0](h if positions is None else h + positions)
 
@@ -177,21 +202,22 @@ class Block(nn.Module):
 @dataclass
 class LayerAnatomy:
     n_heads: int
-    w_q: torch.Tensor        # (H * D, d_model)
-    w_k: torch.Tensor        # (H * D, d_model)
-    w_o: torch.Tensor        # (d_model, H * D)
-    has_slot: bool           # the last key of every row is a learned slot
-    has_gate: bool           # the layer has a `gates` tap
-    has_pathway: bool        # the layer has a global pathway (`pathway.*` taps)
+    w_q: torch.Tensor  # (H * D, d_model)
+    w_k: torch.Tensor  # (H * D, d_model)
+    w_o: torch.Tensor  # (d_model, H * D)
+    has_slot: bool  # the last key of every row is a learned slot
+    has_gate: bool  # the layer has a `gates` tap
+    has_pathway: bool  # the layer has a global pathway (`pathway.*` taps)
 
 
 @dataclass
 class Anatomy:
     """Where the task's T tokens sit in the model's sequence, and each layer's weights."""
-    tokens: torch.Tensor     # (T,) positions of the task's tokens (registers shift them)
+
+    tokens: torch.Tensor  # (T,) positions of the task's tokens (registers shift them)
     registers: torch.Tensor  # (R,) positions of the registers
-    n_keys: int              # T + R; a slot, when present, is key n_keys
-    visible: torch.Tensor    # (T, T) bool: which of the task's tokens each query sees
+    n_keys: int  # T + R; a slot, when present, is key n_keys
+    visible: torch.Tensor  # (T, T) bool: which of the task's tokens each query sees
     layers: list[LayerAnatomy]
 
 
@@ -223,7 +249,7 @@ class Transformer(nn.Module):
         self.blocks = nn.ModuleList([Block(cfg, attn, fused) for _ in range(cfg.n_layers)])
         self.final_norm = NORMS[cfg.norm_type](d) if cfg.final_norm else nn.Identity()
         self.readout = PROJECTIONS[cfg.readout](d, task.output_dim, cfg.bias)
-        self.readout.requires_grad_(not cfg.freeze_readout)    # frozen: no gradient, no update, no decay
+        self.readout.requires_grad_(not cfg.freeze_readout)  # frozen: no gradient, no update, no decay
         # Made last, so that the rest of the model starts from the same weights with or without them
         # (the source's arms of one seed share their base parameters).
         for block in self.blocks:
@@ -248,14 +274,26 @@ class Transformer(nn.Module):
     def anatomy(self, T: int, device=None) -> Anatomy:
         """What an evaluator needs for sequences of T task tokens."""
         tokens = self.token_positions(T, device)
-        layers = [LayerAnatomy(block.attn.n_heads, *block.attn.projections(), has_slot=block.attn.slot is not None,
-                               has_gate=block.attn.gate is not None, has_pathway=block.pathway is not None)
-                  for block in self.blocks]
-        return Anatomy(tokens=tokens, registers=self.register_positions(device), n_keys=T + self.n_registers,
-                       visible=self.visible(T + self.n_registers, device)[tokens][:, tokens], layers=layers)
+        layers = [
+            LayerAnatomy(
+                block.attn.n_heads,
+                *block.attn.projections(),
+                has_slot=block.attn.slot is not None,
+                has_gate=block.attn.gate is not None,
+                has_pathway=block.pathway is not None,
+            )
+            for block in self.blocks
+        ]
+        return Anatomy(
+            tokens=tokens,
+            registers=self.register_positions(device),
+            n_keys=T + self.n_registers,
+            visible=self.visible(T + self.n_registers, device)[tokens][:, tokens],
+            layers=layers,
+        )
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        x = self.embed_in(inputs)                                           # (B, T, d_model)
+        x = self.embed_in(inputs)  # (B, T, d_model)
         B, T_tokens, d = x.shape
         if self.registers is not None:
             at = self.register_at
@@ -273,5 +311,5 @@ class Transformer(nn.Module):
         for i, block in enumerate(self.blocks):
             x = block(x, visible, first_attn_positions if i == 0 else None)
         if self.registers is not None:
-            x = x[:, self.token_positions(T_tokens, x.device)]              # (B, T_tokens, d)
-        return self.readout(self.final_norm(x))                             # (B, T_tokens, output_dim)
+            x = x[:, self.token_positions(T_tokens, x.device)]  # (B, T_tokens, d)
+        return self.readout(self.final_norm(x))  # (B, T_tokens, output_dim)

@@ -1,6 +1,7 @@
 """Figure of the sink attention per query position and layer (sinkexp/analysis/positions.py's tables): one
 panel per run, positions across, layers down, the colour the mean over sequences of the attention
 on the sink. Plot code only: pandas and matplotlib, no model."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,12 +17,19 @@ def position_grid(table: pd.DataFrame) -> pd.DataFrame:
 def position_figure(tables: dict[str, pd.DataFrame], path: Path, title: str) -> Path:
     """Write `path` (PNG): a heatmap per run ({label: position_profile table})."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = sum(t["layer"].nunique() for t in tables.values())
-    fig, axes = plt.subplots(len(tables), 1, figsize=(9, 1.2 + 0.55 * rows + 0.45 * len(tables)), squeeze=False,
-                             sharex=True, layout="constrained")
+    fig, axes = plt.subplots(
+        len(tables),
+        1,
+        figsize=(9, 1.2 + 0.55 * rows + 0.45 * len(tables)),
+        squeeze=False,
+        sharex=True,
+        layout="constrained",
+    )
     for ax, (label, table) in zip(axes[:, 0], tables.items()):
         grid = position_grid(table)
         image = ax.imshow(grid.values, vmin=0, vmax=1, cmap="viridis", aspect="auto")

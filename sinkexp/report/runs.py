@@ -15,6 +15,7 @@ heads_<setting>.png (each head's sink score as a layer x head grid, each layer's
 training), and for `sinkexp measure` runs of several checkpoints checkpoints.png (the sink rate, the
 first token's attention and massive_ratio against each checkpoint's training step).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,8 @@ from sinkexp.report.steps import measured_checkpoints, plot_checkpoints
 from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir.files import collect
 
-SHARE_LABEL = "share of attention on the sink"   # sink_share: the raw weight for softmax, row-normalised otherwise
-IGNORED_SETTINGS = {"seed", *UNHASHED_KEYS}   # the seed is what groups average over; the rest is bookkeeping
+SHARE_LABEL = "share of attention on the sink"  # sink_share: the raw weight for softmax, row-normalised otherwise
+IGNORED_SETTINGS = {"seed", *UNHASHED_KEYS}  # the seed is what groups average over; the rest is bookkeeping
 
 
 def varying(runs: pd.DataFrame) -> list[str]:
@@ -39,12 +40,15 @@ def varying(runs: pd.DataFrame) -> list[str]:
     columns = [c for c in runs.columns if c not in {"run", "status", "reason"} and c not in IGNORED_SETTINGS]
     chosen: list[str] = []
     for column in columns:
-        values = runs[column].astype(str)      # as text, so that None, NaN and mixed types compare alike
+        values = runs[column].astype(str)  # as text, so that None, NaN and mixed types compare alike
         if values.nunique() < 2:
             continue
         # A setting that only restates an earlier one (attn.normaliser next to attn.name) adds no group.
-        if any(values.groupby(runs[c].astype(str)).nunique().max() == 1
-               and runs[c].astype(str).groupby(values).nunique().max() == 1 for c in chosen):
+        if any(
+            values.groupby(runs[c].astype(str)).nunique().max() == 1
+            and runs[c].astype(str).groupby(values).nunique().max() == 1
+            for c in chosen
+        ):
             continue
         chosen.append(column)
     return chosen
@@ -100,18 +104,28 @@ def plot_sink_by_layer(finals: pd.DataFrame, runs: pd.DataFrame, groups: list[st
             chosen = rows[(rows["query_type"] == query_type) & (rows["label"] == label)]
             for layer, seeds in chosen.groupby("layer"):
                 x = layers.index(layer) - 0.4 + width * (i + 0.5)
-                ax.errorbar(x, seeds["value"].mean(), yerr=seeds["value"].std() if len(seeds) > 1 else 0,
-                            fmt="s", color=colour[label], capsize=4, markersize=7)
+                ax.errorbar(
+                    x,
+                    seeds["value"].mean(),
+                    yerr=seeds["value"].std() if len(seeds) > 1 else 0,
+                    fmt="s",
+                    color=colour[label],
+                    capsize=4,
+                    markersize=7,
+                )
                 ax.scatter([x] * len(seeds), seeds["value"], color=colour[label], s=12, alpha=0.5)
         ax.set(title=f"{query_type} queries", xlabel="layer", ylabel=SHARE_LABEL, ylim=(-0.05, 1.05))
         ax.set_xticks(range(len(layers)), [str(layer) for layer in layers])
         ax.set_xlim(-0.5, len(layers) - 0.5)
     n = rows.groupby("label")["run"].nunique()
-    handles = [plt.Line2D([], [], color=colour[label], marker="s", linestyle="", label=f"{label} (n={n[label]})")
-               for label in labels]
+    handles = [
+        plt.Line2D([], [], color=colour[label], marker="s", linestyle="", label=f"{label} (n={n[label]})")
+        for label in labels
+    ]
     fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
-    fig.suptitle(f"Final share of attention on the sink, mean ± std over seeds (dots: seeds); {compared(groups)}",
-                 fontsize=10)
+    fig.suptitle(
+        f"Final share of attention on the sink, mean ± std over seeds (dots: seeds); {compared(groups)}", fontsize=10
+    )
     fig.tight_layout(rect=(0, 0, 1 - 2.6 / (4.6 * len(query_types) + 2.6), 0.95))
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -126,10 +140,12 @@ def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path)
     for _, run in runs[runs["status"] == "done"].iterrows():
         label = label_of(run, groups)
         metrics = pd.read_csv(Path(root) / run["run"] / rundir_files.METRICS)
-        metrics = metrics[(metrics["metric"] == "sink_share") & (metrics["query_type"] != "all")
-                          & (metrics["head"] >= 0)]
-        curves.append(metrics.groupby(["step", "layer", "query_type"],
-                                      as_index=False)["value"].mean().assign(label=label))
+        metrics = metrics[
+            (metrics["metric"] == "sink_share") & (metrics["query_type"] != "all") & (metrics["head"] >= 0)
+        ]
+        curves.append(
+            metrics.groupby(["step", "layer", "query_type"], as_index=False)["value"].mean().assign(label=label)
+        )
         loss = pd.read_csv(Path(root) / run["run"] / rundir_files.LOSSES)
         losses.append(loss[loss["split"] == "eval/all"].assign(label=label))
     if not curves:
@@ -151,11 +167,15 @@ def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path)
         axes[0][-1].fill_between(band.index, band["min"], band["max"], color=colour[label], alpha=0.15)
     axes[0][-1].set(title="held-out loss (all queries)", xlabel="step", ylabel="loss", yscale="log")
     handles = [plt.Line2D([], [], color=colour[label], label=label) for label in colour]
-    handles += [plt.Line2D([], [], color="grey", linestyle=styles[layer % len(styles)], label=f"layer {layer}")
-                for layer in sorted(curves["layer"].unique())]
+    handles += [
+        plt.Line2D([], [], color="grey", linestyle=styles[layer % len(styles)], label=f"layer {layer}")
+        for layer in sorted(curves["layer"].unique())
+    ]
     fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
-    fig.suptitle(f"Sink formation over training: mean over seeds, band from the lowest to the highest seed; "
-                 f"{compared(groups)}", fontsize=10)
+    fig.suptitle(
+        f"Sink formation over training: mean over seeds, band from the lowest to the highest seed; {compared(groups)}",
+        fontsize=10,
+    )
     total = 4.4 * (len(query_types) + 1) + 2.6
     fig.tight_layout(rect=(0, 0, 1 - 2.6 / total, 0.95))
     fig.savefig(path, dpi=120)
@@ -173,13 +193,15 @@ def plot_heatmaps(run: Path, label: str, path: Path) -> None:
     fig, axes = plt.subplots(len(layers), n_heads, figsize=(3.6 * n_heads, 3.2 * len(layers)), squeeze=False)
     for i, name in enumerate(layers):
         for h in range(n_heads):
-            top = max(1.0, float(maps[name][h].max()))      # raw weights of unnormalised variants may pass 1
+            top = max(1.0, float(maps[name][h].max()))  # raw weights of unnormalised variants may pass 1
             image = axes[i][h].imshow(maps[name][h], cmap="viridis", vmin=0, vmax=top)
             if sink >= 0:
                 axes[i][h].axvline(sink, color="red", linestyle="--", linewidth=1)
-            axes[i][h].set(title=f"layer {i}, head {h}", xlabel="key"
-                           + (f" (sink: {sink}, dashed)" if sink >= 0 else ""),
-                           ylabel="query")
+            axes[i][h].set(
+                title=f"layer {i}, head {h}",
+                xlabel="key" + (f" (sink: {sink}, dashed)" if sink >= 0 else ""),
+                ylabel="query",
+            )
             fig.colorbar(image, ax=axes[i][h], fraction=0.046)
     fig.suptitle(f"{label}\nmean attention over the held-out batch ({run.name})", fontsize=9)
     fig.tight_layout()
@@ -200,13 +222,22 @@ def plot_heads(run: Path, label: str, path: Path) -> None:
     image = left.imshow(grid.values, cmap="viridis", vmin=0, vmax=1, aspect="auto")
     for (i, j), value in np.ndenumerate(grid.values):
         left.text(j, i, f"{value:.2f}", ha="center", va="center", color="white" if value < 0.5 else "black", fontsize=8)
-    left.set(xticks=range(grid.shape[1]), yticks=range(grid.shape[0]), xlabel="head", ylabel="layer",
-             title=f"sink score alpha_s at step {metrics['step'].max()}")
+    left.set(
+        xticks=range(grid.shape[1]),
+        yticks=range(grid.shape[0]),
+        xlabel="head",
+        ylabel="layer",
+        title=f"sink score alpha_s at step {metrics['step'].max()}",
+    )
     fig.colorbar(image, ax=left, fraction=0.046)
     for layer in massive.columns:
         right.plot(massive.index, massive[layer], label=f"layer {layer}")
-    right.set(xlabel="step", ylabel="max |h| / median |h|", yscale="log",
-              title="massive_ratio of the residual stream after each block")
+    right.set(
+        xlabel="step",
+        ylabel="max |h| / median |h|",
+        yscale="log",
+        title="massive_ratio of the residual stream after each block",
+    )
     right.legend(fontsize=8, frameon=False)
     fig.suptitle(f"{label} ({run.name})", fontsize=9)
     fig.tight_layout()
@@ -223,7 +254,7 @@ def write_report(root: Path, out: Path | None = None) -> tuple[Path, pd.DataFram
     if runs.empty:
         raise FileNotFoundError(f"no run directories (with {rundir_files.CONFIG}) below {root}")
     out.mkdir(parents=True, exist_ok=True)
-    groups = varying(runs[runs["status"] == "done"])   # the runs the summary aggregates
+    groups = varying(runs[runs["status"] == "done"])  # the runs the summary aggregates
     summary = aggregate(runs, finals, groups)
     rundir_files.write_csv(out / "runs.csv", runs)
     rundir_files.write_csv(out / "summary.csv", summary)

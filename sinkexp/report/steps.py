@@ -2,6 +2,7 @@
 token's attention and massive_ratio against each checkpoint's training step (config.yaml's `step`),
 e.g. Pythia's checkpoints (revision=step1000, ...). report/runs.py labels the rows; pandas and
 matplotlib only."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,9 +10,11 @@ from pathlib import Path
 import pandas as pd
 
 # (metric, query type, over: the model's row, or the mean or max of the layers' rows, title)
-PANELS = (("sink_rate@0.3", "all", "model", "sink rate (alpha_s > 0.3), all heads"),
-          ("sink_attn", "text", "mean", "attention on the first token, mean over layers"),
-          ("massive_ratio", "all", "max", "massive_ratio, largest over layers"))
+PANELS = (
+    ("sink_rate@0.3", "all", "model", "sink rate (alpha_s > 0.3), all heads"),
+    ("sink_attn", "text", "mean", "attention on the first token, mean over layers"),
+    ("massive_ratio", "all", "max", "massive_ratio, largest over layers"),
+)
 
 
 def measured_checkpoints(runs: pd.DataFrame, groups: list[str]) -> tuple[pd.DataFrame, list[str]]:

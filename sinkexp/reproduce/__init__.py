@@ -14,6 +14,7 @@ claims of three kinds, criteria) and measures.py. The command works in these roo
 
 docs/reproduce.md describes the files and the verdict.
 """
+
 from sinkexp.reproduce.command import last_verdicts, list_papers, main
 from sinkexp.reproduce.run import OUTPUT_ROOT, estimate_papers, exit_code, reproduce
 

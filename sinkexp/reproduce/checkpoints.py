@@ -10,6 +10,7 @@ Each is measured into <root>/<paper>/<experiment>/trained/, and its untrained re
 model publishes one (Pythia's step0), into .../untrained/: a claim's value untrained, so that one
 that holds untrained too cannot fail (verdicts.py).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,8 +29,10 @@ def checkpoints(paper: Paper) -> list[Checkpoint]:
 def needs(exp: Checkpoint) -> str:
     """The verdict's reason where the weights are absent."""
     revision = f" at revision {exp.revision}" if exp.revision else ""
-    return (f"needs the weights of {exp.model}{revision} on this machine (the Hugging Face cache, or "
-            f"`sinkexp reproduce PAPER weights=DIR` with DIR/{exp.model})")
+    return (
+        f"needs the weights of {exp.model}{revision} on this machine (the Hugging Face cache, or "
+        f"`sinkexp reproduce PAPER weights=DIR` with DIR/{exp.model})"
+    )
 
 
 def source(exp: Checkpoint, weights: Path | None, revision: str | None) -> str | None:
@@ -66,13 +69,19 @@ def measure_checkpoints(papers: list[Paper], root: Path, weights: Path | None = 
                 missing[paper.name, exp.name] = needs(exp)
                 continue
             from sinkexp.hf.command import measure_checkpoint
+
             print(f"== {paper.name} / {exp.name}: sinkexp measure {where}", flush=True)
-            measure_checkpoint(where, folder / TRAINED, revision=None if Path(where).exists() else exp.revision,
-                               **exp.settings)
+            measure_checkpoint(
+                where, folder / TRAINED, revision=None if Path(where).exists() else exp.revision, **exp.settings
+            )
             untrained = exp.untrained and source(exp, weights, exp.untrained)
             if untrained:
-                measure_checkpoint(untrained, folder / UNTRAINED,
-                                   revision=None if Path(untrained).exists() else exp.untrained, **exp.settings)
+                measure_checkpoint(
+                    untrained,
+                    folder / UNTRAINED,
+                    revision=None if Path(untrained).exists() else exp.untrained,
+                    **exp.settings,
+                )
     return missing
 
 

@@ -6,6 +6,7 @@ overrides, and every input error as one line with exit code 2 (docs/reproduce.md
     sinkexp reproduce --list
     sinkexp reproduce --docs DIR
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,7 +41,7 @@ def parser() -> Parser:
     parse.add_argument("words", nargs="*", help="PAPER|all, then KEY=VALUE overrides and weights=DIR")
     parse.add_argument("--plan", action="store_true", help="the cost estimate: jobs, FLOPs, predicted time")
     parse.add_argument("--recalibrate", action="store_true", help="with --plan: time the plan's jobs again")
-    packing = parse.add_mutually_exclusive_group()   # default (None): pack on a GPU only
+    packing = parse.add_mutually_exclusive_group()  # default (None): pack on a GPU only
     packing.add_argument("--pack", dest="pack", action="store_const", const=True, default=None)
     packing.add_argument("--no-pack", dest="pack", action="store_const", const=False)
     parse.add_argument("--docs", type=Path, metavar="DIR", help="write DIR/results.md and the README headline")
@@ -79,16 +80,18 @@ def list_papers(papers: dict[str, Paper], root: Path = OUTPUT_ROOT) -> str:
     width = max(len(c.name) for paper in papers.values() for c in paper.claims)
     for paper in papers.values():
         runs = sum(exp.runs for exp in paper.experiments)
-        weights = {e.name: e.model for e in paper.experiments if hasattr(e, "model")}   # checkpoints
+        weights = {e.name: e.model for e in paper.experiments if hasattr(e, "model")}  # checkpoints
         verdicts = [last["verdict"].get((paper.name, c.name), "not run yet") for c in paper.claims]
         counts = pd.DataFrame({"kind": [c.kind for c in paper.claims], "verdict": verdicts})
         ran = f"last run: {passing(counts)}" if counts["verdict"].isin(VERDICTS).any() else "not run yet"
         lines.append(f"{paper.name}: {paper.title} ({len(paper.experiments)} experiments, {runs} runs; {ran})")
         for c, verdict in zip(paper.claims, verdicts):
-            if verdict.startswith("not run") and c.experiments[0] in weights:      # a checkpoint not measured
+            if verdict.startswith("not run") and c.experiments[0] in weights:  # a checkpoint not measured
                 verdict += f", needs weights: {weights[c.experiments[0]]}"
-            lines.append(f"  {c.name:<{width}} [{c.kind}] {verdict}: {c.source}: {c.describe()} {c.criterion} "
-                         f"(paper: {c.paper_value})")
+            lines.append(
+                f"  {c.name:<{width}} [{c.kind}] {verdict}: {c.source}: {c.describe()} {c.criterion} "
+                f"(paper: {c.paper_value})"
+            )
     return "\n".join(lines)
 
 
@@ -97,7 +100,7 @@ def main(argv: list[str]) -> int:
         args = parser().parse_intermixed_args(argv)
     except BadArguments as err:
         return fail(str(err))
-    try:   # a paper file's declaration mistake is found here, on import
+    try:  # a paper file's declaration mistake is found here, on import
         from sinkexp.reproduce.papers import PAPERS
     except DeclarationError as err:
         return fail(str(err))
@@ -131,8 +134,9 @@ def plan_or_reproduce(args: argparse.Namespace, papers: list[Paper], overrides: 
 
             print(format_estimate(*estimate_papers(papers, overrides, args.pack, args.recalibrate)))
             return 0
-        rows = reproduce(papers, overrides, command="sinkexp reproduce " + " ".join(args.words), pack=args.pack,
-                         weights=weights)
+        rows = reproduce(
+            papers, overrides, command="sinkexp reproduce " + " ".join(args.words), pack=args.pack, weights=weights
+        )
     except ConfigError as err:
         return fail(str(err))
     if args.docs is not None:

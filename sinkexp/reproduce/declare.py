@@ -22,6 +22,7 @@ evaluate/tables.py), every config key it, a grid or a reach size names (keys.py:
 without torch), and that a claim's `where` values are values its experiments run. A mistake
 raises DeclarationError: one line naming the paper, the claim or experiment, and the key.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -46,7 +47,7 @@ class Criterion:
     high: float = math.inf
 
     def holds(self, value: float) -> bool:
-        return self.low <= value <= self.high      # NaN fails
+        return self.low <= value <= self.high  # NaN fails
 
     def __str__(self) -> str:
         if math.isinf(self.high):
@@ -72,6 +73,7 @@ def between(low: float, high: float) -> Criterion:
 class Measure:
     """What a claim measures on one run: a description (printed with the claim), the function of a
     finished run (measures.py), and the metrics it reads (checked against the registry)."""
+
     describe: str
     of: Callable
     metrics: tuple[str, ...] = ()
@@ -82,6 +84,7 @@ class Condition:
     """Which selected runs a claim counts: those whose measure meets the criterion (e.g. the task
     solved, as a theorem about solutions presupposes). The others are listed with the verdict, not
     counted either way."""
+
     measure: Measure
     criterion: Criterion
 
@@ -89,28 +92,30 @@ class Condition:
         return f"{self.measure.describe} {self.criterion}"
 
 
-KINDS = {"paper": "the source's statement, in its direction, with its figure",
-         "extension": "a question sinkexp asks beyond the source (its own experiment, mitigation or trend)",
-         "control": "a setting that cannot form the effect, run beside the ones that should"}
+KINDS = {
+    "paper": "the source's statement, in its direction, with its figure",
+    "extension": "a question sinkexp asks beyond the source (its own experiment, mitigation or trend)",
+    "control": "a setting that cannot form the effect, run beside the ones that should",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
 class Claim:
-    name: str                        # short id, unique within the paper
-    kind: str                        # paper | extension | control (KINDS): counted apart in every report
-    statement: str                   # what the paper says (kind "paper") or what sinkexp asks, in one sentence
-    source: str                      # where: theorem, figure, table or notebook
-    paper_value: str                 # the source's figure, as the source states it
-    experiment: str | tuple[str, ...]   # the experiment(s) whose runs `where` selects
-    where: dict = field(default_factory=dict)   # settings the runs must have, e.g. {"attn.name": "softmax"}
+    name: str  # short id, unique within the paper
+    kind: str  # paper | extension | control (KINDS): counted apart in every report
+    statement: str  # what the paper says (kind "paper") or what sinkexp asks, in one sentence
+    source: str  # where: theorem, figure, table or notebook
+    paper_value: str  # the source's figure, as the source states it
+    experiment: str | tuple[str, ...]  # the experiment(s) whose runs `where` selects
+    where: dict = field(default_factory=dict)  # settings the runs must have, e.g. {"attn.name": "softmax"}
     measure: Measure
     criterion: Criterion
-    among: Condition | None = None   # count only the selected runs that meet it (the others are listed)
-    requires: str | tuple[str, ...] = ""   # earlier claim(s) of the paper that must hold first (premises), or ""
-    forms: bool = False              # the claim is that a phenomenon forms (a sink, a spike, a solved task)
-    reached: str | tuple[str, ...] = ""    # for `forms`: earlier claim(s) whose holding shows the size sufficed
-    contrast: str | tuple[str, ...] = ""   # earlier claim(s) on the same task that hold, and fail untrained
-    note: str = ""                   # what the claim is, where it is not the paper's own
+    among: Condition | None = None  # count only the selected runs that meet it (the others are listed)
+    requires: str | tuple[str, ...] = ""  # earlier claim(s) of the paper that must hold first (premises), or ""
+    forms: bool = False  # the claim is that a phenomenon forms (a sink, a spike, a solved task)
+    reached: str | tuple[str, ...] = ""  # for `forms`: earlier claim(s) whose holding shows the size sufficed
+    contrast: str | tuple[str, ...] = ""  # earlier claim(s) on the same task that hold, and fail untrained
+    note: str = ""  # what the claim is, where it is not the paper's own
 
     @property
     def premises(self) -> tuple[str, ...]:
@@ -137,10 +142,15 @@ class Claim:
         return self.measure.describe + self.counted()
 
     def counted(self) -> str:
-        return ((f", among runs with {self.among}" if self.among else "")
-                + (f", given that {' and '.join(self.premises)} hold{'s' * (len(self.premises) == 1)}"
-                   if self.premises else "")
-                + (f", beside {' and '.join(self.contrasts)}" if self.contrasts else ""))
+        return (
+            (f", among runs with {self.among}" if self.among else "")
+            + (
+                f", given that {' and '.join(self.premises)} hold{'s' * (len(self.premises) == 1)}"
+                if self.premises
+                else ""
+            )
+            + (f", beside {' and '.join(self.contrasts)}" if self.contrasts else "")
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,9 +162,10 @@ class Value(Claim):
 class Paired(Claim):
     """The criterion holds for measure(run) - measure(against run), or their ratio, on every
     selected run; the against run has the same seed and structure seed."""
-    against: dict                    # settings of the runs compared with
-    against_in: str | None = None    # the experiment they come from (default: the claim's own)
-    compare: str = "difference"      # "difference" or "ratio"
+
+    against: dict  # settings of the runs compared with
+    against_in: str | None = None  # the experiment they come from (default: the claim's own)
+    compare: str = "difference"  # "difference" or "ratio"
 
     @property
     def experiments(self) -> tuple[str, ...]:
@@ -168,6 +179,7 @@ class Paired(Claim):
 @dataclass(frozen=True, kw_only=True)
 class Trend(Claim):
     """The criterion holds for Spearman's rho of the measure against `key`, per draw."""
+
     key: str
 
     def describe(self) -> str:
@@ -204,25 +216,45 @@ class Paper:
         claim's kind, statement, selection, measure and criterion), so a claims table says which
         declaration its verdicts answer."""
         experiments = [(e.name, e.argv(), sorted(e.cpu.items()), e.argv("reach")) for e in self.experiments]
-        claims = [(c.__class__.__name__, c.name, c.kind, c.statement, c.source, c.paper_value, c.experiments,
-                   sorted(c.where.items()), c.describe(), str(c.criterion), c.note, c.forms, c.reach_evidence,
-                   c.contrasts) for c in self.claims]
+        claims = [
+            (
+                c.__class__.__name__,
+                c.name,
+                c.kind,
+                c.statement,
+                c.source,
+                c.paper_value,
+                c.experiments,
+                sorted(c.where.items()),
+                c.describe(),
+                str(c.criterion),
+                c.note,
+                c.forms,
+                c.reach_evidence,
+                c.contrasts,
+            )
+            for c in self.claims
+        ]
         text = json.dumps([self.name, experiments, claims], default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 def check_paper(paper: Paper) -> None:
     """DeclarationError on the first reference that does not exist."""
+
     def fail(where: str, message: str):
         raise DeclarationError(f"{paper.name}/{where}: {message}")
 
     names = [e.name for e in paper.experiments]
     for name in {n for n in names if names.count(n) > 1}:
         fail(name, "two experiments share this name")
-    for exp in (e for e in paper.experiments if not isinstance(e, Checkpoint)):   # a checkpoint has no keys
+    for exp in (e for e in paper.experiments if not isinstance(e, Checkpoint)):  # a checkpoint has no keys
         swept = [(key, value) for key, values in exp.grid.items() for value in values]
-        reach = [(key, value) for key, values in exp.reach.items()
-                 for value in (values if isinstance(values, tuple) else (values,))]
+        reach = [
+            (key, value)
+            for key, values in exp.reach.items()
+            for value in (values if isinstance(values, tuple) else (values,))
+        ]
         # the task first: it decides which task.* keys exist
         for key, value in [("task", exp.task), *exp.overrides.items(), *exp.cpu.items(), *swept, *reach]:
             problem = key_problem(key, value, exp.task)
@@ -242,8 +274,11 @@ def reference_problem(paper: Paper, claim: Claim, earlier: list[str]) -> str:
     names = [e.name for e in paper.experiments]
     if claim.kind not in KINDS:
         return f"kind={claim.kind!r}; choose one of: {', '.join(KINDS)}"
-    for field_name, named in (("requires", claim.premises), ("reached", claim.reach_evidence),
-                              ("contrast", claim.contrasts)):
+    for field_name, named in (
+        ("requires", claim.premises),
+        ("reached", claim.reach_evidence),
+        ("contrast", claim.contrasts),
+    ):
         for other in named:
             if other not in earlier:
                 return f"{field_name}={other!r} is not an earlier claim; earlier: {', '.join(earlier) or 'none'}"
@@ -252,14 +287,17 @@ def reference_problem(paper: Paper, claim: Claim, earlier: list[str]) -> str:
     missing = [name for name in claim.experiments if name not in names]
     if missing:
         return f"experiment {missing[0]!r} is not declared; experiments: {', '.join(names)}"
-    for other in claim.contrasts:          # the same setting: a claim on runs of the same task
+    for other in claim.contrasts:  # the same setting: a claim on runs of the same task
         theirs = {paper.experiment(e).task for e in paper.claim(other).own_experiments}
         mine = {paper.experiment(e).task for e in claim.own_experiments}
         if not theirs & mine:
-            return (f"contrast={other!r} reads task {', '.join(sorted(theirs))}, not this claim's "
-                    f"({', '.join(sorted(mine))}); a contrast is a claim on the same task")
-    unknown = [m for m in (*claim.measure.metrics, *(claim.among.measure.metrics if claim.among else ()))
-               if m not in METRICS]
+            return (
+                f"contrast={other!r} reads task {', '.join(sorted(theirs))}, not this claim's "
+                f"({', '.join(sorted(mine))}); a contrast is a claim on the same task"
+            )
+    unknown = [
+        m for m in (*claim.measure.metrics, *(claim.among.measure.metrics if claim.among else ())) if m not in METRICS
+    ]
     if unknown:
         return f"metric {unknown[0]!r} is not in the registry (evaluate/tables.py); metrics: {', '.join(METRICS)}"
     if isinstance(claim, Paired) and claim.compare not in COMPARISONS:
@@ -279,9 +317,11 @@ def selection_problem(paper: Paper, claim: Claim) -> str:
         for key, value in selection.items():
             problem = next(filter(None, (key_problem(key, value, e.task) for e in exps)), "")
             if not problem and not any(runs_take(e, key, value) for e in exps):
-                problem = (f"{key}={override_value(value)} is not a value its experiments run ("
-                           + "; ".join(f"{e.name}: {', '.join(map(override_value, e.values(key) or ()))}"
-                                       for e in exps) + ")")
+                problem = (
+                    f"{key}={override_value(value)} is not a value its experiments run ("
+                    + "; ".join(f"{e.name}: {', '.join(map(override_value, e.values(key) or ()))}" for e in exps)
+                    + ")"
+                )
             if problem:
                 return problem
     if isinstance(claim, Trend):

@@ -27,6 +27,7 @@ Timings are kept in CALIBRATIONS (the user's cache folder) by job, for one devic
 thread count and sinkexp source: a second --plan times nothing, an edit to sinkexp's code times
 again, and `--recalibrate` measures afresh.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -73,7 +74,7 @@ def left_to_train(job: Job) -> float:
         try:
             if checkpoint.exists():
                 step = torch.load(checkpoint, map_location="cpu", weights_only=True)["trainer"]["step"]
-        except Exception:       # a file the run itself will refuse (corrupt, unreadable): priced as a fresh start
+        except Exception:  # a file the run itself will refuse (corrupt, unreadable): priced as a fresh start
             step = 0
         left = max(left, 1 - step / cfg.train.steps)
     return left
@@ -89,7 +90,7 @@ def calibrate(cfg: Config, device: torch.device, reps: int = 2) -> tuple[float, 
 
     run_cfgs = run_configs(cfg)
     tasks, trainer = make_trainer(run_cfgs, device)
-    trainer.train_step()                                  # warm-up: allocations, first kernels
+    trainer.train_step()  # warm-up: allocations, first kernels
 
     def timed(fn) -> float:
         best = math.inf
@@ -133,16 +134,26 @@ class Calibrations:
 
         self.device, self.path, self.measured, self.busy = device, path or CALIBRATIONS, 0, 0.0
         self.source = f"sinkexp {source_digest()}"
-        self.where = (f"{device_name(device)} | torch {torch.__version__} | {torch.get_num_threads()} threads | "
-                      f"{self.source}")
+        self.where = (
+            f"{device_name(device)} | torch {torch.__version__} | {torch.get_num_threads()} threads | {self.source}"
+        )
         try:
             self.kept = {} if fresh else read_json(self.path)
-        except (OSError, ValueError):           # none yet, or unreadable: measure
+        except (OSError, ValueError):  # none yet, or unreadable: measure
             self.kept = {}
 
     def timings(self, cfg: Config) -> tuple[float, float]:
-        key = f"{self.where} | " + repr((cfg.task, cfg.model, cfg.attn, cfg.train.batch_size, cfg.train.data_chunk,
-                                         cfg.eval.batch_size, len(run_configs(cfg))))
+        key = f"{self.where} | " + repr(
+            (
+                cfg.task,
+                cfg.model,
+                cfg.attn,
+                cfg.train.batch_size,
+                cfg.train.data_chunk,
+                cfg.eval.batch_size,
+                len(run_configs(cfg)),
+            )
+        )
         if key not in self.kept:
             if not self.measured:
                 self.probe()
@@ -161,9 +172,9 @@ class Calibrations:
         if self.measured:
             self.probe()
         if self.measured and self.busy < QUIET:
-            try:                                # timings of other code are dropped
+            try:  # timings of other code are dropped
                 write_json(self.path, {key: value for key, value in self.kept.items() if self.source in key})
-            except OSError:                     # a read-only home: the next --plan measures again
+            except OSError:  # a read-only home: the next --plan measures again
                 pass
 
 
@@ -176,9 +187,13 @@ def pool_time(durations: list[float], workers: int) -> float:
     return max(free)
 
 
-def estimate(plans: dict[tuple[str, str], Plan], overrides: list[str], root: Path | None = None,
-             recalibrate: bool = False,
-             cpu_plans: dict[tuple[str, str], Plan] | None = None) -> tuple[pd.DataFrame, dict]:
+def estimate(
+    plans: dict[tuple[str, str], Plan],
+    overrides: list[str],
+    root: Path | None = None,
+    recalibrate: bool = False,
+    cpu_plans: dict[tuple[str, str], Plan] | None = None,
+) -> tuple[pd.DataFrame, dict]:
     """One row per experiment of `plans` (runs, jobs, steps, FLOPs, predicted times) and the totals,
     with `job_seconds`: the name of each run directory to train -> the predicted seconds of its job
     (reproduce's progress line reads them). `cpu_plans`: the same experiments planned at scale=cpu,
@@ -187,12 +202,12 @@ def estimate(plans: dict[tuple[str, str], Plan], overrides: list[str], root: Pat
     from sinkexp.machine.devices import resolve_device
 
     jobs = [job for planned in plans.values() for job in planned.jobs]
-    workers = pool_workers(overrides, jobs)[1]          # as run_pool sizes its pool (GPUs: by their memory)
+    workers = pool_workers(overrides, jobs)[1]  # as run_pool sizes its pool (GPUs: by their memory)
     first = jobs[0]
     device = resolve_device(first.config.device)
     threads = torch.get_num_threads()
     if device.type == "cpu" and workers > 1:
-        torch.set_num_threads(1)                          # as each parallel job runs
+        torch.set_num_threads(1)  # as each parallel job runs
     started, rows, durations, trained, by_run = time.perf_counter(), [], [], set(), {}
     finished = set(finished_runs(root)) if root else set()
     timings = Calibrations(device, fresh=recalibrate)
@@ -202,55 +217,96 @@ def estimate(plans: dict[tuple[str, str], Plan], overrides: list[str], root: Pat
             seconds, done, copied = [], 0, 0
             for job in planned.jobs:
                 names = {run_dir.name for run_dir in job.run_dirs}
-                if names <= finished:               # trained by an earlier command
+                if names <= finished:  # trained by an earlier command
                     done += len(names)
                     continue
-                if names <= trained:                # another experiment's job trains these runs
+                if names <= trained:  # another experiment's job trains these runs
                     copied += len(names)
                     continue
                 trained.update(names)
                 cfg, small = job.config, twin_of(job, twins).config
                 step, evaluation = timings.timings(small)
-                ratio = training_flops(cfg) / training_flops(small)     # 1 at scale=cpu
+                ratio = training_flops(cfg) / training_flops(small)  # 1 at scale=cpu
                 job_seconds = ratio * (cfg.train.steps * step + evaluations(cfg) * evaluation) * left_to_train(job)
                 by_run.update(dict.fromkeys(names, job_seconds))
                 seconds.append(job_seconds)
             durations += seconds
             cfg = planned.jobs[0].config
-            rows.append({"paper": key[0], "experiment": key[1], "runs": len(planned.runs), "done": done,
-                         "copied": copied, "jobs": len(seconds), "steps": cfg.train.steps,
-                         "GFLOP/run": training_flops(cfg) * cfg.train.steps / 1e9,
-                         "s/job": sum(seconds) / max(1, len(seconds)), "job_s": sum(seconds),
-                         "GiB/job": max(bytes_needed(job.config) for job in planned.jobs) / 2**30})
+            rows.append(
+                {
+                    "paper": key[0],
+                    "experiment": key[1],
+                    "runs": len(planned.runs),
+                    "done": done,
+                    "copied": copied,
+                    "jobs": len(seconds),
+                    "steps": cfg.train.steps,
+                    "GFLOP/run": training_flops(cfg) * cfg.train.steps / 1e9,
+                    "s/job": sum(seconds) / max(1, len(seconds)),
+                    "job_s": sum(seconds),
+                    "GiB/job": max(bytes_needed(job.config) for job in planned.jobs) / 2**30,
+                }
+            )
     finally:
         torch.set_num_threads(threads)
         timings.save()
     table = pd.DataFrame(rows)
     pack = any(job.config.pack for planned in plans.values() for job in planned.jobs)
-    totals = {"runs": int(table["runs"].sum()), "done": int(table["done"].sum()), "jobs": int(table["jobs"].sum()),
-              "wall_s": pool_time(durations, workers), "device": str(device), "workers": workers,
-              "scale": scale_of(overrides), "pack": pack, "seconds": time.perf_counter() - started,
-              "measured": timings.measured, "busy": timings.busy, "cache": timings.path, "job_seconds": by_run,
-              "GiB": available(device) / 2**30}
+    totals = {
+        "runs": int(table["runs"].sum()),
+        "done": int(table["done"].sum()),
+        "jobs": int(table["jobs"].sum()),
+        "wall_s": pool_time(durations, workers),
+        "device": str(device),
+        "workers": workers,
+        "scale": scale_of(overrides),
+        "pack": pack,
+        "seconds": time.perf_counter() - started,
+        "measured": timings.measured,
+        "busy": timings.busy,
+        "cache": timings.path,
+        "job_seconds": by_run,
+        "GiB": available(device) / 2**30,
+    }
     return table, totals
 
 
 def format_estimate(table: pd.DataFrame, totals: dict) -> str:
-    shown = table.assign(**{"GFLOP/run": table["GFLOP/run"].map("{:.3g}".format),
-                            "s/job": table["s/job"].map("{:.0f}".format),
-                            "job_s": table["job_s"].map("{:.0f}".format),
-                            "GiB/job": table["GiB/job"].map("{:.3g}".format)})
+    shown = table.assign(
+        **{
+            "GFLOP/run": table["GFLOP/run"].map("{:.3g}".format),
+            "s/job": table["s/job"].map("{:.0f}".format),
+            "job_s": table["job_s"].map("{:.0f}".format),
+            "GiB/job": table["GiB/job"].map("{:.3g}".format),
+        }
+    )
     hours = totals["wall_s"] / 3600
-    busy = (f" while other processes kept {totals['busy']:.1f} cores busy (so the times are likely long, and not "
-            "kept: --plan again on a quiet machine)") if totals.get("busy", 0.0) >= QUIET else ""
+    busy = (
+        (
+            f" while other processes kept {totals['busy']:.1f} cores busy (so the times are likely long, and not "
+            "kept: --plan again on a quiet machine)"
+        )
+        if totals.get("busy", 0.0) >= QUIET
+        else ""
+    )
     too_large = table[table["GiB/job"] > totals["GiB"]]
-    unfit = (f"Too large for {totals['device']} ({totals['GiB']:.3g} GiB), refused when run: "
-             + ", ".join(f"{r.paper}/{r.experiment} ({r['GiB/job']:.3g} GiB a job)" for _, r in too_large.iterrows())
-             + "\n") if len(too_large) else ""
-    return (shown.to_string(index=False) + "\n" + unfit +
-            f"{totals['runs']} runs, {totals['done']} of them finished already, the others in {totals['jobs']} jobs "
-            f"(pack: {'on' if totals['pack'] else 'off'}; copied runs train once, in another experiment), "
-            f"scale={totals['scale']}: predicted wall time {totals['wall_s'] / 60:.0f} min ({hours:.1f} h) on "
-            f"{totals['device']} with {totals['workers']} job(s) at once; planned in {totals['seconds']:.0f} s, "
-            f"{totals['measured']} distinct jobs timed{busy}, the others' timings from {totals['cache']} "
-            "(--recalibrate times all again); nothing trained (how it is predicted: sinkexp/reproduce/estimate.py)")
+    unfit = (
+        (
+            f"Too large for {totals['device']} ({totals['GiB']:.3g} GiB), refused when run: "
+            + ", ".join(f"{r.paper}/{r.experiment} ({r['GiB/job']:.3g} GiB a job)" for _, r in too_large.iterrows())
+            + "\n"
+        )
+        if len(too_large)
+        else ""
+    )
+    return (
+        shown.to_string(index=False)
+        + "\n"
+        + unfit
+        + f"{totals['runs']} runs, {totals['done']} of them finished already, the others in {totals['jobs']} jobs "
+        f"(pack: {'on' if totals['pack'] else 'off'}; copied runs train once, in another experiment), "
+        f"scale={totals['scale']}: predicted wall time {totals['wall_s'] / 60:.0f} min ({hours:.1f} h) on "
+        f"{totals['device']} with {totals['workers']} job(s) at once; planned in {totals['seconds']:.0f} s, "
+        f"{totals['measured']} distinct jobs timed{busy}, the others' timings from {totals['cache']} "
+        "(--recalibrate times all again); nothing trained (how it is predicted: sinkexp/reproduce/estimate.py)"
+    )

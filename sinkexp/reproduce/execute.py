@@ -9,6 +9,7 @@ runs the planned job itself (launch.execute), nothing composed again. With a lau
 chose (hydra/launcher=slurm, ...), `run_experiment` hands each experiment's plan to launch
 instead. A rerun skips finished runs and resumes interrupted ones.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -80,13 +81,21 @@ def experiment_overrides(exp: Experiment, folder: Path, overrides: list[str], pa
     return [f"hydra.sweep.dir={folder}", *own, *overrides]
 
 
-def plan_experiments(papers: list[Paper], overrides: list[str], root: Path, pack: bool = False,
-                     check_memory: bool = True) -> dict[tuple[str, str], Plan]:
+def plan_experiments(
+    papers: list[Paper], overrides: list[str], root: Path, pack: bool = False, check_memory: bool = True
+) -> dict[tuple[str, str], Plan]:
     """Every experiment's checked plan, by (paper, experiment); ConfigError on the first bad job
     (with `check_memory` False, a job too large for its device is planned: --plan says so)."""
-    return {(paper.name, exp.name): plan(experiment_overrides(exp, root / paper.name / exp.name, overrides, pack),
-                                         multirun=True, check_memory=check_memory)
-            for paper in papers for exp in paper.experiments if not isinstance(exp, Checkpoint)}
+    return {
+        (paper.name, exp.name): plan(
+            experiment_overrides(exp, root / paper.name / exp.name, overrides, pack),
+            multirun=True,
+            check_memory=check_memory,
+        )
+        for paper in papers
+        for exp in paper.experiments
+        if not isinstance(exp, Checkpoint)
+    }
 
 
 def planned_dirs(planned: Plan) -> set[Path]:
@@ -115,7 +124,7 @@ def copy_finished_runs(run_dirs: set[Path], root: Path) -> None:
         if twin is None or run_dir.exists():
             continue
         partial = run_dir.with_name(f".{run_dir.name}.copying")
-        shutil.rmtree(partial, ignore_errors=True)             # left by a killed copy
+        shutil.rmtree(partial, ignore_errors=True)  # left by a killed copy
         shutil.copytree(twin, partial, ignore=shutil.ignore_patterns(".lock"))
         os.replace(partial, run_dir)
         print(f"{run_dir}: the same config finished in {twin}; copied, not trained again")
@@ -155,7 +164,7 @@ def pool_workers(overrides: list[str], jobs: list[Job]) -> tuple[list[str], int]
     return gpus, len(gpus) or workers_for(overrides)
 
 
-_stopped = False     # in a pool worker: a run of it was stopped by Ctrl-C or SIGTERM
+_stopped = False  # in a pool worker: a run of it was stopped by Ctrl-C or SIGTERM
 
 
 def _run_job(job: Job) -> tuple[float, str]:
@@ -169,15 +178,15 @@ def _run_job(job: Job) -> tuple[float, str]:
     global _stopped
     err = io.StringIO()
     started = time.perf_counter()
-    if _stopped:        # the pool is stopping: the jobs it had queued for this worker do not start
+    if _stopped:  # the pool is stopping: the jobs it had queued for this worker do not start
         return 0.0, ""
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         try:
             execute(job, sweep=True, parallel=True)
-        except SystemExit:              # Ctrl-C or SIGTERM: the job wrote FAILED and said so
+        except SystemExit:  # Ctrl-C or SIGTERM: the job wrote FAILED and said so
             _stopped = True
         else:
-            for run_dir, _ in job.runs:     # one another process trains (skipped here): it holds a core meanwhile
+            for run_dir, _ in job.runs:  # one another process trains (skipped here): it holds a core meanwhile
                 wait_for_lock(run_dir)
     return time.perf_counter() - started, err.getvalue()
 
@@ -190,8 +199,8 @@ class Progress:
 
     def __init__(self, total_runs: int, done_runs: int, predicted: float, workers: int):
         self.total, self.done, self.failed = total_runs, done_runs, 0
-        self.predicted, self.workers = predicted, workers   # job-seconds of the jobs to run
-        self.predicted_done = self.took = 0.0               # of the jobs finished: predicted, measured
+        self.predicted, self.workers = predicted, workers  # job-seconds of the jobs to run
+        self.predicted_done = self.took = 0.0  # of the jobs finished: predicted, measured
         self.started = self.printed = time.perf_counter()
         self.tty = sys.stderr.isatty()
 
@@ -231,15 +240,16 @@ def _jobs_to_run(jobs: dict[tuple[str, str], Plan]) -> tuple[list[tuple[tuple[st
             if all(finished(run_dir, digest) for run_dir, digest in job.runs):
                 done_runs += len(job.runs)
             elif names <= queued and not any(run_dir.exists() for run_dir, _ in job.runs):
-                twins.append(job)       # another experiment's job trains the same runs: copied after it
+                twins.append(job)  # another experiment's job trains the same runs: copied after it
             else:
                 todo.append((key, job))
                 queued |= names
     return todo, twins, done_runs
 
 
-def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str],
-             predicted: dict[str, float] | None = None) -> dict[tuple[str, str], float]:
+def run_pool(
+    jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str], predicted: dict[str, float] | None = None
+) -> dict[tuple[str, str], float]:
     """Every job of every experiment's plan through one pool of `workers_for(overrides)` processes,
     longest first (by `predicted`, else by FLOPs), with one progress line (`predicted`: run
     directory name -> the predicted seconds of its job, plan.plan_table's; without it no time left
@@ -255,15 +265,23 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
     def prediction(job: Job) -> float:
         return max(predicted.get(run_dir.name, 0.0) for run_dir, _ in job.runs)
 
-    todo.sort(key=lambda item: (-prediction(item[1]), -item[1].flops))    # the longest first, as the plan assumes
+    todo.sort(key=lambda item: (-prediction(item[1]), -item[1].flops))  # the longest first, as the plan assumes
     gpus, workers = pool_workers(overrides, [job for _, job in todo])
-    progress = Progress(done_runs + sum(len(job.runs) for _, job in todo) + sum(len(job.runs) for job in twins),
-                        done_runs, sum(prediction(job) for _, job in todo), workers)
+    progress = Progress(
+        done_runs + sum(len(job.runs) for _, job in todo) + sum(len(job.runs) for job in twins),
+        done_runs,
+        sum(prediction(job) for _, job in todo),
+        workers,
+    )
     seconds = {key: 0.0 for key in jobs}
     progress.show()
-    context = multiprocessing.get_context("spawn")   # a fresh interpreter: no forked OpenMP or CUDA state
-    with sigterm_stops_children(), ProcessPoolExecutor(workers, mp_context=context, initializer=_quiet_worker,
-                                                       initargs=(gpus, context.Value("i", 0))) as pool:   # GPUs in turn
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked OpenMP or CUDA state
+    with (
+        sigterm_stops_children(),
+        ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_quiet_worker, initargs=(gpus, context.Value("i", 0))
+        ) as pool,
+    ):  # GPUs in turn
         futures = {pool.submit(_run_job, job): (key, job) for key, job in todo}
         try:
             for future in as_completed(futures):
@@ -277,12 +295,15 @@ def run_pool(jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str]
                     if line.startswith("sinkexp"):
                         progress.say(line)
                 progress.show()
-        except KeyboardInterrupt as err:    # the workers got Ctrl-C (or SIGTERM) too: each marks its run FAILED
+        except KeyboardInterrupt as err:  # the workers got Ctrl-C (or SIGTERM) too: each marks its run FAILED
             pool.shutdown(wait=True, cancel_futures=True)
             stop = Interrupted.at(err)
             progress.show(final=True)
-            print(f"sinkexp: reproduce {stop}; its running runs are marked FAILED, and the same command resumes "
-                  "them from their last checkpoints", file=sys.stderr)
+            print(
+                f"sinkexp: reproduce {stop}; its running runs are marked FAILED, and the same command resumes "
+                "them from their last checkpoints",
+                file=sys.stderr,
+            )
             raise SystemExit(128 + stop.signum) from None
     for planned in jobs.values():
         copy_finished_runs(planned_dirs(planned), root)

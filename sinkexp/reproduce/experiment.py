@@ -9,6 +9,7 @@ experiment runs at with `scale=cpu` (the default); `reach` changes them at `scal
 smallest sizes at which its phenomenon forms on 2 CPU cores); `scale=paper` drops both, so the
 config group `scale` is the one switch between CPU sizes and configs/task_scale/'s.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,10 +27,10 @@ def override_value(value) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Experiment:
-    name: str                                  # its folder under outputs/reproduce/<paper>/
-    overrides: dict = field(default_factory=dict)   # fixed settings, e.g. {"task": "damping"}
-    grid: dict = field(default_factory=dict)        # swept key -> values, e.g. {"seed": (0, 1, 2)}
-    cpu: dict = field(default_factory=dict)         # sizes at scale=cpu (sinkexp's choice), e.g. {"train.steps": 500}
+    name: str  # its folder under outputs/reproduce/<paper>/
+    overrides: dict = field(default_factory=dict)  # fixed settings, e.g. {"task": "damping"}
+    grid: dict = field(default_factory=dict)  # swept key -> values, e.g. {"seed": (0, 1, 2)}
+    cpu: dict = field(default_factory=dict)  # sizes at scale=cpu (sinkexp's choice), e.g. {"train.steps": 500}
     # At scale=reach: changes to the CPU sizes that let the experiment's phenomenon form on 2 CPU cores
     # (sinkexp's; a tuple replaces a grid's values, e.g. fewer draws); none: the CPU sizes.
     reach: dict = field(default_factory=dict)
@@ -55,8 +56,7 @@ class Experiment:
             return self.cpu, self.grid
         if scale == "reach":
             swept = {k: v for k, v in self.reach.items() if isinstance(v, tuple)}
-            return ({**self.cpu, **{k: v for k, v in self.reach.items() if k not in swept}},
-                    {**self.grid, **swept})
+            return ({**self.cpu, **{k: v for k, v in self.reach.items() if k not in swept}}, {**self.grid, **swept})
         return {}, self.grid
 
     def argv(self, scale: str = "cpu", pack: tuple[str, ...] = ()) -> list[str]:
@@ -65,10 +65,12 @@ class Experiment:
         its combinations of them in one process: sinkexp/train/replicas.py)."""
         sizes, grid = self.at(scale)
         packed = {k: v for k, v in grid.items() if k in pack}
-        return ([f"{k}={override_value(v)}" for k, v in {**self.overrides, **sizes}.items()]
-                + [f"{k}={','.join(map(override_value, v))}" for k, v in grid.items() if k not in packed]
-                + ["pack={" + ",".join(f"{k}:[{','.join(map(override_value, v))}]" for k, v in packed.items()) + "}"]
-                * bool(packed))
+        return (
+            [f"{k}={override_value(v)}" for k, v in {**self.overrides, **sizes}.items()]
+            + [f"{k}={','.join(map(override_value, v))}" for k, v in grid.items() if k not in packed]
+            + ["pack={" + ",".join(f"{k}:[{','.join(map(override_value, v))}]" for k, v in packed.items()) + "}"]
+            * bool(packed)
+        )
 
     @property
     def runs(self) -> int:
@@ -81,12 +83,13 @@ class Checkpoint:
     run, which needs the model's weights on this machine (reproduce/checkpoints.py). `untrained`
     names the same model's untrained revision where one is published (Pythia's step0), so that a
     claim on it can be checked for whether it could have failed."""
-    name: str                                  # its folder under outputs/reproduce/<paper>/
-    model: str                                 # the hub id, e.g. "openai-community/gpt2-xl"
+
+    name: str  # its folder under outputs/reproduce/<paper>/
+    model: str  # the hub id, e.g. "openai-community/gpt2-xl"
     revision: str | None = None
-    untrained: str | None = None               # the revision of the untrained model, if published
-    settings: dict = field(default_factory=dict)   # `sinkexp measure` keys (n, seq_len, bos, dtype, ...)
-    grid: dict = field(default_factory=dict)   # none: one run (the claims' `where` selects nothing)
+    untrained: str | None = None  # the revision of the untrained model, if published
+    settings: dict = field(default_factory=dict)  # `sinkexp measure` keys (n, seq_len, bos, dtype, ...)
+    grid: dict = field(default_factory=dict)  # none: one run (the claims' `where` selects nothing)
     overrides: dict = field(default_factory=dict)
     cpu: dict = field(default_factory=dict)
     reach: dict = field(default_factory=dict)

@@ -1,6 +1,7 @@
 """Config keys, their defaults and the config groups' options, read from the schema
 (sinkexp/config/schema.py's dataclasses) and the option files of configs/, without torch, so that a
 paper's declaration is checked in well under a second (declare.py)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -9,8 +10,8 @@ from functools import cache
 from sinkexp.config.schema import Config, group_options, task_of
 from sinkexp.tasks import TASKS
 
-GROUPS = ("attn", "model", "task", "scale")   # config groups a grid or override may choose
-DEFAULT_TASK = "trigger"                      # configs/config.yaml's default
+GROUPS = ("attn", "model", "task", "scale")  # config groups a grid or override may choose
+DEFAULT_TASK = "trigger"  # configs/config.yaml's default
 
 
 def key_problem(key: str, value, task: str) -> str:
@@ -27,16 +28,21 @@ def key_problem(key: str, value, task: str) -> str:
         where = f"under {parent!r}" if parent else "at the top level"
         return f"{key}: unknown key for task={task}; valid keys {where}: {', '.join(valid)}"
     default = keys[key]
-    kinds = [lambda x: isinstance(x, bool), lambda x: isinstance(x, (int, float)) and not isinstance(x, bool),
-             lambda x: isinstance(x, str)]
+    kinds = [
+        lambda x: isinstance(x, bool),
+        lambda x: isinstance(x, (int, float)) and not isinstance(x, bool),
+        lambda x: isinstance(x, str),
+    ]
     fits = value is None or default is None or any(kind(value) and kind(default) for kind in kinds)
     return "" if fits else f"{key}={value!r} does not fit the key (its default is {default!r})"
 
 
 def defaults_of(schema) -> dict[str, object]:
     """A dataclass's fields -> their defaults."""
-    return {f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
-            for f in dataclasses.fields(schema)}
+    return {
+        f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+        for f in dataclasses.fields(schema)
+    }
 
 
 @cache

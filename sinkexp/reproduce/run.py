@@ -1,6 +1,7 @@
 """`reproduce()`: every experiment of some papers planned, run (or resumed) and judged, and the
 claims table written; `estimate_papers` plans them for `--plan`'s cost estimate. The command line
 is command.py's."""
+
 from __future__ import annotations
 
 import time
@@ -13,8 +14,14 @@ from sinkexp.reproduce.declare import Paper
 OUTPUT_ROOT = Path("outputs/reproduce")
 
 
-def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROOT, command: str = "",
-              pack: bool | None = None, weights: Path | None = None) -> pd.DataFrame:
+def reproduce(
+    papers: list[Paper],
+    overrides: list[str],
+    root: Path = OUTPUT_ROOT,
+    command: str = "",
+    pack: bool | None = None,
+    weights: Path | None = None,
+) -> pd.DataFrame:
     """Run (or resume) every experiment of `papers`, check their claims, write claims.csv, REPORT.md
     and figures into `root` (one paper: root/<paper>/), print the table; returns the claims table.
     Every job is checked before the first one trains (ConfigError on the first bad one). `pack`:
@@ -36,19 +43,20 @@ def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROO
     from sinkexp.reproduce.write import figures, passing, table_text, write_claims_report
 
     plans = plan_experiments(papers, overrides, root, packs_pay(overrides) if pack is None else pack)
-    planned = {key: planned_dirs(plan) for key, plan in plans.items()}   # claims read only these runs
+    planned = {key: planned_dirs(plan) for key, plan in plans.items()}  # claims read only these runs
     started, seconds, reports, results = time.perf_counter(), {}, {}, []
-    if not plans:                       # checkpoints only: nothing to train
+    if not plans:  # checkpoints only: nothing to train
         pass
-    elif chose_launcher(overrides):     # the user's launcher (slurm, ...): one sweep per experiment
+    elif chose_launcher(overrides):  # the user's launcher (slurm, ...): one sweep per experiment
         for paper in papers:
             for exp in paper.experiments:
-                if (paper.name, exp.name) in plans:        # a checkpoint is measured, not trained
+                if (paper.name, exp.name) in plans:  # a checkpoint is measured, not trained
                     seconds[paper.name, exp.name] = run_experiment(paper, exp, plans[paper.name, exp.name], root)
-    else:                               # every job through one pool, one progress line
+    else:  # every job through one pool, one progress line
         from sinkexp.reproduce.estimate import estimate
+
         predicted = estimate(plans, overrides, root, cpu_plans=cpu_twins(papers, plans, overrides, root, pack))
-        seconds = run_pool(plans, root, overrides, predicted[1]["job_seconds"])    # for the time left
+        seconds = run_pool(plans, root, overrides, predicted[1]["job_seconds"])  # for the time left
     missing = measure_checkpoints(papers, root, weights)
     for paper in papers:
         for name, path in figures(paper, root).items():
@@ -57,7 +65,7 @@ def reproduce(papers: list[Paper], overrides: list[str], root: Path = OUTPUT_ROO
         results += [result.row(paper) for result in check_claims(paper, root, planned, missing)]
     rows = pd.DataFrame(results)
     out = root / papers[0].name if len(papers) == 1 else root
-    if scale_of(overrides) != "cpu":       # another scale's verdicts beside the CPU sizes', not over them
+    if scale_of(overrides) != "cpu":  # another scale's verdicts beside the CPU sizes', not over them
         out = out / scale_of(overrides)
     report = write_claims_report(papers, rows, out, root, command, seconds, reports)
     print(table_text(rows))
@@ -77,14 +85,19 @@ def cpu_twins(papers: list[Paper], plans: dict, overrides: list[str], root: Path
     return plan_experiments(papers, at_cpu, root, packs_pay(overrides) if pack is None else pack)
 
 
-def estimate_papers(papers: list[Paper], overrides: list[str], pack: bool | None = None, recalibrate: bool = False,
-                    root: Path = OUTPUT_ROOT) -> tuple[pd.DataFrame, dict]:
+def estimate_papers(
+    papers: list[Paper],
+    overrides: list[str],
+    pack: bool | None = None,
+    recalibrate: bool = False,
+    root: Path = OUTPUT_ROOT,
+) -> tuple[pd.DataFrame, dict]:
     """`--plan`: every experiment planned, and the jobs' predicted cost (estimate.py); nothing trains."""
     from sinkexp.reproduce.estimate import estimate
     from sinkexp.reproduce.execute import packs_pay, plan_experiments
 
     pack = packs_pay(overrides) if pack is None else pack
-    plans = plan_experiments(papers, overrides, root, pack, check_memory=False)   # estimate says what does not fit
+    plans = plan_experiments(papers, overrides, root, pack, check_memory=False)  # estimate says what does not fit
     return estimate(plans, overrides, root, recalibrate, cpu_twins(papers, plans, overrides, root, pack))
 
 
@@ -93,5 +106,5 @@ def exit_code(rows: pd.DataFrame) -> int:
     checkpoint's weights (the runs found nothing wrong); 1 when a claim was contradicted, could not
     fail (a criterion that tests nothing is a defect of its declaration) or was not run for another
     reason (docs/reproduce.md, "The verdict")."""
-    weights = rows["why"].fillna("").str.startswith("needs ")     # a checkpoint whose weights are not here
+    weights = rows["why"].fillna("").str.startswith("needs ")  # a checkpoint whose weights are not here
     return 0 if (rows["verdict"].isin(("holds", "not reached")) | weights).all() else 1

@@ -12,6 +12,7 @@
 
 One run that misses the criterion decides, whatever the mean says.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -34,8 +35,11 @@ def load_runs(folder: Path, planned: set[Path] | None = None) -> tuple[list[Fini
     table, finals = collect(folder)
     if planned is not None:
         table = table[[(folder / run).resolve() in planned for run in table["run"]]]
-    done = [FinishedRun(folder / row["run"], row.to_dict(), finals[finals["run"] == row["run"]], experiment=folder.name)
-            for _, row in table.iterrows() if row["status"] == "done"]
+    done = [
+        FinishedRun(folder / row["run"], row.to_dict(), finals[finals["run"] == row["run"]], experiment=folder.name)
+        for _, row in table.iterrows()
+        if row["status"] == "done"
+    ]
     return done, table
 
 
@@ -46,15 +50,15 @@ def selects(settings: dict, where: dict) -> bool:
 @dataclass
 class Result:
     claim: Claim
-    values: dict[str, float] = field(default_factory=dict)   # run label (s<seed>/t<structure seed>) -> value
-    problem: str = ""                                          # why the claim could not be measured
-    runs: list = field(default_factory=list)                   # every run the values were computed from
+    values: dict[str, float] = field(default_factory=dict)  # run label (s<seed>/t<structure seed>) -> value
+    problem: str = ""  # why the claim could not be measured
+    runs: list = field(default_factory=list)  # every run the values were computed from
     excluded: dict[str, float] = field(default_factory=dict)  # selected runs `among` left out -> their value
-    unsolved: bool = False                                     # no selected run met `among`: not reached
-    initial: dict[str, float] = field(default_factory=dict)   # the same measure on the untrained runs (step 0)
-    initial_problem: str = ""                                  # why step 0 could not be measured
-    verdict: str = ""                                          # one of VERDICTS (check_claims)
-    why: str = ""                                              # what decided it, in a phrase
+    unsolved: bool = False  # no selected run met `among`: not reached
+    initial: dict[str, float] = field(default_factory=dict)  # the same measure on the untrained runs (step 0)
+    initial_problem: str = ""  # why step 0 could not be measured
+    verdict: str = ""  # one of VERDICTS (check_claims)
+    why: str = ""  # what decided it, in a phrase
 
     @property
     def passed(self) -> bool:
@@ -72,14 +76,30 @@ class Result:
         """The claim's line of claims.csv (docs/reproduce.md lists the columns). With 3-6 runs a
         standard deviation says little: min and max are the interval a reader can check by eye."""
         values = pd.Series(self.values, dtype=float)
-        return {"paper": paper.name, "declaration": paper.digest, "claim": self.claim.name, "kind": self.claim.kind,
-                "statement": self.claim.statement, "source": self.claim.source, "paper_value": self.claim.paper_value,
-                "measure": self.claim.describe(),
-                "mean": values.mean(), "std": values.std(), "min": values.min(), "max": values.max(), "n": len(values),
-                "values": labelled(self.values), "criterion": str(self.claim.criterion), "verdict": self.verdict,
-                "why": self.why, "untrained": labelled(self.initial) or self.initial_problem,
-                "problem": self.problem, "note": self.claim.note, "excluded": labelled(self.excluded),
-                **provenance(self.runs)}
+        return {
+            "paper": paper.name,
+            "declaration": paper.digest,
+            "claim": self.claim.name,
+            "kind": self.claim.kind,
+            "statement": self.claim.statement,
+            "source": self.claim.source,
+            "paper_value": self.claim.paper_value,
+            "measure": self.claim.describe(),
+            "mean": values.mean(),
+            "std": values.std(),
+            "min": values.min(),
+            "max": values.max(),
+            "n": len(values),
+            "values": labelled(self.values),
+            "criterion": str(self.claim.criterion),
+            "verdict": self.verdict,
+            "why": self.why,
+            "untrained": labelled(self.initial) or self.initial_problem,
+            "problem": self.problem,
+            "note": self.claim.note,
+            "excluded": labelled(self.excluded),
+            **provenance(self.runs),
+        }
 
 
 def labelled(values: dict[str, float]) -> str:
@@ -94,7 +114,7 @@ def provenance(runs: list[FinishedRun]) -> dict[str, str]:
 
 
 def ratio(a: float, b: float) -> float:
-    if b == 0:                   # no ratio: the claim is not run, never judged on a NaN
+    if b == 0:  # no ratio: the claim is not run, never judged on a NaN
         raise MissingValue(f"{a:.4g} over an against run's 0: no ratio")
     return a / b
 
@@ -129,28 +149,39 @@ def trend(claim: Trend, chosen: list[FinishedRun], others: dict[str, FinishedRun
     short = [name for name, runs in draws.items() if len(runs) < 3]
     if short:
         raise MissingValue("fewer than 3 runs to rank for " + ", ".join(short))
-    return {name: spearman([float(run.setting(claim.key)) for run in runs], [claim.measure.of(run) for run in runs])
-            for name, runs in draws.items()}
+    return {
+        name: spearman([float(run.setting(claim.key)) for run in runs], [claim.measure.of(run) for run in runs])
+        for name, runs in draws.items()
+    }
 
 
 def selection(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> tuple[list, dict, str]:
     """(the runs `where` selects, the `against` runs by label, the problem that prevents a verdict)."""
     arms = [claim.where] + ([claim.against] if isinstance(claim, Paired) else [])
-    unfinished = sum(row["status"] != "done" and any(selects(row, arm) for arm in arms)
-                     for row in table.to_dict("records"))
+    unfinished = sum(
+        row["status"] != "done" and any(selects(row, arm) for arm in arms) for row in table.to_dict("records")
+    )
     home = claim.own_experiments
-    chosen = sorted((r for r in runs if r.experiment in home and selects(r.settings, claim.where)),
-                    key=lambda run: run.label)
+    chosen = sorted(
+        (r for r in runs if r.experiment in home and selects(r.settings, claim.where)), key=lambda run: run.label
+    )
     others = {}
     if isinstance(claim, Paired):
         away = (claim.against_in,) if claim.against_in else home
         others = {r.label: r for r in runs if r.experiment in away and selects(r.settings, claim.against)}
     labels = [run.label for run in chosen]
     missing = [label for label in labels if isinstance(claim, Paired) and label not in others]
-    problem = (f"{unfinished} selected runs did not finish" if unfinished else "no run selected" if not chosen
-               else "no paired run for " + ", ".join(missing) if missing
-               else "several selected runs share a seed and structure seed; narrow `where`"
-               if not isinstance(claim, Trend) and len(set(labels)) < len(labels) else "")
+    problem = (
+        f"{unfinished} selected runs did not finish"
+        if unfinished
+        else "no run selected"
+        if not chosen
+        else "no paired run for " + ", ".join(missing)
+        if missing
+        else "several selected runs share a seed and structure seed; narrow `where`"
+        if not isinstance(claim, Trend) and len(set(labels)) < len(labels)
+        else ""
+    )
     return chosen, others, problem
 
 
@@ -162,7 +193,7 @@ def judge(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> Result:
     if problem:
         return Result(claim, problem=problem)
     excluded = {}
-    if claim.among:              # e.g. only the runs that solve the task: the others are listed, not counted
+    if claim.among:  # e.g. only the runs that solve the task: the others are listed, not counted
         try:
             condition = {run.label: claim.among.measure.of(run) for run in chosen}
         except MissingValue as err:
@@ -179,9 +210,10 @@ def judge(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> Result:
     except MissingValue as err:
         result.problem = str(err)
         return result
-    try:                         # the same runs untrained: could the criterion have failed?
-        result.initial = measure(claim, [run.initial for run in chosen],
-                                 {label: run.initial for label, run in others.items()})
+    try:  # the same runs untrained: could the criterion have failed?
+        result.initial = measure(
+            claim, [run.initial for run in chosen], {label: run.initial for label, run in others.items()}
+        )
     except MissingValue as err:
         result.initial_problem = f"step 0 not measured: {err}"
     return result
@@ -192,7 +224,7 @@ def decide(claim: Claim, result: Result, done: dict[str, Result]) -> tuple[str, 
     unmet = [p for p in claim.premises if done[p].verdict != "holds"]
     if unmet:
         verdict = done[unmet[0]].verdict
-        if verdict == "not run":     # an unmeasured premise leaves this claim unmeasured, for the same reason
+        if verdict == "not run":  # an unmeasured premise leaves this claim unmeasured, for the same reason
             return "not run", f"{done[unmet[0]].why} (for its premise {unmet[0]})"
         return "not reached", f"its premise {unmet[0]} {'' if verdict == 'cannot fail' else 'was '}{verdict}"
     if result.problem:
@@ -216,8 +248,10 @@ def check_claims(paper: Paper, root: Path, planned: dict | None = None, missing:
     """Every claim of `paper` on the runs below root/<paper>/ (those `planned`, when given), each
     with its verdict (claims name only earlier claims, so one pass in order decides them all).
     `missing`: (paper, experiment) -> why its runs are not here (a checkpoint's absent weights)."""
-    loaded = {exp.name: load_runs(root / paper.name / exp.name, planned and planned.get((paper.name, exp.name)))
-              for exp in paper.experiments}
+    loaded = {
+        exp.name: load_runs(root / paper.name / exp.name, planned and planned.get((paper.name, exp.name)))
+        for exp in paper.experiments
+    }
     absent = {exp: why for (name, exp), why in (missing or {}).items() if name == paper.name}
     results: dict[str, Result] = {}
     for claim in paper.claims:

@@ -4,6 +4,7 @@
 results.md and the headline are functions of claims.csv alone, so a test can check that the
 committed page is what the committed claims.csv gives (docs/reproduce.md lists every file).
 """
+
 from __future__ import annotations
 
 import os
@@ -28,16 +29,20 @@ def text(value) -> str:
 
 def table_text(rows: pd.DataFrame) -> str:
     """The console / REPORT.md table: one line per claim, per-run values (trained and untrained) included."""
-    lines = ["| paper | claim | kind | source | paper | measured mean +- std [min, max] (n) | per run | untrained "
-             "| criterion | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| paper | claim | kind | source | paper | measured mean +- std [min, max] (n) | per run | untrained "
+        "| criterion | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for _, r in rows.iterrows():
-        measured = (f"{r['mean']:.4g} +- {r['std']:.2g} [{r['min']:.4g}, {r['max']:.4g}] ({r['n']})"
-                    if r["n"] else "-")
+        measured = f"{r['mean']:.4g} +- {r['std']:.2g} [{r['min']:.4g}, {r['max']:.4g}] ({r['n']})" if r["n"] else "-"
         verdict = f"**{r['verdict']}**" + (f" ({r['why']})" if text(r.get("why")) else "")
         verdict += f" (not counted: {r['excluded']})" if text(r.get("excluded")) else ""
-        lines.append(f"| {r['paper']} | {r['claim']} | {r['kind']} | {r['source']} | {r['paper_value']} | "
-                     f"{measured} | {text(r['values'])} | {text(r.get('untrained'))} | "
-                     f"{r['measure']} {r['criterion']} | {verdict} |")
+        lines.append(
+            f"| {r['paper']} | {r['claim']} | {r['kind']} | {r['source']} | {r['paper_value']} | "
+            f"{measured} | {text(r['values'])} | {text(r.get('untrained'))} | "
+            f"{r['measure']} {r['criterion']} | {verdict} |"
+        )
     return "\n".join(lines)
 
 
@@ -60,15 +65,25 @@ def passing(rows: pd.DataFrame) -> str:
 
 def provenance_lines(rows: pd.DataFrame) -> list[str]:
     """What produced the verdicts: the runs' distinct commits, versions, devices and thread counts."""
-    def seen(column: str) -> list[str]:     # a cell lists a claim's runs' values, "; " between them
+
+    def seen(column: str) -> list[str]:  # a cell lists a claim's runs' values, "; " between them
         return sorted({part for cell in rows[column].map(text) for part in cell.split("; ") if part})
 
-    lines = [f"- {what}: {', '.join(seen(column)) or 'not recorded'}" for column, what in
-             (("commits", "commits"), ("versions", "versions"), ("devices", "devices"), ("threads", "torch threads"))]
+    lines = [
+        f"- {what}: {', '.join(seen(column)) or 'not recorded'}"
+        for column, what in (
+            ("commits", "commits"),
+            ("versions", "versions"),
+            ("devices", "devices"),
+            ("threads", "torch threads"),
+        )
+    ]
     if len(seen("commits")) > 1:
         lines.append("- the runs come from more than one commit (the `commits` column says which per claim)")
-    lines.append("- per-run values are bit-identical on one machine at one thread count; another machine or "
-                 "thread count moves chaotic runs in their 2nd-3rd digit (docs/rundir.md)")
+    lines.append(
+        "- per-run values are bit-identical on one machine at one thread count; another machine or "
+        "thread count moves chaotic runs in their 2nd-3rd digit (docs/rundir.md)"
+    )
     return lines
 
 
@@ -76,39 +91,59 @@ def figures(paper: Paper, root: Path) -> dict[str, Path]:
     """`sinkexp report` of each experiment folder (summary.csv and figures in <folder>/report/)."""
     from sinkexp.report.runs import write_report as report_folder
 
-    return {exp.name: report_folder(root / paper.name / exp.name)[0]
-            for exp in paper.experiments if (root / paper.name / exp.name).is_dir()}
+    return {
+        exp.name: report_folder(root / paper.name / exp.name)[0]
+        for exp in paper.experiments
+        if (root / paper.name / exp.name).is_dir()
+    }
 
 
-def write_claims_report(papers: list[Paper], rows: pd.DataFrame, out: Path, root: Path, command: str, seconds: dict,
-                 reports: dict) -> Path:
+def write_claims_report(
+    papers: list[Paper], rows: pd.DataFrame, out: Path, root: Path, command: str, seconds: dict, reports: dict
+) -> Path:
     """claims.csv and REPORT.md into `out` (runs below root/<paper>/<experiment>/; links relative to `out`)."""
     write_csv(out / CLAIMS, rows)
-    lines = [f"# sinkexp reproduce: {', '.join(p.name for p in papers)}", "",
-             f"Command: `{command}`", "",
-             f"{passing(rows)}. Every claim is checked on every run it selects (per run: s<seed>/t<structure "
-             "seed>), trained and untrained (step 0); the verdicts are docs/reproduce.md's.", "",
-             "Declarations: " + ", ".join(f"{p.name} {p.digest}" for p in papers) + ". Runs read:", "",
-             *provenance_lines(rows), "",
-             table_text(rows), ""]
+    lines = [
+        f"# sinkexp reproduce: {', '.join(p.name for p in papers)}",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"{passing(rows)}. Every claim is checked on every run it selects (per run: s<seed>/t<structure "
+        "seed>), trained and untrained (step 0); the verdicts are docs/reproduce.md's.",
+        "",
+        "Declarations: " + ", ".join(f"{p.name} {p.digest}" for p in papers) + ". Runs read:",
+        "",
+        *provenance_lines(rows),
+        "",
+        table_text(rows),
+        "",
+    ]
     for paper in papers:
         lines += [f"## {paper.name}: {paper.title}", ""]
         for claim in paper.claims:
-            lines.append(f"- **{claim.name}** ({claim.source}): {claim.statement}"
-                         + (f" *{claim.note}*" if claim.note else ""))
+            lines.append(
+                f"- **{claim.name}** ({claim.source}): {claim.statement}" + (f" *{claim.note}*" if claim.note else "")
+            )
         lines.append("")
         for exp in paper.experiments:
             folder = os.path.relpath(root / paper.name / exp.name, out)
             took = f", {seconds[(paper.name, exp.name)]:.0f} s" if (paper.name, exp.name) in seconds else ""
             lines.append(f"### {exp.name}{took}")
             sizes = (("CPU sizes", exp.cpu), ("reach sizes", exp.reach))
-            lines.append(f"Runs: `{folder}/` (`{' '.join(exp.argv(scale='paper'))}`"
-                         + "".join(f", {label} `{' '.join(f'{k}={v}' for k, v in size.items())}`"
-                                   for label, size in sizes if size) + ")")
+            lines.append(
+                f"Runs: `{folder}/` (`{' '.join(exp.argv(scale='paper'))}`"
+                + "".join(
+                    f", {label} `{' '.join(f'{k}={v}' for k, v in size.items())}`" for label, size in sizes if size
+                )
+                + ")"
+            )
             if (paper.name, exp.name) in reports:
                 rel = os.path.relpath(reports[(paper.name, exp.name)], out)
-                lines += ["", f"![sink attention by layer]({rel}/sink_attn_by_layer.png)",
-                          f"![dynamics]({rel}/dynamics.png)"]
+                lines += [
+                    "",
+                    f"![sink attention by layer]({rel}/sink_attn_by_layer.png)",
+                    f"![dynamics]({rel}/dynamics.png)",
+                ]
             lines.append("")
     path = out / "REPORT.md"
     write_text(path, "\n".join(lines))
@@ -117,21 +152,33 @@ def write_claims_report(papers: list[Paper], rows: pd.DataFrame, out: Path, root
 
 def results_page(rows: pd.DataFrame) -> str:
     """docs/results.md: the headline, then per paper its claims with values, criterion and verdict."""
-    lines = ["# Results", "",
-             "<!-- generated by `sinkexp reproduce --docs docs` from docs/claims.csv; do not edit -->", "",
-             headline(rows), "",
-             "Each claim is checked on every run it selects (`s<seed>/t<structure seed>=value`), trained and "
-             "untrained (step 0 of the same runs). **holds**: every run meets the criterion, and it could have "
-             "failed; **contradicted**: what the claim is about formed, and its direction did not hold; **not "
-             "reached**: what the claim needs did not form at the size run, so it was not tested; **cannot "
-             "fail**: the criterion holds untrained too; **not run**: it could not be measured (its why says what is "
-             "missing). `paper`: the source's claim in its direction; "
-             "`extension`: a question sinkexp asks beyond it; `control`: a setting that cannot form the effect. "
-             "How claims are declared and judged: [reproduce.md](reproduce.md); why effects do not form at the "
-             "CPU sizes: [findings](findings/README.md).", "",
-             "Declarations: " + ", ".join(f"{paper} {text(digest)}" for paper, digest
-                                          in rows.groupby("paper", sort=False)["declaration"].first().items())
-             + ". Runs read:", "", *provenance_lines(rows), ""]
+    lines = [
+        "# Results",
+        "",
+        "<!-- generated by `sinkexp reproduce --docs docs` from docs/claims.csv; do not edit -->",
+        "",
+        headline(rows),
+        "",
+        "Each claim is checked on every run it selects (`s<seed>/t<structure seed>=value`), trained and "
+        "untrained (step 0 of the same runs). **holds**: every run meets the criterion, and it could have "
+        "failed; **contradicted**: what the claim is about formed, and its direction did not hold; **not "
+        "reached**: what the claim needs did not form at the size run, so it was not tested; **cannot "
+        "fail**: the criterion holds untrained too; **not run**: it could not be measured (its why says what is "
+        "missing). `paper`: the source's claim in its direction; "
+        "`extension`: a question sinkexp asks beyond it; `control`: a setting that cannot form the effect. "
+        "How claims are declared and judged: [reproduce.md](reproduce.md); why effects do not form at the "
+        "CPU sizes: [findings](findings/README.md).",
+        "",
+        "Declarations: "
+        + ", ".join(
+            f"{paper} {text(digest)}"
+            for paper, digest in rows.groupby("paper", sort=False)["declaration"].first().items()
+        )
+        + ". Runs read:",
+        "",
+        *provenance_lines(rows),
+        "",
+    ]
     for paper, claims in rows.groupby("paper", sort=False):
         lines += [f"## {paper} ({passing(claims)})", "", table_text(claims), ""]
         notes = [f"- **{r['claim']}**: {r['note']}" for _, r in claims.iterrows() if text(r["note"])]
@@ -164,7 +211,8 @@ def write_docs(docs: Path, rows: pd.DataFrame | None = None) -> Path:
     readme = docs.parent / "README.md"
     if readme.exists() and HEADLINE.search(readme.read_text()):
         link = f"{docs.name}/{RESULTS}"
-        text = HEADLINE.sub(lambda m: f"{m[1]}{headline(rows)} Every claim: [{link}]({link}).\n{m[3]}",
-                            readme.read_text())
+        text = HEADLINE.sub(
+            lambda m: f"{m[1]}{headline(rows)} Every claim: [{link}]({link}).\n{m[3]}", readme.read_text()
+        )
         write_text(readme, text)
     return docs / RESULTS

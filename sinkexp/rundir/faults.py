@@ -10,6 +10,7 @@ by `run_file_error`. Nothing is lost: every write is atomic, so the file it woul
 last checkpoint too) is untouched, and the same command resumes the run from that checkpoint.
 docs/rundir.md ("Faults") is the contract.
 """
+
 from __future__ import annotations
 
 import errno
@@ -18,13 +19,19 @@ import os
 import sys
 
 # errno -> (the cause, what to do). {folder}: the folder of the file; {access}: read or write.
-PERMISSION = ("no permission", "give yourself {access} permission on {folder} and its files "
-                               "(chmod -R u+{flag} {folder}), or choose another hydra.run.dir or hydra.sweep.dir")
+PERMISSION = (
+    "no permission",
+    "give yourself {access} permission on {folder} and its files "
+    "(chmod -R u+{flag} {folder}), or choose another hydra.run.dir or hydra.sweep.dir",
+)
 CAUSES = {
     errno.ENOSPC: ("no space left on the device", "free space on it"),
     errno.EDQUOT: ("the disk quota is spent", "free space within the quota, or have it raised"),
-    errno.EROFS: ("the file system is read-only", "remount it read-write, or copy the outputs to a writable "
-                                                  "disk and point hydra.run.dir or hydra.sweep.dir at the copy"),
+    errno.EROFS: (
+        "the file system is read-only",
+        "remount it read-write, or copy the outputs to a writable "
+        "disk and point hydra.run.dir or hydra.sweep.dir at the copy",
+    ),
     errno.EACCES: PERMISSION,
     errno.EPERM: PERMISSION,
 }
@@ -39,15 +46,18 @@ class RunFileError(OSError):
         cause, fix = CAUSES.get(err.errno, default)
         access = {"read": ("read", "r")}.get(doing, ("write", "w"))
         self.cause = cause
-        self.line = (f"cannot {doing} {path}: {cause}"
-                     + (f" ({errno.errorcode[err.errno]})" if err.errno in CAUSES else "")
-                     + "; " + fix.format(folder=os.path.dirname(path) or ".", access=access[0], flag=access[1])
-                     + ", then run the same command again: the run resumes from its last checkpoint")
+        self.line = (
+            f"cannot {doing} {path}: {cause}"
+            + (f" ({errno.errorcode[err.errno]})" if err.errno in CAUSES else "")
+            + "; "
+            + fix.format(folder=os.path.dirname(path) or ".", access=access[0], flag=access[1])
+            + ", then run the same command again: the run resumes from its last checkpoint"
+        )
 
     def __str__(self) -> str:
         return self.line
 
-    def __reduce__(self):       # a launcher's worker process sends it back pickled
+    def __reduce__(self):  # a launcher's worker process sends it back pickled
         return _rebuild, (self.errno, self.strerror, self.filename, self.cause, self.line)
 
 
@@ -93,6 +103,6 @@ class LogFile(logging.FileHandler):
             raise run_file_error(err, self.baseFilename, "write") from None
 
     def handleError(self, record: logging.LogRecord) -> None:
-        if isinstance(sys.exc_info()[1], OSError):   # called inside emit's own except: to emit above
+        if isinstance(sys.exc_info()[1], OSError):  # called inside emit's own except: to emit above
             raise
         super().handleError(record)

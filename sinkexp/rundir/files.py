@@ -10,6 +10,7 @@ Every write is atomic (a temporary file in the same folder, then os.replace), so
 any moment leaves either the old file or the new one, and a write that fails (a full disk, a
 read-only file system, ...) is a RunFileError naming the file, its cause and what to do (rundir/faults.py).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -34,8 +35,8 @@ from sinkexp.rundir.faults import run_file_error
 SCHEMA_VERSION = 1
 CONFIG, META, METRICS, LOSSES, SUMMARY = "config.yaml", "meta.json", "metrics.csv", "losses.csv", "summary.json"
 CHECKPOINT, DONE, FAILED, ATTENTION = "checkpoint.pt", "DONE", "FAILED", "attention.npz"
-LOCK = ".lock"                # held by the process that trains the run (files.take_lock)
-KEPT = "checkpoints"          # checkpoints/step_<N>.pt with train.keep_checkpoints
+LOCK = ".lock"  # held by the process that trains the run (files.take_lock)
+KEPT = "checkpoints"  # checkpoints/step_<N>.pt with train.keep_checkpoints
 
 
 def kept_checkpoint(step: int) -> str:
@@ -67,7 +68,7 @@ def _atomic(path: Path, write) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.fchmod(fd, 0o666 & ~UMASK)   # mkstemp makes 0600; results are shared as the user's umask allows
+        os.fchmod(fd, 0o666 & ~UMASK)  # mkstemp makes 0600; results are shared as the user's umask allows
         os.close(fd)
         write(tmp)
         os.replace(tmp, path)
@@ -114,8 +115,9 @@ def write_csv(path: Path, frame: pd.DataFrame) -> None:
 
 def write_arrays(path: Path, arrays: dict) -> None:
     def write(tmp):
-        with open(tmp, "wb") as handle:   # a file object, so numpy does not append ".npz" to the name
+        with open(tmp, "wb") as handle:  # a file object, so numpy does not append ".npz" to the name
             np.savez(handle, **arrays)
+
     _atomic(path, write)
 
 
@@ -146,7 +148,7 @@ def take_lock(path: Path) -> int:
     docs/rundir.md); RunBusy if a live process holds it, RunDirError if the file system cannot lock.
     The file keeps the last holder's pid and host, for the message."""
     try:
-        fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o666)   # the umask applies
+        fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o666)  # the umask applies
     except OSError as err:
         raise run_file_error(err, path / LOCK, "write") from None
     try:
@@ -155,15 +157,17 @@ def take_lock(path: Path) -> int:
         holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
         os.close(fd)
         raise RunBusy(f"{path} is being trained by {holder}") from None
-    except OSError as err:        # a file system without flock (Lustre mounted noflock, ...)
+    except OSError as err:  # a file system without flock (Lustre mounted noflock, ...)
         os.close(fd)
-        raise RunDirError(f"cannot lock {path / LOCK} ({err.strerror}): this file system does not support "
-                          "flock; put the outputs on one that does (hydra.run.dir / hydra.sweep.dir; "
-                          "docs/rundir.md)") from None
+        raise RunDirError(
+            f"cannot lock {path / LOCK} ({err.strerror}): this file system does not support "
+            "flock; put the outputs on one that does (hydra.run.dir / hydra.sweep.dir; "
+            "docs/rundir.md)"
+        ) from None
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {platform.node()}\n".encode(), 0)
-    except OSError as err:        # the lock is held, but the file cannot take the holder's name
+    except OSError as err:  # the lock is held, but the file cannot take the holder's name
         os.close(fd)
         raise run_file_error(err, path / LOCK, "write") from None
     return fd
@@ -182,7 +186,7 @@ def wait_for_lock(path: Path, waiting=lambda holder: None) -> None:
         except BlockingIOError:
             waiting(os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process")
             fcntl.flock(fd, fcntl.LOCK_SH)
-    except OSError:           # a file system that cannot lock: no holder to wait for
+    except OSError:  # a file system that cannot lock: no holder to wait for
         pass
     finally:
         os.close(fd)
@@ -220,11 +224,17 @@ def read_final(run: Path, steps: int) -> pd.DataFrame:
         summary_step = read_json(run / SUMMARY)["step"]
     except (OSError, ValueError, KeyError, pd.errors.ParserError) as err:
         raise ValueError(f"{err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
-    ends = {METRICS: metrics["step"].max() if len(metrics) else None,
-            LOSSES: losses["step"].max() if len(losses) else None, SUMMARY: summary_step}
+    ends = {
+        METRICS: metrics["step"].max() if len(metrics) else None,
+        LOSSES: losses["step"].max() if len(losses) else None,
+        SUMMARY: summary_step,
+    }
     if any(end != steps for end in ends.values()):
-        raise ValueError("tables end at " + ", ".join(f"{name} step {end}" for name, end in ends.items())
-                         + f", not train.steps={steps}")
+        raise ValueError(
+            "tables end at "
+            + ", ".join(f"{name} step {end}" for name, end in ends.items())
+            + f", not train.steps={steps}"
+        )
     return final_values(metrics, losses)
 
 
@@ -237,7 +247,7 @@ def collect(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         row = {"run": str(run.relative_to(root)) if run != Path(root) else ".", "status": status(run), "reason": ""}
         try:
             row.update(read_settings(run))
-        except Exception as err:   # OmegaConf raises several types for a file that is not a mapping
+        except Exception as err:  # OmegaConf raises several types for a file that is not a mapping
             row.update(status="damaged", reason=f"{CONFIG} cannot be read ({err.__class__.__name__})")
         runs.append(row)
         if row["status"] != "done":
@@ -256,14 +266,15 @@ def collect(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 @dataclass
 class RunFiles:
     """One run directory's files, each read when first asked for."""
+
     path: Path
 
     @cached_property
-    def config(self):                       # config.yaml as OmegaConf reads it
+    def config(self):  # config.yaml as OmegaConf reads it
         return OmegaConf.load(self.path / CONFIG)
 
     @cached_property
-    def metrics(self) -> pd.DataFrame | None:   # every evaluated step, per head
+    def metrics(self) -> pd.DataFrame | None:  # every evaluated step, per head
         return self.table(METRICS)
 
     @cached_property
@@ -271,11 +282,11 @@ class RunFiles:
         return self.table(LOSSES)
 
     @cached_property
-    def meta(self) -> dict | None:          # meta.json: provenance, timings (docs/rundir.md)
+    def meta(self) -> dict | None:  # meta.json: provenance, timings (docs/rundir.md)
         return read_json(self.path / META) if (self.path / META).exists() else None
 
     @cached_property
-    def summary(self) -> dict | None:       # None before the run finished
+    def summary(self) -> dict | None:  # None before the run finished
         return read_json(self.path / SUMMARY) if (self.path / SUMMARY).exists() else None
 
     def table(self, name: str) -> pd.DataFrame | None:
@@ -284,4 +295,3 @@ class RunFiles:
     def kept_steps(self) -> list[int]:
         """Steps with a kept checkpoint (train.keep_checkpoints)."""
         return sorted(int(p.stem.removeprefix("step_")) for p in (self.path / KEPT).glob("step_*.pt"))
-

@@ -13,6 +13,7 @@ no torch; a fault on any of them is one line naming the file (rundir/faults.py).
 `DONE` is written last; a failed run writes `FAILED` with the error instead; a run with neither is
 incomplete (and resumable when it has a checkpoint).
 """
+
 from __future__ import annotations
 
 import io
@@ -60,11 +61,12 @@ from sinkexp.rundir.provenance import device_name, git_state, numerics, utc_now,
 
 log = logging.getLogger(__name__)
 
+
 def job_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[Path]:
     """The run directory each of a job's runs (schema.run_configs) would get alone: Hydra's
     directory pattern resolved with that run's seed and packed values. `full` is a composed config
     with its hydra node (patterns unresolved)."""
-    node = OmegaConf.create(OmegaConf.to_container(full, resolve=False))   # a copy whose values can change
+    node = OmegaConf.create(OmegaConf.to_container(full, resolve=False))  # a copy whose values can change
     packed = list(node.get("pack") or {})
     node.pack = None
     dirs = []
@@ -84,12 +86,18 @@ class RunDir:
     config or a checkpoint that cannot be loaded safely, and RunBusy when another live process holds
     the lock. `close()` releases the lock (a dead process's lock is released by the kernel)."""
 
-    def __init__(self, path: Path, cfg: Config, hydra_files: dict[str, str] | None = None,
-                 notes: dict | None = None, kind: str | None = None):
-        self.path, self.cfg, self.kind = Path(path), cfg, kind or device_kind(cfg.device)   # kind: cpu | cuda
+    def __init__(
+        self,
+        path: Path,
+        cfg: Config,
+        hydra_files: dict[str, str] | None = None,
+        notes: dict | None = None,
+        kind: str | None = None,
+    ):
+        self.path, self.cfg, self.kind = Path(path), cfg, kind or device_kind(cfg.device)  # kind: cpu | cuda
         self.digest = config_hash(cfg, self.kind)
-        self.hydra_files = hydra_files or {}     # .hydra/<name>: text, written when the run starts
-        self.notes = notes or {}                 # into meta.json and the log's first lines
+        self.hydra_files = hydra_files or {}  # .hydra/<name>: text, written when the run starts
+        self.notes = notes or {}  # into meta.json and the log's first lines
         self.state: dict | None = None
         self.metric_rows: list = []
         self.loss_rows: list = []
@@ -105,9 +113,11 @@ class RunDir:
             other = "cpu" if self.kind == "cuda" else "cuda"
             # this config, other kind
             if read_json(self.path / META).get("config_hash") == config_hash(self.cfg, other):
-                raise RunDirError(f"{self.path} holds a run of this config trained on {other}, this one trains on "
-                                  f"{self.kind} (device={self.cfg.device}); runs never change device kind: use "
-                                  f"device={other}") from None
+                raise RunDirError(
+                    f"{self.path} holds a run of this config trained on {other}, this one trains on "
+                    f"{self.kind} (device={self.cfg.device}); runs never change device kind: use "
+                    f"device={other}"
+                ) from None
             raise
 
     def open(self) -> dict | None:
@@ -115,8 +125,9 @@ class RunDir:
         if finished is not None:
             return finished
         try:
-            self.state = self.load_checkpoint(fix="move it away and run the same command again to train this run "
-                                                  "from step 0")
+            self.state = self.load_checkpoint(
+                fix="move it away and run the same command again to train this run from step 0"
+            )
         except BaseException:
             self.close()
             raise
@@ -127,7 +138,7 @@ class RunDir:
 
     def close(self) -> None:
         if self._lock is not None:
-            os.close(self._lock)                 # releases the flock
+            os.close(self._lock)  # releases the flock
             self._lock = None
 
     @property
@@ -146,27 +157,44 @@ class RunDir:
             recorded = state["config_hash"]
         except OSError:
             raise
-        except Exception as err:      # torch's reason, its first sentence (a truncated zip, an unpickling error)
+        except Exception as err:  # torch's reason, its first sentence (a truncated zip, an unpickling error)
             text = str(err).strip() or err.__class__.__name__
-            refused = text.startswith("Weights only load failed")      # an object other than tensors and plain data
+            refused = text.startswith("Weights only load failed")  # an object other than tensors and plain data
             reason = (text.partition("WeightsUnpickler error: ")[2] if refused else text).split(". ")[0].strip(" .")
             what = "holds objects the safe loader refuses (not executed)" if refused else "is corrupt or truncated"
             raise RunDirError(f"{checkpoint} {what}: {reason}" + (f"; {fix}" if fix else "")) from None
         if recorded != self.digest:
-            raise RunDirError(f"{checkpoint} belongs to another config (hash {recorded}, "
-                              f"this one {self.digest}); refusing to resume from it")
+            raise RunDirError(
+                f"{checkpoint} belongs to another config (hash {recorded}, "
+                f"this one {self.digest}); refusing to resume from it"
+            )
         return state
 
     def start(self, device: torch.device, replica: int, replicas: int) -> None:
         """Clear a previous failure and write config.yaml, Hydra's files and the opening meta.json."""
         (self.path / FAILED).unlink(missing_ok=True)
-        self.meta = {"schema_version": SCHEMA_VERSION, "config_hash": self.digest, "seed": self.cfg.seed,
-                     "device": {"requested": self.cfg.device, "resolved": str(device), "name": device_name(device),
-                                "torch_threads": torch.get_num_threads(), "precision": numerics()},
-                     "versions": versions(), "git": git_state(), "argv": sys.argv,
-                     "start_time": utc_now(), "end_time": None, "wall_time_s": None, "steps_per_s": None,
-                     "resumed_from_step": self.resume_step if self.state else None,
-                     "replica": {"index": replica, "of": replicas}, **self.notes}
+        self.meta = {
+            "schema_version": SCHEMA_VERSION,
+            "config_hash": self.digest,
+            "seed": self.cfg.seed,
+            "device": {
+                "requested": self.cfg.device,
+                "resolved": str(device),
+                "name": device_name(device),
+                "torch_threads": torch.get_num_threads(),
+                "precision": numerics(),
+            },
+            "versions": versions(),
+            "git": git_state(),
+            "argv": sys.argv,
+            "start_time": utc_now(),
+            "end_time": None,
+            "wall_time_s": None,
+            "steps_per_s": None,
+            "resumed_from_step": self.resume_step if self.state else None,
+            "replica": {"index": replica, "of": replicas},
+            **self.notes,
+        }
         for key, value in self.notes.items():
             log.info("%s %s: %s", self.name, key, value)
         write_text(self.path / CONFIG, OmegaConf.to_yaml(OmegaConf.create(to_dict(self.cfg))))
@@ -175,8 +203,10 @@ class RunDir:
         write_json(self.path / META, self.meta)
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        return (pd.DataFrame(self.metric_rows, columns=METRIC_COLUMNS),
-                pd.DataFrame(self.loss_rows, columns=LOSS_COLUMNS))
+        return (
+            pd.DataFrame(self.metric_rows, columns=METRIC_COLUMNS),
+            pd.DataFrame(self.loss_rows, columns=LOSS_COLUMNS),
+        )
 
     def evaluated(self, rows: list, losses: list, step: int) -> None:
         self.metric_rows.extend(rows)
@@ -194,14 +224,21 @@ class RunDir:
     def checkpoint(self, trainer_state: dict, keep: bool = True) -> None:
         """Write checkpoint.pt (and, with train.keep_checkpoints and `keep`, its copy for load_run)."""
         # The tables so far travel with the checkpoint, so a resumed run continues them exactly.
-        state = {"config_hash": self.digest, "trainer": trainer_state, "torch_rng": torch.get_rng_state(),
-                 "metric_rows": self.metric_rows, "loss_rows": self.loss_rows}
-        buffer = io.BytesIO()         # serialised in memory: a full disk is then an OSError with its errno
+        state = {
+            "config_hash": self.digest,
+            "trainer": trainer_state,
+            "torch_rng": torch.get_rng_state(),
+            "metric_rows": self.metric_rows,
+            "loss_rows": self.loss_rows,
+        }
+        buffer = io.BytesIO()  # serialised in memory: a full disk is then an OSError with its errno
         torch.save(state, buffer)
         write_bytes(self.path / CHECKPOINT, buffer.getvalue())
-        if keep and self.cfg.train.keep_checkpoints:   # a copy of the file just written, not a second serialisation
-            _atomic(self.path / kept_checkpoint(trainer_state["step"]),
-                    lambda tmp: shutil.copyfile(self.path / CHECKPOINT, tmp))
+        if keep and self.cfg.train.keep_checkpoints:  # a copy of the file just written, not a second serialisation
+            _atomic(
+                self.path / kept_checkpoint(trainer_state["step"]),
+                lambda tmp: shutil.copyfile(self.path / CHECKPOINT, tmp),
+            )
 
     def finish(self, summary: dict, attention: dict, wall_time_s: float, steps_per_s: float) -> None:
         """Write the summary, the attention maps and the closing meta.json, then DONE, once the
@@ -209,8 +246,9 @@ class RunDir:
         metrics, losses = self.tables()
         ends = {METRICS: metrics["step"].max(), LOSSES: losses["step"].max(), SUMMARY: summary["step"]}
         if any(end != self.cfg.train.steps for end in ends.values()):
-            raise RunDirError(f"{self.path}: tables end at steps {ends}, not train.steps={self.cfg.train.steps}; "
-                              "DONE not written")
+            raise RunDirError(
+                f"{self.path}: tables end at steps {ends}, not train.steps={self.cfg.train.steps}; DONE not written"
+            )
         write_arrays(self.path / ATTENTION, attention)
         write_json(self.path / SUMMARY, summary)
         self.meta.update(end_time=utc_now(), wall_time_s=round(wall_time_s, 3), steps_per_s=round(steps_per_s, 2))
@@ -230,7 +268,7 @@ def claim(path: Path, check) -> tuple[int | None, dict | None]:
     path.mkdir(parents=True, exist_ok=True)
     lock = take_lock(path)
     try:
-        if (finished := check()) is None:       # else finished by another process since the first look
+        if (finished := check()) is None:  # else finished by another process since the first look
             for stale in path.glob(".*.tmp"):
                 stale.unlink(missing_ok=True)
             return lock, None
@@ -249,8 +287,10 @@ def existing_run(path: Path, digest: str, fix: str = "hydra.run.dir or name") ->
         raise RunDirError(f"{path} is a file, not a run directory")
     recorded = read_json(path / META).get("config_hash") if (path / META).exists() else None
     if recorded not in (None, digest):
-        raise RunDirError(f"{path} holds {'a finished run' if status(path) == 'done' else 'a run'} of another "
-                          f"config (hash {recorded}, this one {digest}); refusing to touch it: choose another {fix}")
+        raise RunDirError(
+            f"{path} holds {'a finished run' if status(path) == 'done' else 'a run'} of another "
+            f"config (hash {recorded}, this one {digest}); refusing to touch it: choose another {fix}"
+        )
     return read_json(path / SUMMARY) if finished(path, digest) else None
 
 
@@ -261,5 +301,5 @@ def mark_failed(path: Path, err: BaseException) -> None:
         if status(path) != "done":
             write_text(path / FAILED, f"{err.__class__.__name__}: {err}\n\n" + "".join(traceback.format_exception(err)))
             note(err, "FAILED written")
-    except OSError as fault:      # a full disk has no room for the marker either
+    except OSError as fault:  # a full disk has no room for the marker either
         note(err, f"FAILED could not be written either: {run_file_error(fault).cause}")

@@ -1,5 +1,6 @@
 """What meta.json records about where and with what a run ran: the time, the source tree's commit,
 the package versions and the device's name (docs/rundir.md lists meta.json's fields)."""
+
 from __future__ import annotations
 
 import os
@@ -19,10 +20,19 @@ def git_state() -> dict:
     """Commit and dirty flag of the sinkexp source tree (None outside a git checkout)."""
     source = Path(__file__).resolve().parent.parent
     try:
-        commit = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True,
-                                text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(source), "status", "--porcelain", "--", "sinkexp", "configs"],
-                               capture_output=True, text=True, timeout=10, check=True).stdout.strip() != ""
+        commit = subprocess.run(
+            ["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = (
+            subprocess.run(
+                ["git", "-C", str(source), "status", "--porcelain", "--", "sinkexp", "configs"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout.strip()
+            != ""
+        )
         return {"commit": commit, "dirty": dirty}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
@@ -56,8 +66,10 @@ def device_name(device: torch.device) -> str:
 def numerics() -> dict:
     """The process's float32 matmul settings and whether kernels must be deterministic
     (devices.configure sets them from `precision` and the device), with cuBLAS's workspace setting."""
-    return {"float32_matmul_precision": torch.get_float32_matmul_precision(),
-            "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
-            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-            "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG")}
+    return {
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+    }

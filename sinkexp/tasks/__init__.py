@@ -16,6 +16,7 @@ A task is one file with one class that has:
   data_files        (optional) task config keys naming data files (a path, or a name in
                     tasks.base.BUILT_IN), read with tasks.base.read_data_file; their content is part of the config hash
 """
+
 from sinkexp.tasks.backcopy import BackcopyTask
 from sinkexp.tasks.base import Batch
 from sinkexp.tasks.broadcast import BroadcastTask

@@ -23,6 +23,7 @@ marginal reported and used for trigger choice is the stationary distribution of 
 `task.bigram_table=PATH` loads a JSON table instead, with `cond` (n x n, rows summing to 1),
 `marginal` (n) and `bos` (an id), e.g. the paper's Tiny-Shakespeare character table.
 """
+
 from __future__ import annotations
 
 import functools
@@ -41,10 +42,10 @@ ROW_NOISE = 2.0  # spread of the synthetic rows' logits around log pi
 @dataclass
 class BackcopyConfig:
     name: str = "backcopy"
-    seq_len: int = 64                 # L input positions, BOS included
-    vocab: int = 64                   # V ordinary tokens of the synthetic table (BOS is extra)
-    n_triggers: int = 3               # k
-    structure_seed: int = 0           # draws the synthetic table
+    seq_len: int = 64  # L input positions, BOS included
+    vocab: int = 64  # V ordinary tokens of the synthetic table (BOS is extra)
+    n_triggers: int = 3  # k
+    structure_seed: int = 0  # draws the synthetic table
     bigram_table: Optional[str] = None  # a JSON table (cond, marginal, bos) instead
     # inverse_cdf: one uniform per token, looked up in each row's cumulative distribution (fast);
     # multinomial: torch.multinomial per step, the first release's stream (its runs keep their names)
@@ -54,7 +55,7 @@ class BackcopyConfig:
 SAMPLERS = ("inverse_cdf", "multinomial")
 
 
-@functools.lru_cache(maxsize=8)   # checking, naming and building a run all need it; never changed in place
+@functools.lru_cache(maxsize=8)  # checking, naming and building a run all need it; never changed in place
 def synthetic_table(vocab: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(cond (n, n), marginal (n,), bos) with n = vocab + 1; see the module docstring."""
     generator = torch.Generator().manual_seed(seed)
@@ -78,6 +79,7 @@ def load_table(path: str) -> tuple[torch.Tensor, torch.Tensor, int]:
     Checked: every entry finite and non-negative, cond square with rows summing to 1, the marginal
     one entry per token summing to 1, bos an integer token id (`true` is not one).
     """
+
     def bad(why: str) -> ConfigError:
         return ConfigError(f"task.bigram_table={path}: {why}")
 
@@ -120,9 +122,9 @@ class BackcopyTask:
     causal = True
     input_dim = None
     has_bos = True  # registers go after position 0 when True
-    packable = ("structure_seed",)   # settings that change the data only: a pack may vary them (train/replicas.py)
+    packable = ("structure_seed",)  # settings that change the data only: a pack may vary them (train/replicas.py)
     reference = "oracle (exact optimum from the table)"
-    data_files = ("bigram_table",)   # config keys naming files whose content is part of the config hash
+    data_files = ("bigram_table",)  # config keys naming files whose content is part of the config hash
 
     def __init__(self, cfg: BackcopyConfig):
         self.cfg = cfg
@@ -146,12 +148,12 @@ class BackcopyTask:
         # for u + r (u uniform in [0, 1)); searchsorted(right=True) returns the first entry above
         # u + r, so a zero-probability token (an entry equal to the one before) is never drawn, and
         # `token_of` maps the entry back to its token. Rows 0..n-1 are P(. | i), row n is x_1's law.
-        rows = torch.cat([cond, first[None] / first.sum()])                    # (n + 1, n), float64
+        rows = torch.cat([cond, first[None] / first.sum()])  # (n + 1, n), float64
         cumulative = rows.cumsum(-1)
         self.cdf = (cumulative / cumulative[:, -1:] + torch.arange(n + 1, dtype=torch.float64)[:, None]).flatten()
-        self.token_of = torch.arange(n).repeat(n + 1)                            # entry -> token
+        self.token_of = torch.arange(n).repeat(n + 1)  # entry -> token
         plogp = torch.where(cond > 0, cond * cond.log(), torch.zeros_like(cond))
-        self.entropy = (-plogp.sum(-1)).float()                                   # (n,) H(P(. | i))
+        self.entropy = (-plogp.sum(-1)).float()  # (n,) H(P(. | i))
         self.first_entropy = -(self.first[self.first > 0] * self.first[self.first > 0].log()).sum()
 
     @staticmethod
@@ -177,9 +179,11 @@ class BackcopyTask:
         if cfg.bigram_table:
             ordinary = marginal.clone()
             ordinary[bos] = 0.0
-            if ordinary.sort(descending=True).values[cfg.n_triggers:].sum() <= 0:
-                raise ConfigError(f"task.bigram_table={cfg.bigram_table}: the marginal has no mass outside BOS and "
-                                  f"the {cfg.n_triggers} triggers, so the first token cannot be drawn")
+            if ordinary.sort(descending=True).values[cfg.n_triggers :].sum() <= 0:
+                raise ConfigError(
+                    f"task.bigram_table={cfg.bigram_table}: the marginal has no mass outside BOS and "
+                    f"the {cfg.n_triggers} triggers, so the first token cannot be drawn"
+                )
 
     def _to(self, device: torch.device) -> None:
         """Move the table to `device` once (not per batch)."""
@@ -190,8 +194,8 @@ class BackcopyTask:
 
     def sample(self, batch_size: int, generator: torch.Generator, device) -> Batch:
         B, L = batch_size, self.seq_len
-        self._to(torch.empty(0, device=device).device)   # resolved, e.g. cuda -> cuda:0
-        tokens = torch.empty(B, L + 1, dtype=torch.long, device=device)          # inputs and the last target
+        self._to(torch.empty(0, device=device).device)  # resolved, e.g. cuda -> cuda:0
+        tokens = torch.empty(B, L + 1, dtype=torch.long, device=device)  # inputs and the last target
         tokens[:, 0] = self.bos
         if self.cfg.sampler == "multinomial":
             self._chain_multinomial(tokens, generator)
@@ -200,21 +204,26 @@ class BackcopyTask:
         inputs = tokens[:, :L]
         query_type = torch.where(self.is_trigger[inputs], TRIGGER, NON_TRIGGER)
         query_type[:, 0] = -1
-        return Batch(inputs=inputs, targets=tokens[:, 1:], loss_mask=torch.ones(B, L, dtype=torch.bool, device=device),
-                     query_type=query_type, sink=torch.zeros(B, dtype=torch.long, device=device))
+        return Batch(
+            inputs=inputs,
+            targets=tokens[:, 1:],
+            loss_mask=torch.ones(B, L, dtype=torch.bool, device=device),
+            query_type=query_type,
+            sink=torch.zeros(B, dtype=torch.long, device=device),
+        )
 
     def _chain_inverse_cdf(self, tokens: torch.Tensor, generator: torch.Generator) -> None:
         """Fill tokens[:, 1:] (B, L) in place: all uniforms in one call, then per step one search,
         one lookup and the copy rule (a Markov chain cannot skip steps). Time-major inside, so each
         step writes one contiguous row."""
         B, L = tokens.shape[0], tokens.shape[1] - 1
-        uniform = torch.rand(L, B, generator=generator, device=tokens.device, dtype=torch.float64)   # (L, B)
-        chain = torch.empty(L + 1, B, dtype=torch.long, device=tokens.device)   # (time, batch)
+        uniform = torch.rand(L, B, generator=generator, device=tokens.device, dtype=torch.float64)  # (L, B)
+        chain = torch.empty(L + 1, B, dtype=torch.long, device=tokens.device)  # (time, batch)
         chain[0] = self.bos
         chain[1] = self.token_of[torch.searchsorted(self.cdf, uniform[0] + self.vocab_size, right=True)]
         for t in range(1, L):
             current = chain[t]
-            drawn = self.token_of[torch.searchsorted(self.cdf, uniform[t] + current, right=True)]   # (B,)
+            drawn = self.token_of[torch.searchsorted(self.cdf, uniform[t] + current, right=True)]  # (B,)
             torch.where(self.is_trigger[current], chain[t - 1], drawn, out=chain[t + 1])
         tokens.copy_(chain.t())
 
@@ -231,7 +240,7 @@ class BackcopyTask:
             tokens[:, t + 1] = torch.where(self.is_trigger[current], tokens[:, t - 1], drawn)
 
     def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
-        return torch.nn.functional.cross_entropy(pred.transpose(1, 2), batch.targets, reduction="none")   # (B, L)
+        return torch.nn.functional.cross_entropy(pred.transpose(1, 2), batch.targets, reduction="none")  # (B, L)
 
     def baseline_loss(self, batch: Batch) -> torch.Tensor:
         """The oracle: 0 after a trigger, H(P(. | x_t)) otherwise, H(first) at BOS."""

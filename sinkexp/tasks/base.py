@@ -1,5 +1,6 @@
 """The batch every task sampler returns, the per-position loss the regression tasks share, and
 the one way a task reads a data file (so that its content, not only its path, names the run)."""
+
 from __future__ import annotations
 
 import functools
@@ -13,21 +14,22 @@ from sinkexp.tasks.lazy import torch
 
 @dataclass
 class Batch:
-    inputs: torch.Tensor      # (B, T, input_dim) float, or (B, T) long for token tasks
-    targets: torch.Tensor     # (B, T, output_dim) float, or (B, T) long
-    loss_mask: torch.Tensor   # (B, T) bool: positions that count in the loss
+    inputs: torch.Tensor  # (B, T, input_dim) float, or (B, T) long for token tasks
+    targets: torch.Tensor  # (B, T, output_dim) float, or (B, T) long
+    loss_mask: torch.Tensor  # (B, T) bool: positions that count in the loss
     query_type: torch.Tensor  # (B, T) long: index into the task's query_types, -1 = not a query
-    sink: torch.Tensor        # (B,) long: the sink position of each sequence (BOS = 0)
+    sink: torch.Tensor  # (B,) long: the sink position of each sequence (BOS = 0)
 
 
 @dataclass
 class Dims:
     """A task's sizes, known from its config without building it (for checks before any work)."""
+
     seq_len: int
-    input_dim: int | None     # width of vector inputs (None for token tasks)
-    vocab_size: int | None    # number of token ids (None for vector tasks)
+    input_dim: int | None  # width of vector inputs (None for token tasks)
+    vocab_size: int | None  # number of token ids (None for vector tasks)
     output_dim: int
-    structure: int            # numbers in the task's fixed structure (gate, rotation, table)
+    structure: int  # numbers in the task's fixed structure (gate, rotation, table)
 
 
 def direction(d: int, generator: torch.Generator, centred: bool) -> torch.Tensor:

@@ -16,6 +16,7 @@ A tiny example with d = 2, u = (1, 0), R = [[0, 1], [-1, 0]] (x R rotates), alph
 Loss: MSE over every position (mean over channels); query type `all_positions`. The reference
 predictor is the identity (y_hat = x), whose loss is alpha^2 |x_{j*}|^2 / d.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,8 +32,8 @@ class BroadcastConfig:
     seq_len: int = 32
     d: int = 64
     alpha: float = 1.0
-    structure_seed: int = 0   # draws u and R
-    centred: bool = True      # u has mean 0 over the channels (False: the first release's raw draw)
+    structure_seed: int = 0  # draws u and R
+    centred: bool = True  # u has mean 0 over the channels (False: the first release's raw draw)
 
 
 class BroadcastTask:
@@ -51,7 +52,7 @@ class BroadcastTask:
         generator = torch.Generator().manual_seed(cfg.structure_seed)
         self.hub_direction = direction(cfg.d, generator, cfg.centred)
         q, r = torch.linalg.qr(torch.randn(cfg.d, cfg.d, generator=generator))
-        self.rotation = q * torch.sign(torch.diagonal(r))   # sign fix: Haar-distributed, deterministic
+        self.rotation = q * torch.sign(torch.diagonal(r))  # sign fix: Haar-distributed, deterministic
 
     @staticmethod
     def dims(cfg: BroadcastConfig) -> Dims:
@@ -62,20 +63,26 @@ class BroadcastTask:
         if cfg.seq_len < 2:
             raise ConfigError(f"task.seq_len={cfg.seq_len} is not valid; it must be >= 2")
         if cfg.d < 1 + cfg.centred:
-            raise ConfigError(f"task.d={cfg.d} is not valid; it must be >= {1 + cfg.centred}"
-                              + (" (a centred direction needs 2 channels; task.centred=false allows 1)"
-                                 if cfg.centred else ""))
+            raise ConfigError(
+                f"task.d={cfg.d} is not valid; it must be >= {1 + cfg.centred}"
+                + (" (a centred direction needs 2 channels; task.centred=false allows 1)" if cfg.centred else "")
+            )
 
     def sample(self, batch_size: int, generator: torch.Generator, device) -> Batch:
         B, L, d = batch_size, self.seq_len, self.cfg.d
         x = torch.randn(B, L, d, generator=generator, device=device)
-        if self.rotation.device != x.device:                                     # once per device
+        if self.rotation.device != x.device:  # once per device
             self.hub_direction, self.rotation = self.hub_direction.to(x.device), self.rotation.to(x.device)
-        hub = (x @ self.hub_direction).argmax(dim=1)                             # (B,)
-        hub_vector = x[torch.arange(B, device=device), hub]                      # (B, d)
+        hub = (x @ self.hub_direction).argmax(dim=1)  # (B,)
+        hub_vector = x[torch.arange(B, device=device), hub]  # (B, d)
         targets = x + self.cfg.alpha * (hub_vector @ self.rotation)[:, None, :]
-        return Batch(inputs=x, targets=targets, loss_mask=torch.ones(B, L, dtype=torch.bool, device=device),
-                     query_type=torch.zeros(B, L, dtype=torch.long, device=device), sink=hub)
+        return Batch(
+            inputs=x,
+            targets=targets,
+            loss_mask=torch.ones(B, L, dtype=torch.bool, device=device),
+            query_type=torch.zeros(B, L, dtype=torch.long, device=device),
+            sink=hub,
+        )
 
     def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
         return mse(pred, batch.targets)

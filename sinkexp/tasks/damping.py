@@ -29,6 +29,7 @@ Two forms, one per source notebook (Kempner toy/notebooks/):
   y_hat = LN(x + pos + bos) + W_O A V (configs/task/damping_dynamics.yaml sets that model). The
   targets still use the raw x, so even a no-op token asks the head for LN(x) - x.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -45,13 +46,13 @@ FORMS = ("causal", "dynamics")
 @dataclass
 class DampingConfig:
     name: str = "damping"
-    seq_len: int = 32         # L, the sink token included
+    seq_len: int = 32  # L, the sink token included
     d: int = 64
-    p: float = 0.5            # share of damped tokens; lambda = Phi^-1(1 - p)
-    gamma: float = 0.0        # damped tokens' target is gamma * x
-    structure_seed: int = 0   # draws the gate vector v
-    centred: bool = True      # v has mean 0 over the channels (False: the first release's raw draw)
-    form: str = "causal"      # causal | dynamics: which source notebook's task (see the module docstring)
+    p: float = 0.5  # share of damped tokens; lambda = Phi^-1(1 - p)
+    gamma: float = 0.0  # damped tokens' target is gamma * x
+    structure_seed: int = 0  # draws the gate vector v
+    centred: bool = True  # v has mean 0 over the channels (False: the first release's raw draw)
+    form: str = "causal"  # causal | dynamics: which source notebook's task (see the module docstring)
 
 
 class DampingTask:
@@ -83,27 +84,33 @@ class DampingTask:
         if not 0.0 < cfg.p < 1.0:
             raise ConfigError(f"task.p={cfg.p} is not valid; it must lie in (0, 1)")
         if cfg.d < 1 + cfg.centred:
-            raise ConfigError(f"task.d={cfg.d} is not valid; it must be >= {1 + cfg.centred}"
-                              + (" (a centred direction needs 2 channels; task.centred=false allows 1)"
-                                 if cfg.centred else ""))
+            raise ConfigError(
+                f"task.d={cfg.d} is not valid; it must be >= {1 + cfg.centred}"
+                + (" (a centred direction needs 2 channels; task.centred=false allows 1)" if cfg.centred else "")
+            )
 
     def sample(self, batch_size: int, generator: torch.Generator, device) -> Batch:
         B, L, d = batch_size, self.seq_len, self.cfg.d
         causal = self.cfg.form == "causal"
         x = torch.randn(B, L, d, generator=generator, device=device)
         if causal:
-            x[:, 0] = 0.0                                                 # the sink token's input
+            x[:, 0] = 0.0  # the sink token's input
         if self.gate.device != x.device:
-            self.gate = self.gate.to(x.device)                            # once per device, not per batch
-        damped = (x @ self.gate) > self.threshold                         # (B, L)
+            self.gate = self.gate.to(x.device)  # once per device, not per batch
+        damped = (x @ self.gate) > self.threshold  # (B, L)
         if causal:
             damped[:, 0] = False
-        targets = x * torch.where(damped, self.cfg.gamma, 1.0)[..., None]   # one product, no gamma * x copy
-        query_type = damped.long()                                        # ACTIVE = 1, NOP = 0
+        targets = x * torch.where(damped, self.cfg.gamma, 1.0)[..., None]  # one product, no gamma * x copy
+        query_type = damped.long()  # ACTIVE = 1, NOP = 0
         if causal:
             query_type[:, 0] = -1
-        return Batch(inputs=x, targets=targets, loss_mask=query_type >= 0, query_type=query_type,
-                     sink=torch.zeros(B, dtype=torch.long, device=device))
+        return Batch(
+            inputs=x,
+            targets=targets,
+            loss_mask=query_type >= 0,
+            query_type=query_type,
+            sink=torch.zeros(B, dtype=torch.long, device=device),
+        )
 
     def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
         return mse(pred, batch.targets)

@@ -6,6 +6,7 @@ sinkexp.config.schema`, `sinkexp reproduce --list`, a paper's declaration checks
 import (~2 s); any attribute of `torch` loads it. This is the recipe of the Python documentation
 (importlib, "Implementing lazy imports"); a process that imported torch already gets it as it is.
 """
+
 from __future__ import annotations
 
 import importlib.util

@@ -22,6 +22,7 @@ itself). The reference predictor is the bigram model of the training stream (add
 after the leading BOS of `task.bos`, the unigram), so `loss - baseline` says how far the model
 is beyond bigram statistics.
 """
+
 from __future__ import annotations
 
 import functools
@@ -35,17 +36,17 @@ from sinkexp.tasks.lazy import torch
 
 BOS = 256
 VOCAB = 257
-HELD_OUT_EVERY = 20                      # documents 19, 39, ... are held out
+HELD_OUT_EVERY = 20  # documents 19, 39, ... are held out
 SEPARATOR = b"\n\n"
 
 
 @dataclass
 class LMConfig:
     name: str = "lm"
-    corpus: str = "kjv"      # the built-in corpus (kjv: tasks/base.py BUILT_IN) or the path of a text file
-    seq_len: int = 128       # positions per sequence, BOS included when task.bos
-    bos: bool = True         # a BOS token at position 0 of every sequence
-    doc_bos: bool = False    # a BOS token before every document in the packed stream (else the blank line)
+    corpus: str = "kjv"  # the built-in corpus (kjv: tasks/base.py BUILT_IN) or the path of a text file
+    seq_len: int = 128  # positions per sequence, BOS included when task.bos
+    bos: bool = True  # a BOS token at position 0 of every sequence
+    doc_bos: bool = False  # a BOS token before every document in the packed stream (else the blank line)
 
 
 def decompressed(key: str, value: str, raw: bytes) -> bytes:
@@ -69,8 +70,10 @@ def documents(corpus: str, raw: bytes) -> list[bytes]:
     raw = decompressed("task.corpus", corpus, raw)
     docs = [doc.strip(b"\n") for doc in raw.replace(b"\r\n", b"\n").split(SEPARATOR) if doc.strip()]
     if len(docs) < HELD_OUT_EVERY:
-        raise ConfigError(f"task.corpus={corpus}: {len(docs)} documents (blank-line separated); the held-out split "
-                          f"takes every {HELD_OUT_EVERY}th, so at least {HELD_OUT_EVERY} are needed")
+        raise ConfigError(
+            f"task.corpus={corpus}: {len(docs)} documents (blank-line separated); the held-out split "
+            f"takes every {HELD_OUT_EVERY}th, so at least {HELD_OUT_EVERY} are needed"
+        )
     return docs
 
 
@@ -80,12 +83,14 @@ def split_streams(corpus: str, doc_bos: bool) -> dict[str, torch.Tensor]:
     return _split_streams(corpus, doc_bos, read_data_file("task.corpus", corpus))
 
 
-@functools.lru_cache(maxsize=4)   # keyed by the file's bytes (read_data_file returns one object per version)
+@functools.lru_cache(maxsize=4)  # keyed by the file's bytes (read_data_file returns one object per version)
 def _split_streams(corpus: str, doc_bos: bool, raw: bytes) -> dict[str, torch.Tensor]:
     docs = documents(corpus, raw)
     held_out = [i % HELD_OUT_EVERY == HELD_OUT_EVERY - 1 for i in range(len(docs))]
-    return {"train": pack([doc for doc, out in zip(docs, held_out) if not out], doc_bos),
-            "held_out": pack([doc for doc, out in zip(docs, held_out) if out], doc_bos)}
+    return {
+        "train": pack([doc for doc, out in zip(docs, held_out) if not out], doc_bos),
+        "held_out": pack([doc for doc, out in zip(docs, held_out) if out], doc_bos),
+    }
 
 
 def pack(docs: list[bytes], doc_bos: bool) -> torch.Tensor:
@@ -101,8 +106,8 @@ class LMTask:
     query_types = ("text",)
     causal = True
     input_dim = None
-    has_bos = True            # position 0 is the sink position (BOS, or the first byte with task.bos=false)
-    packable = ()   # settings that change the data only: a pack may vary them (train/replicas.py)
+    has_bos = True  # position 0 is the sink position (BOS, or the first byte with task.bos=false)
+    packable = ()  # settings that change the data only: a pack may vary them (train/replicas.py)
     reference = "bigram model of the training split"
     data_files = ("corpus",)  # its content is part of the config hash
 
@@ -125,10 +130,12 @@ class LMTask:
     def validate(cfg: LMConfig) -> None:
         if cfg.seq_len < 2:
             raise ConfigError(f"task.seq_len={cfg.seq_len} is not valid; it must be >= 2")
-        for split, stream in split_streams(cfg.corpus, cfg.doc_bos).items():   # readable, enough documents
+        for split, stream in split_streams(cfg.corpus, cfg.doc_bos).items():  # readable, enough documents
             if len(stream) <= cfg.seq_len:
-                raise ConfigError(f"task.seq_len={cfg.seq_len} is longer than the {split} split of task.corpus="
-                                  f"{cfg.corpus} ({len(stream)} tokens); choose a shorter task.seq_len")
+                raise ConfigError(
+                    f"task.seq_len={cfg.seq_len} is longer than the {split} split of task.corpus="
+                    f"{cfg.corpus} ({len(stream)} tokens); choose a shorter task.seq_len"
+                )
 
     def _to(self, device: torch.device) -> None:
         if self.log_bigram.device != device:
@@ -140,15 +147,19 @@ class LMTask:
         self._to(torch.empty(0, device=device).device)
         stream = self.streams[split]
         starts = torch.randint(len(stream) - self.window + 1, (batch_size,), generator=generator, device=stream.device)
-        tokens = stream[starts[:, None] + torch.arange(self.window, device=stream.device)].long()   # (B, window)
+        tokens = stream[starts[:, None] + torch.arange(self.window, device=stream.device)].long()  # (B, window)
         if self.cfg.bos:
             tokens = torch.nn.functional.pad(tokens, (1, 0), value=BOS)
         B, L = batch_size, self.seq_len
         query_type = torch.zeros(B, L, dtype=torch.long, device=tokens.device)
         query_type[:, 0] = -1
-        return Batch(inputs=tokens[:, :L], targets=tokens[:, 1:],
-                     loss_mask=torch.ones(B, L, dtype=torch.bool, device=tokens.device),
-                     query_type=query_type, sink=torch.zeros(B, dtype=torch.long, device=tokens.device))
+        return Batch(
+            inputs=tokens[:, :L],
+            targets=tokens[:, 1:],
+            loss_mask=torch.ones(B, L, dtype=torch.bool, device=tokens.device),
+            query_type=query_type,
+            sink=torch.zeros(B, dtype=torch.long, device=tokens.device),
+        )
 
     def sample_held_out(self, batch_size: int, generator: torch.Generator, device) -> Batch:
         """The evaluation batch: windows of the held-out documents."""

@@ -18,6 +18,7 @@ Loss: MSE (mean over the d_x channels) at positions >= 1, reported per query typ
 predictor is the zero vector: its loss is exactly 0 at non-trigger queries and E|mean|^2 / d_x
 = 1/(number of preceding content tokens) at trigger queries.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,9 +27,8 @@ from sinkexp.errors import ConfigError, choices_error
 from sinkexp.tasks.base import Batch, Dims, mse
 from sinkexp.tasks.lazy import torch
 
-TRIGGER, NON_TRIGGER = 0, 1           # indices into TriggerTask.query_types
+TRIGGER, NON_TRIGGER = 0, 1  # indices into TriggerTask.query_types
 MODES = ("single", "bernoulli")
-
 
 
 def cumsum_in_order(x: torch.Tensor, dim: int) -> torch.Tensor:
@@ -36,8 +36,12 @@ def cumsum_in_order(x: torch.Tensor, dim: int) -> torch.Tensor:
     cumsum because its one-dimensional path (a cub scan) is not deterministic (pytorch/pytorch#75240).
     Along a dimension of a tensor with more than one row, ATen scans each row in one thread, adding
     in order (ScanUtils.cuh: scan_outer_dim, scan_innermost_dim): deterministic, so it is allowed."""
-    if not (x.is_cuda and x.is_floating_point() and x.numel() != x.size(dim)
-            and torch.are_deterministic_algorithms_enabled()):
+    if not (
+        x.is_cuda
+        and x.is_floating_point()
+        and x.numel() != x.size(dim)
+        and torch.are_deterministic_algorithms_enabled()
+    ):
         return torch.cumsum(x, dim)
     mode = torch.get_deterministic_debug_mode()
     torch.set_deterministic_debug_mode(0)
@@ -46,10 +50,11 @@ def cumsum_in_order(x: torch.Tensor, dim: int) -> torch.Tensor:
     finally:
         torch.set_deterministic_debug_mode(mode)
 
+
 @dataclass
 class TriggerConfig:
     name: str = "trigger"
-    seq_len: int = 32        # L, BOS included
+    seq_len: int = 32  # L, BOS included
     d_x: int = 16
     p_trigger: float = 0.5
     # single: with probability p_trigger one trigger at a uniform position in [2, L-1];
@@ -64,7 +69,7 @@ class TriggerTask:
     vocab_size = None
     has_bos = True  # registers go after position 0 when True
     reference = "zero predictor"
-    packable = ("p_trigger",)   # settings that change the data only: a pack may vary them (train/replicas.py)
+    packable = ("p_trigger",)  # settings that change the data only: a pack may vary them (train/replicas.py)
 
     def __init__(self, cfg: TriggerConfig):
         self.cfg = cfg
@@ -79,8 +84,10 @@ class TriggerTask:
     @staticmethod
     def validate(cfg: TriggerConfig) -> None:
         if cfg.seq_len < 3:
-            raise ConfigError(f"task.seq_len={cfg.seq_len} is not valid; the trigger task needs >= 3 "
-                              "(BOS, one content token, one trigger)")
+            raise ConfigError(
+                f"task.seq_len={cfg.seq_len} is not valid; the trigger task needs >= 3 "
+                "(BOS, one content token, one trigger)"
+            )
         if not 0.0 <= cfg.p_trigger <= 1.0:
             raise ConfigError(f"task.p_trigger={cfg.p_trigger} is not valid; it must lie in [0, 1]")
         if cfg.d_x < 1:
@@ -95,7 +102,7 @@ class TriggerTask:
         if self.cfg.mode == "single":
             has_trigger = torch.rand(B, generator=generator, device=device) < self.cfg.p_trigger
             where = torch.randint(2, L, (B,), generator=generator, device=device)
-            is_trigger = (position == where[:, None]) & has_trigger[:, None]            # (B, L)
+            is_trigger = (position == where[:, None]) & has_trigger[:, None]  # (B, L)
         else:
             is_trigger = torch.rand(B, L, generator=generator, device=device) < self.cfg.p_trigger
             is_trigger &= position >= 2
@@ -104,16 +111,21 @@ class TriggerTask:
         z = z * is_content[..., None]
 
         # Mean of the content vectors strictly before each position (exclusive prefix sums).
-        prefix_sum = cumsum_in_order(z, dim=1) - z                                        # (B, L, d_x)
-        prefix_count = torch.cumsum(is_content, dim=1) - is_content.long()                # (B, L)
+        prefix_sum = cumsum_in_order(z, dim=1) - z  # (B, L, d_x)
+        prefix_count = torch.cumsum(is_content, dim=1) - is_content.long()  # (B, L)
         prefix_mean = prefix_sum / prefix_count.clamp(min=1)[..., None]
         targets = prefix_mean * is_trigger[..., None]
 
         inputs = torch.cat([z, is_bos[..., None].float(), is_trigger[..., None].float()], dim=-1)
         query_type = torch.where(is_trigger, TRIGGER, NON_TRIGGER)
         query_type[:, 0] = -1
-        return Batch(inputs=inputs, targets=targets, loss_mask=~is_bos, query_type=query_type,
-                     sink=torch.zeros(B, dtype=torch.long, device=device))
+        return Batch(
+            inputs=inputs,
+            targets=targets,
+            loss_mask=~is_bos,
+            query_type=query_type,
+            sink=torch.zeros(B, dtype=torch.long, device=device),
+        )
 
     def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
         return mse(pred, batch.targets)

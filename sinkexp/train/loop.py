@@ -15,6 +15,7 @@ first, so that no message lands inside the bar's line. A lone trainer's
 device (model, optimiser, data generator, step, the partial train-loss window) in one format, so a
 checkpoint written by either resumes in either.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -74,17 +75,17 @@ class TrainLoop:
     of fresh data, split along `batch_dim`), `train_step()` (one step; the loss, one per model) and
     `parameters()` (every trained tensor, checked for divergence)."""
 
-    batch_dim = 0                           # where a batch's examples run: after the model axis, if any
+    batch_dim = 0  # where a batch's examples run: after the model axis, if any
 
     def __init__(self, task, cfg: TrainConfig, device: torch.device, loss_shape: tuple):
         self.task, self.cfg, self.device = task, cfg, device
         self.step = 0
-        self.window_sum = torch.zeros(loss_shape, device=device)   # train loss summed since the last log
+        self.window_sum = torch.zeros(loss_shape, device=device)  # train loss summed since the last log
         self.window_len = 0
         # The first step whose loss was not finite (0: none yet), tracked on the device so that no
         # step waits for the host; read at log, eval and checkpoint steps (check_finite).
         self.first_bad_step = torch.zeros(loss_shape, dtype=torch.long, device=device)
-        self.batches: deque[Batch] = deque()   # drawn ahead by next_batch, never across a checkpoint
+        self.batches: deque[Batch] = deque()  # drawn ahead by next_batch, never across a checkpoint
         self.checkpoints = Checkpoints(cfg.checkpoint_every, cfg.steps, cfg.checkpoint_steps)
 
     def next_batch(self) -> Batch:
@@ -109,7 +110,7 @@ class TrainLoop:
         bad = first_bad > 0
         if bad.any():
             low, high = first_bad[bad].min().item(), first_bad[bad].max().item()
-            when = f"at step {low}" if low == high else f"by step {high}"     # a pack's models may differ
+            when = f"at step {low}" if low == high else f"by step {high}"  # a pack's models may differ
             raise Diverged(f"diverged {when} (train loss not finite)", self.which(bad))
         finite = self.finite_models()
         if not finite.all():
@@ -124,22 +125,33 @@ class TrainLoop:
         return tuple(models.nonzero().flatten().tolist()) if self.first_bad_step.dim() else None
 
     def progress(self, generator: torch.Generator, window_sum: torch.Tensor) -> dict:
-        return {"generator": generator.get_state(), "step": self.step, "window_sum": window_sum.clone(),
-                "window_len": self.window_len}
+        return {
+            "generator": generator.get_state(),
+            "step": self.step,
+            "window_sum": window_sum.clone(),
+            "window_len": self.window_len,
+        }
 
-    def fit(self, *, eval_every: int, on_eval: Callable, on_log: Callable, on_checkpoint: Callable,
-            eval_at_checkpoints: bool = False, stop: Callable[[], bool] = lambda: False) -> float:
+    def fit(
+        self,
+        *,
+        eval_every: int,
+        on_eval: Callable,
+        on_log: Callable,
+        on_checkpoint: Callable,
+        eval_at_checkpoints: bool = False,
+        stop: Callable[[], bool] = lambda: False,
+    ) -> float:
         """Train up to cfg.steps; returns the steps/s of this call (evaluation included)."""
         cfg = self.cfg
-        bar = tqdm(total=cfg.steps, initial=self.step, desc="train", unit="step",
-                   dynamic_ncols=True, mininterval=1.0)
+        bar = tqdm(total=cfg.steps, initial=self.step, desc="train", unit="step", dynamic_ncols=True, mininterval=1.0)
         scheduled = cfg.warmup > 0 or cfg.schedule != "constant"
-        try:            # a signal during the step-0 evaluation stops the run at step 0 too
+        try:  # a signal during the step-0 evaluation stops the run at step 0 too
             if self.step == 0:
                 on_eval(0)
             first, started = self.step, time.perf_counter()
             while self.step < cfg.steps:
-                if scheduled:        # from the step alone: a resumed run takes the rates an uninterrupted one does
+                if scheduled:  # from the step alone: a resumed run takes the rates an uninterrupted one does
                     self.set_lr_factor(lr_factor(self.step, cfg.steps, cfg.warmup, cfg.schedule))
                 # No host synchronisation here: the loss is summed on the device and read at log time.
                 loss = self.train_step()
@@ -153,7 +165,7 @@ class TrainLoop:
                 log_now, eval_now = (last or self.step % every == 0 for every in (cfg.log_every, eval_every))
                 checkpoint_now = self.step in self.checkpoints
                 eval_now = eval_now or (eval_at_checkpoints and checkpoint_now)
-                if log_now or eval_now or checkpoint_now:   # nothing non-finite is logged, evaluated or saved
+                if log_now or eval_now or checkpoint_now:  # nothing non-finite is logged, evaluated or saved
                     self.check_finite()
                 if log_now:
                     mean_losses = (self.window_sum / self.window_len).reshape(-1).tolist()
@@ -168,12 +180,12 @@ class TrainLoop:
                 if not last and not self.batches and stop():
                     if not checkpoint_now:
                         self.check_finite()
-                        on_checkpoint(self.step, keep=False)   # not a scheduled step: no kept copy
-                    raise stopped(self.step)          # Requeue, or Interrupted outside submitit
-        except KeyboardInterrupt as err:     # Ctrl-C or SIGTERM: FAILED says at which step
+                        on_checkpoint(self.step, keep=False)  # not a scheduled step: no kept copy
+                    raise stopped(self.step)  # Requeue, or Interrupted outside submitit
+        except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: FAILED says at which step
             raise Interrupted.at(err, self.step) from None
         finally:
-            bar.close()     # before anyone prints: a message never lands inside the bar's line
+            bar.close()  # before anyone prints: a message never lands inside the bar's line
         elapsed = time.perf_counter() - started
         return (self.step - first) / elapsed if elapsed > 0 else float("nan")
 
@@ -185,7 +197,7 @@ class Trainer(TrainLoop):
     def __init__(self, model: nn.Module, task, cfg: TrainConfig, generator: torch.Generator, device: torch.device):
         super().__init__(task, cfg, device, loss_shape=())
         self.model, self.generator = model, generator
-        self.forward = maybe_compile(model, cfg, device)   # training only; evaluation calls self.model
+        self.forward = maybe_compile(model, cfg, device)  # training only; evaluation calls self.model
         self.optimizer = make_optimizer(model.parameters(), cfg)
         self.penalties = penalties.active(cfg)
         self.n_layers = len(model.blocks)
@@ -213,8 +225,11 @@ class Trainer(TrainLoop):
         return loss.detach()
 
     def state_dict(self) -> dict:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                **self.progress(self.generator, self.window_sum)}
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            **self.progress(self.generator, self.window_sum),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])

@@ -11,6 +11,7 @@ point is the GPU, where tiny models are bound by kernel launches rather than ari
 (scripts/bench_gpu.py measures what K models cost against one). Each replica's state has the lone
 trainer's format (train/loop.py), so a checkpoint written by either resumes in either.
 """
+
 from __future__ import annotations
 
 import copy
@@ -41,14 +42,15 @@ class PerReplicaOptimizer:
         self.params, self.cfg = list(params), cfgs[0]
         self.base_lr = [c.lr for c in cfgs]
         self.weight_decay = [c.weight_decay for c in cfgs]
-        self.factor = 1.0                           # the schedule's factor (TrainLoop.set_lr_factor)
+        self.factor = 1.0  # the schedule's factor (TrainLoop.set_lr_factor)
         # The same numbers as (K,) tensors on the parameters' device, built once: a step derives its
         # per-replica factors from them there, with its host numbers (the schedule's factor, AdamW's
         # bias corrections) as kernel arguments, so it never copies to the device or waits for it.
         # In double, as torch computes with its Python-number settings, rounded once to the parameters' dtype.
         device = self.params[0].device
-        self.lr_vector, self.decay_vector = (torch.tensor(values, dtype=torch.float64, device=device)
-                                             for values in (self.base_lr, self.weight_decay))
+        self.lr_vector, self.decay_vector = (
+            torch.tensor(values, dtype=torch.float64, device=device) for values in (self.base_lr, self.weight_decay)
+        )
         self.state: dict[int, dict] = {i: {} for i in range(len(self.params))}
         # Each replica's lone param_groups entry (its hyper-parameters, torch's keys), for its state_dict.
         self.groups = [make_optimizer([torch.zeros(())], c).state_dict()["param_groups"][0] for c in cfgs]
@@ -60,8 +62,8 @@ class PerReplicaOptimizer:
     @torch.no_grad()
     def step(self) -> None:
         cfg = self.cfg
-        lr = self.lr_vector * self.factor               # (K,) float64, on the device
-        vectors: dict = {}                              # each per-replica factor of this step, computed once
+        lr = self.lr_vector * self.factor  # (K,) float64, on the device
+        vectors: dict = {}  # each per-replica factor of this step, computed once
 
         def per_replica(name: str, values, p: torch.Tensor) -> torch.Tensor:
             """A (K,) float64 tensor (a function making it) in p's dtype, as (K, 1, ...)."""
@@ -73,7 +75,7 @@ class PerReplicaOptimizer:
             if p.grad is None:
                 continue
             g = p.grad
-            if cfg.optim == "sgd":     # torch.optim.SGD: coupled weight decay, momentum without dampening
+            if cfg.optim == "sgd":  # torch.optim.SGD: coupled weight decay, momentum without dampening
                 d_p = g.addcmul(p, per_replica("decay", lambda: self.decay_vector, p))
                 if cfg.momentum != 0:
                     if "momentum_buffer" not in state:
@@ -83,25 +85,33 @@ class PerReplicaOptimizer:
                     d_p = state["momentum_buffer"]
                 p.addcmul_(d_p, per_replica("-lr", lambda: -lr, p))
                 continue
-            beta1, beta2 = cfg.betas        # torch.optim.AdamW: decoupled weight decay, eps 1e-8
+            beta1, beta2 = cfg.betas  # torch.optim.AdamW: decoupled weight decay, eps 1e-8
             if not state:
                 state.update(step=torch.tensor(0.0), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
             state["step"] += 1
-            step = state["step"].item()     # on the CPU, as torch keeps it (after a resume too): no wait for the device
+            step = state["step"].item()  # on the CPU, as torch keeps it (after a resume too): no wait for the device
             p.mul_(per_replica("decay", lambda: 1 - lr * self.decay_vector, p))
             state["exp_avg"].lerp_(g, 1 - beta1)
             state["exp_avg_sq"].mul_(beta2).addcmul_(g, g, value=1 - beta2)
-            denom = (state["exp_avg_sq"].sqrt() / (1 - beta2 ** step) ** 0.5).add_(1e-8)
-            step_size = per_replica(f"step size {step}", lambda: -lr / (1 - beta1 ** step), p)
+            denom = (state["exp_avg_sq"].sqrt() / (1 - beta2**step) ** 0.5).add_(1e-8)
+            step_size = per_replica(f"step size {step}", lambda: -lr / (1 - beta1**step), p)
             p.addcdiv_(state["exp_avg"] * step_size, denom)
 
     def replica_state_dict(self, k: int) -> dict:
         """What replica k's lone optimiser's state_dict() would hold."""
-        state = {i: {key: value.clone() if key in SHARED_OPTIMIZER_STATE else value[k].clone()
-                     for key, value in entry.items()}
-                 for i, entry in self.state.items() if entry}
-        group = {**copy.deepcopy(self.groups[k]), "lr": self.base_lr[k] * self.factor,
-                 "params": list(range(len(self.params)))}
+        state = {
+            i: {
+                key: value.clone() if key in SHARED_OPTIMIZER_STATE else value[k].clone()
+                for key, value in entry.items()
+            }
+            for i, entry in self.state.items()
+            if entry
+        }
+        group = {
+            **copy.deepcopy(self.groups[k]),
+            "lr": self.base_lr[k] * self.factor,
+            "params": list(range(len(self.params))),
+        }
         return {"state": state, "param_groups": [group]}
 
     def load_replica_state_dicts(self, states: list[dict]) -> None:
@@ -111,9 +121,12 @@ class PerReplicaOptimizer:
             if entries[0] is None:
                 continue
             # The shared step stays on the CPU, as torch's AdamW keeps it: step() reads it every step.
-            self.state[i] = {key: value.clone().cpu() if key in SHARED_OPTIMIZER_STATE
-                             else torch.stack([e[key] for e in entries]).to(p.device)
-                             for key, value in entries[0].items()}
+            self.state[i] = {
+                key: value.clone().cpu()
+                if key in SHARED_OPTIMIZER_STATE
+                else torch.stack([e[key] for e in entries]).to(p.device)
+                for key, value in entries[0].items()
+            }
 
 
 class ReplicaTrainer(TrainLoop):
@@ -129,13 +142,14 @@ class ReplicaTrainer(TrainLoop):
 
     batch_dim = 1
 
-    def __init__(self, models: list[nn.Module], tasks: list, cfgs: list[TrainConfig], generators: list,
-                 device: torch.device):
+    def __init__(
+        self, models: list[nn.Module], tasks: list, cfgs: list[TrainConfig], generators: list, device: torch.device
+    ):
         super().__init__(tasks[0], cfgs[0], device, loss_shape=(len(models),))
         self.tasks, self.generators = list(tasks), list(generators)
-        self.params, self.buffers = stack_module_state(models)        # name -> (K, ...) leaf tensors
-        self.model = copy.deepcopy(models[0])   # holds one replica's weights at a time, see replica()
-        skeleton = copy.deepcopy(models[0]).to("meta")                # the architecture without storage
+        self.params, self.buffers = stack_module_state(models)  # name -> (K, ...) leaf tensors
+        self.model = copy.deepcopy(models[0])  # holds one replica's weights at a time, see replica()
+        skeleton = copy.deepcopy(models[0]).to("meta")  # the architecture without storage
         task = tasks[0]
 
         def replica_loss(params, buffers, *batch_fields):
@@ -168,8 +182,11 @@ class ReplicaTrainer(TrainLoop):
 
     def replica_state_dict(self, k: int) -> dict:
         model = {name: tensor.clone() for name, tensor in self.replica(k).state_dict().items()}
-        return {"model": model, "optimizer": self.optimizer.replica_state_dict(k),
-                **self.progress(self.generators[k], self.window_sum[k])}
+        return {
+            "model": model,
+            "optimizer": self.optimizer.replica_state_dict(k),
+            **self.progress(self.generators[k], self.window_sum[k]),
+        }
 
     def load_state_dicts(self, states: list[dict]) -> None:
         """Continue from one lone-format state per replica (they must share the step)."""
@@ -178,7 +195,7 @@ class ReplicaTrainer(TrainLoop):
         stacked = self._stacked()
         with torch.no_grad():
             for k, state in enumerate(states):
-                self.model.load_state_dict(state["model"])             # checks names and shapes
+                self.model.load_state_dict(state["model"])  # checks names and shapes
                 for name, tensor in self._tensors():
                     stacked[name][k].copy_(tensor)
         self.optimizer.load_replica_state_dicts([state["optimizer"] for state in states])
@@ -191,7 +208,7 @@ class ReplicaTrainer(TrainLoop):
         return self.params.values()
 
     def finite_models(self) -> torch.Tensor:
-        return torch.stack([torch.isfinite(p).flatten(1).all(1) for p in self.parameters()]).all(0)   # (K,)
+        return torch.stack([torch.isfinite(p).flatten(1).all(1) for p in self.parameters()]).all(0)  # (K,)
 
     def draw(self, n: int) -> Batch:
         batches = [task.sample(n, generator, self.device) for task, generator in zip(self.tasks, self.generators)]
@@ -201,7 +218,7 @@ class ReplicaTrainer(TrainLoop):
         batch = self.next_batch()
         losses = self.losses(self.params, self.buffers, *(getattr(batch, field.name) for field in FIELDS))  # (K,)
         self.optimizer.zero_grad(set_to_none=True)
-        losses.sum().backward()      # replicas share no parameter: each gets its own loss's gradient
+        losses.sum().backward()  # replicas share no parameter: each gets its own loss's gradient
         if self.cfg.grad_clip > 0:
             clip_grad_norm_per_replica_(self.params.values(), self.cfg.grad_clip)
         self.optimizer.step()
@@ -211,6 +228,7 @@ class ReplicaTrainer(TrainLoop):
 @dataclasses.dataclass
 class ReplicaView:
     """Replica k of a ReplicaTrainer, seen as a lone run: its module now, its lone-format state."""
+
     trainer: ReplicaTrainer
     k: int
 
@@ -226,7 +244,7 @@ def clip_grad_norm_per_replica_(params, max_norm: float) -> None:
     """torch.nn.utils.clip_grad_norm_ applied to each replica alone (the model axis is dim 0)."""
     grads = [p.grad for p in params if p.grad is not None]
     K = grads[0].shape[0]
-    norms = torch.stack([g.reshape(K, -1).norm(dim=1) for g in grads]).norm(dim=0)     # (K,)
+    norms = torch.stack([g.reshape(K, -1).norm(dim=1) for g in grads]).norm(dim=0)  # (K,)
     scale = (max_norm / (norms + 1e-6)).clamp(max=1.0)
     for g in grads:
         g.mul_(scale.view(K, *[1] * (g.dim() - 1)))

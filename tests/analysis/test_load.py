@@ -1,4 +1,5 @@
 """load_run: a run directory back as config, task, model, held-out batch and tables."""
+
 import pytest
 import torch
 from conftest import QUICK

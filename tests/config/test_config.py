@@ -1,4 +1,5 @@
 """Config: every option composes and builds, bad values are refused with one line naming the key."""
+
 import pytest
 import torch
 
@@ -9,13 +10,30 @@ from sinkexp.model import AXES as MODEL_AXES
 from sinkexp.model import Transformer
 from sinkexp.tasks import TASKS
 
-ATTN_PRESETS = ("softmax", "relu", "relu_len", "relu_raw", "sigmoid", "sigmoid_nobias", "sigmoid_norm", "softmax1",
-                "softpick", "gated", "sink_kv")
-AXES = {**{key: tuple(registry) for key, registry in MODEL_AXES.items()
-           if key not in ("model.embed", "model.readout")},   # identity needs vector data of width d_model
-        "model.qk_norm": (True,), "model.n_registers": (2,), "train.optim": config_schema.OPTIMIZERS,
-        "attn": ATTN_PRESETS, "task": tuple(TASKS)}
-BIDIRECTIONAL = ("model.global_pathway",)   # the pathway pools over the whole sequence
+ATTN_PRESETS = (
+    "softmax",
+    "relu",
+    "relu_len",
+    "relu_raw",
+    "sigmoid",
+    "sigmoid_nobias",
+    "sigmoid_norm",
+    "softmax1",
+    "softpick",
+    "gated",
+    "sink_kv",
+)
+AXES = {
+    **{
+        key: tuple(registry) for key, registry in MODEL_AXES.items() if key not in ("model.embed", "model.readout")
+    },  # identity needs vector data of width d_model
+    "model.qk_norm": (True,),
+    "model.n_registers": (2,),
+    "train.optim": config_schema.OPTIMIZERS,
+    "attn": ATTN_PRESETS,
+    "task": tuple(TASKS),
+}
+BIDIRECTIONAL = ("model.global_pathway",)  # the pathway pools over the whole sequence
 
 
 @pytest.mark.parametrize("key,value", [(k, v) for k, values in AXES.items() for v in values])
@@ -36,8 +54,14 @@ def test_every_variant_with_every_task_runs_a_step(make_config, attn, task):
     from sinkexp.jobs.runner import make_trainer
 
     for n_layers in (1, 2):
-        cfg = make_config(f"task={task}", f"attn={attn}", f"model.n_layers={n_layers}", "model.n_registers=1",
-                          "train.batch_size=2", "device=cpu")
+        cfg = make_config(
+            f"task={task}",
+            f"attn={attn}",
+            f"model.n_layers={n_layers}",
+            "model.n_registers=1",
+            "train.batch_size=2",
+            "device=cpu",
+        )
         (task_,), trainer = make_trainer([cfg], torch.device("cpu"))
         assert torch.isfinite(trainer.train_step())
         rows, losses = evaluate(trainer.model, task_, task_.sample(4, torch.Generator().manual_seed(1), "cpu"), 1)
@@ -60,61 +84,64 @@ def test_paper_scale_composes_for_every_task(make_config, task):
     assert paper.train.steps > cpu.train.steps
 
 
-@pytest.mark.parametrize("overrides,needles", [
-    (["task=nope"], ["task=", "trigger"]),
-    (["attn=nope"], ["attn=", "softmax", "relu_raw", "sink_kv"]),
-    (["attn.gate=sometimes"], ["attn.gate=", "headwise", "elementwise"]),
-    (["model.pos=rope", "model.d_model=6", "model.n_heads=2"], ["model.pos=rope", "even"]),
-    (["model.n_layer=2"], ["model.n_layer", "n_layers"]),
-    (["nope=1"], ["nope", "top level"]),
-    (["model.n_layers=two"], ["model.n_layers", "two"]),
-    (["model.n_heads=3"], ["model.d_model=64", "model.n_heads=3"]),
-    (["model.n_layers=0"], ["model.n_layers=0", ">= 1"]),
-    (["task.seq_len=2"], ["task.seq_len=2", ">= 3"]),
-    (["task.p_trigger=1.5"], ["task.p_trigger=1.5", "[0, 1]"]),
-    (["train.steps=0"], ["train.steps=0"]),
-    (["model.norm=middle"], ["model.norm=", "pre", "sandwich"]),
-    (["attn.slot=two"], ["attn.slot=", "none", "learned"]),
-    (["model.mlp=tanh"], ["model.mlp=", "gelu", "swiglu"]),
-    (["model.pos=alibi"], ["model.pos=", "learned", "rope"]),
-    (["model.pos_into=middle"], ["model.pos_into=", "stream", "first_attn"]),
-    (["task=broadcast", "model.hide_bos=true"], ["model.hide_bos=true", "'broadcast' has none", "trigger"]),
-    (["model.pos=rope", "model.pos_into=first_attn"], ["model.pos_into=first_attn", "model.pos=rope", "learned"]),
-    (["task=broadcast", "train.bos_penalty=1"], ["train.bos_penalty=1", "'broadcast' has none", "trigger"]),
-    (["train.bos_penalty=-1"], ["train.bos_penalty=-1", ">= 0"]),
-    (["train.common_mode_penalty=nan"], ["train.common_mode_penalty=nan", "finite"]),
-    (["train.bos_penalty=1", "train.replicas=2"], ["train.bos_penalty", "train.replicas=2"]),
-    (["model.global_pathway=sometimes"], ["model.global_pathway=", "none", "learned", "fixed"]),
-    (["model.global_pathway=learned"], ["model.global_pathway=learned", "causal", "broadcast"]),
-    (["model.norm_type=batchnorm"], ["model.norm_type=", "layernorm", "dyt"]),
-    (["device=tpu"], ["device=", "auto", "cuda"]),
-    (["model.embed=identity"], ["model.embed=identity", "model.d_model=64", "width 18"]),
-    (["task=backcopy", "model.readout=identity"], ["model.readout=identity", "use model.readout=linear"]),
-    (["task=damping", "task.p=1.0"], ["task.p=1.0", "(0, 1)"]),
-    (["task=broadcast", "task.d=1", "model.d_model=1"], ["task.d=1", ">= 2", "task.centred=false"]),
-    (["task=backcopy", "task.bigram_table=/nonexistent.json"], ["task.bigram_table=/nonexistent.json"]),
-    (["scale=huge"], ["scale=", "cpu", "paper"]),
-    (["model.n_layers=é"], ["cannot parse the overrides"]),
-    (["model.n_layers=[1"], ["cannot parse the overrides"]),
-    (["device=cuda:abc"], ["device=", "cuda:N"]),
-    (["precision=bf16"], ["precision='bf16'", "exact", "tf32"]),
-    (["hydra.run.dir="], ["hydra.run.dir is empty"]),
-    (["hydra.run.dir=/proc/sinkexp"], ["/proc/sinkexp cannot be created", "choose another hydra.run.dir"]),
-    (["name=../../x"], ["name=", "one folder name"]),
-    (["model.n_layers=1000000000"], ["model.n_layers=1000000000", "GiB"]),
-    (["train.batch_size=100000000"], ["train.batch_size=100000000", "GiB"]),
-    (["train.lr=nan"], ["train.lr=nan", "finite"]),
-    (["train.lr=inf"], ["train.lr=inf", "finite"]),
-    (["train.weight_decay=-1"], ["train.weight_decay=-1", ">= 0"]),
-    (["train.betas=[1.5,0.9]"], ["train.betas", "[0, 1)"]),
-    (["train.betas=[0.9]"], ["train.betas", "two values"]),
-    (["train.optim=sgd", "train.momentum=-0.5"], ["train.momentum=-0.5", "[0, 1)"]),
-    (["train.grad_clip=-1"], ["train.grad_clip=-1", ">= 0"]),
-    (["seed=9223372036854775808"], ["seed=", "2^63"]),
-    (["seed=9223372036854775807", "train.replicas=2"], ["seed=", "train.replicas=2"]),
-    (["eval.seed=-1"], ["eval.seed=-1"]),
-    (["model.pos_init_std=-1"], ["model.pos_init_std=-1", ">= 0"]),
-])
+@pytest.mark.parametrize(
+    "overrides,needles",
+    [
+        (["task=nope"], ["task=", "trigger"]),
+        (["attn=nope"], ["attn=", "softmax", "relu_raw", "sink_kv"]),
+        (["attn.gate=sometimes"], ["attn.gate=", "headwise", "elementwise"]),
+        (["model.pos=rope", "model.d_model=6", "model.n_heads=2"], ["model.pos=rope", "even"]),
+        (["model.n_layer=2"], ["model.n_layer", "n_layers"]),
+        (["nope=1"], ["nope", "top level"]),
+        (["model.n_layers=two"], ["model.n_layers", "two"]),
+        (["model.n_heads=3"], ["model.d_model=64", "model.n_heads=3"]),
+        (["model.n_layers=0"], ["model.n_layers=0", ">= 1"]),
+        (["task.seq_len=2"], ["task.seq_len=2", ">= 3"]),
+        (["task.p_trigger=1.5"], ["task.p_trigger=1.5", "[0, 1]"]),
+        (["train.steps=0"], ["train.steps=0"]),
+        (["model.norm=middle"], ["model.norm=", "pre", "sandwich"]),
+        (["attn.slot=two"], ["attn.slot=", "none", "learned"]),
+        (["model.mlp=tanh"], ["model.mlp=", "gelu", "swiglu"]),
+        (["model.pos=alibi"], ["model.pos=", "learned", "rope"]),
+        (["model.pos_into=middle"], ["model.pos_into=", "stream", "first_attn"]),
+        (["task=broadcast", "model.hide_bos=true"], ["model.hide_bos=true", "'broadcast' has none", "trigger"]),
+        (["model.pos=rope", "model.pos_into=first_attn"], ["model.pos_into=first_attn", "model.pos=rope", "learned"]),
+        (["task=broadcast", "train.bos_penalty=1"], ["train.bos_penalty=1", "'broadcast' has none", "trigger"]),
+        (["train.bos_penalty=-1"], ["train.bos_penalty=-1", ">= 0"]),
+        (["train.common_mode_penalty=nan"], ["train.common_mode_penalty=nan", "finite"]),
+        (["train.bos_penalty=1", "train.replicas=2"], ["train.bos_penalty", "train.replicas=2"]),
+        (["model.global_pathway=sometimes"], ["model.global_pathway=", "none", "learned", "fixed"]),
+        (["model.global_pathway=learned"], ["model.global_pathway=learned", "causal", "broadcast"]),
+        (["model.norm_type=batchnorm"], ["model.norm_type=", "layernorm", "dyt"]),
+        (["device=tpu"], ["device=", "auto", "cuda"]),
+        (["model.embed=identity"], ["model.embed=identity", "model.d_model=64", "width 18"]),
+        (["task=backcopy", "model.readout=identity"], ["model.readout=identity", "use model.readout=linear"]),
+        (["task=damping", "task.p=1.0"], ["task.p=1.0", "(0, 1)"]),
+        (["task=broadcast", "task.d=1", "model.d_model=1"], ["task.d=1", ">= 2", "task.centred=false"]),
+        (["task=backcopy", "task.bigram_table=/nonexistent.json"], ["task.bigram_table=/nonexistent.json"]),
+        (["scale=huge"], ["scale=", "cpu", "paper"]),
+        (["model.n_layers=é"], ["cannot parse the overrides"]),
+        (["model.n_layers=[1"], ["cannot parse the overrides"]),
+        (["device=cuda:abc"], ["device=", "cuda:N"]),
+        (["precision=bf16"], ["precision='bf16'", "exact", "tf32"]),
+        (["hydra.run.dir="], ["hydra.run.dir is empty"]),
+        (["hydra.run.dir=/proc/sinkexp"], ["/proc/sinkexp cannot be created", "choose another hydra.run.dir"]),
+        (["name=../../x"], ["name=", "one folder name"]),
+        (["model.n_layers=1000000000"], ["model.n_layers=1000000000", "GiB"]),
+        (["train.batch_size=100000000"], ["train.batch_size=100000000", "GiB"]),
+        (["train.lr=nan"], ["train.lr=nan", "finite"]),
+        (["train.lr=inf"], ["train.lr=inf", "finite"]),
+        (["train.weight_decay=-1"], ["train.weight_decay=-1", ">= 0"]),
+        (["train.betas=[1.5,0.9]"], ["train.betas", "[0, 1)"]),
+        (["train.betas=[0.9]"], ["train.betas", "two values"]),
+        (["train.optim=sgd", "train.momentum=-0.5"], ["train.momentum=-0.5", "[0, 1)"]),
+        (["train.grad_clip=-1"], ["train.grad_clip=-1", ">= 0"]),
+        (["seed=9223372036854775808"], ["seed=", "2^63"]),
+        (["seed=9223372036854775807", "train.replicas=2"], ["seed=", "train.replicas=2"]),
+        (["eval.seed=-1"], ["eval.seed=-1"]),
+        (["model.pos_init_std=-1"], ["model.pos_init_std=-1", ">= 0"]),
+    ],
+)
 def test_bad_input_is_one_line_naming_the_key(make_config, overrides, needles):
     with pytest.raises(ConfigError) as err:
         plan(overrides, multirun=False)
@@ -131,9 +158,17 @@ def test_a_sweep_into_a_folder_that_cannot_be_written_names_the_key_the_user_set
 
 # Config hashes name existing run directories (docs/rundir.md): these defaults' must never change,
 # whatever follows what (sinkexp/config/follow.py).
-PINNED = {(): "96365c1e", ("task=lm",): "62b3b899", ("task=lm", "scale=paper"): "37c6702b",
-          ("task=lm", "train.steps=100"): "4c679acd", ("task=damping",): "a98183c9", ("task=broadcast",): "d562f907",
-          ("task=backcopy",): "b37d5942", ("task=damping_dynamics",): "9026a4d8", ("model=llama",): "3c0c0569"}
+PINNED = {
+    (): "96365c1e",
+    ("task=lm",): "62b3b899",
+    ("task=lm", "scale=paper"): "37c6702b",
+    ("task=lm", "train.steps=100"): "4c679acd",
+    ("task=damping",): "a98183c9",
+    ("task=broadcast",): "d562f907",
+    ("task=backcopy",): "b37d5942",
+    ("task=damping_dynamics",): "9026a4d8",
+    ("model=llama",): "3c0c0569",
+}
 
 
 @pytest.mark.parametrize("overrides", list(PINNED), ids=lambda overrides: " ".join(overrides) or "default")
@@ -150,20 +185,27 @@ def test_a_preset_value_follows_the_one_key_the_user_changed(make_config):
     from sinkexp.config.identity import config_hash
 
     assert make_config("task=lm", "train.steps=60").train.warmup == 60
-    assert make_config("task=lm", "train.steps=60", "scale=paper").train.warmup == 60    # the paper rung's 1000 too
+    assert make_config("task=lm", "train.steps=60", "scale=paper").train.warmup == 60  # the paper rung's 1000 too
     assert make_config("task=lm", "train.steps=5000").train.warmup == 100
     for task in ("damping", "broadcast"):
         assert make_config(f"task={task}").model.pos_into == "first_attn"
         for pos in ("none", "rope"):
             followed = make_config(f"task={task}", f"model.pos={pos}")
-            assert followed.model.pos_into == "stream"      # the same run as asked for plainly, the same name
-            assert config_hash(followed) == config_hash(make_config(f"task={task}", f"model.pos={pos}",
-                                                                    "model.pos_into=stream"))
-    with pytest.raises(ConfigError, match=r"^train.warmup=100 .*train.steps=60\] \(set train.warmup=60 or less, or "
-                                          r"train.steps=100 or more\)$"):
+            assert followed.model.pos_into == "stream"  # the same run as asked for plainly, the same name
+            assert config_hash(followed) == config_hash(
+                make_config(f"task={task}", f"model.pos={pos}", "model.pos_into=stream")
+            )
+    with pytest.raises(
+        ConfigError,
+        match=r"^train.warmup=100 .*train.steps=60\] \(set train.warmup=60 or less, or "
+        r"train.steps=100 or more\)$",
+    ):
         make_config("task=lm", "train.steps=60", "train.warmup=100")
-    with pytest.raises(ConfigError, match="^model.pos_into=first_attn needs added positions; model.pos=none adds none "
-                                          r"\(use model.pos=learned or sinusoidal, or drop model.pos_into\)$"):
+    with pytest.raises(
+        ConfigError,
+        match="^model.pos_into=first_attn needs added positions; model.pos=none adds none "
+        r"\(use model.pos=learned or sinusoidal, or drop model.pos_into\)$",
+    ):
         make_config("task=damping", "model.pos=none", "model.pos_into=first_attn")
 
 
@@ -200,7 +242,7 @@ def test_the_schema_and_the_report_load_no_torch(module):
 
     code = f"import sys, {module}; print(type(sys.modules.get('torch')).__name__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out in ("NoneType", "_LazyModule")      # never imported, or only its lazy placeholder
+    assert out in ("NoneType", "_LazyModule")  # never imported, or only its lazy placeholder
 
 
 def test_no_yaml_file_repeats_a_schema_default():
@@ -220,7 +262,8 @@ def test_no_yaml_file_repeats_a_schema_default():
         node = {"attn": node} if path.parent.name == "attn" else node
         defaults = config_keys(task_of(path.name[:-5]) if path.parent.name == "task" else "trigger")
         for section, values in node.items():
-            for key, value in (values.items() if section != "defaults" else ()):
+            for key, value in values.items() if section != "defaults" else ():
                 default = defaults[f"{section}.{key}"]
-                assert value != (list(default) if isinstance(default, tuple)
-                                 else default), f"{path.name}: {section}.{key}"
+                assert value != (list(default) if isinstance(default, tuple) else default), (
+                    f"{path.name}: {section}.{key}"
+                )

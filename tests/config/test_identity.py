@@ -1,6 +1,7 @@
 """A run's device kind is part of what it is (identity.config_hash): CPU runs keep the names they had
 before the kind counted, a CUDA run is another run, a directory of one kind is never continued on the
 other, and load_run rebuilds a run on the kind it trained on."""
+
 import pytest
 from conftest import QUICK
 
@@ -14,17 +15,19 @@ from sinkexp.machine import devices
 from sinkexp.rundir import files, lifecycle
 
 # Hashes of CPU runs written before the device kind counted (meta.json of runs trained at commit c973904).
-PINNED = {("task=trigger", "train.steps=300"): "ca78f5ea",
-          ("task=trigger", "train.steps=300", "seed=1"): "5531625c",
-          ("task=backcopy", "task.sampler=multinomial", "train.steps=60"): "01c3c4db",
-          ("task=trigger", "train.steps=100", "train.weight_decay=0.1"): "ee852dd7",
-          (): "96365c1e"}
+PINNED = {
+    ("task=trigger", "train.steps=300"): "ca78f5ea",
+    ("task=trigger", "train.steps=300", "seed=1"): "5531625c",
+    ("task=backcopy", "task.sampler=multinomial", "train.steps=60"): "01c3c4db",
+    ("task=trigger", "train.steps=100", "train.weight_decay=0.1"): "ee852dd7",
+    (): "96365c1e",
+}
 
 
 @pytest.mark.parametrize("overrides", list(PINNED))
 @pytest.mark.parametrize("device", ["auto", "cpu"])
 def test_cpu_runs_keep_their_hashes(make_config, overrides, device, monkeypatch):
-    monkeypatch.setattr(devices, "cuda_status", lambda: (False, None))      # auto: the CPU, as here
+    monkeypatch.setattr(devices, "cuda_status", lambda: (False, None))  # auto: the CPU, as here
     cfg = make_config(*overrides, f"device={device}")
     assert config_hash(cfg) == config_hash(cfg, "cpu") == PINNED[overrides]
     assert lifecycle.RunDir("unused", cfg).digest == PINNED[overrides]
@@ -35,7 +38,7 @@ def test_a_cuda_run_is_another_run(make_config, overrides, monkeypatch):
     cuda = config_hash(make_config(*overrides, "device=cuda"))
     assert cuda != PINNED[overrides]
     assert config_hash(make_config(*overrides, "device=cuda:1")) == config_hash(make_config(*overrides), "cuda") == cuda
-    monkeypatch.setattr(devices, "cuda_status", lambda: (True, None))       # auto where a GPU is usable
+    monkeypatch.setattr(devices, "cuda_status", lambda: (True, None))  # auto where a GPU is usable
     assert config_hash(make_config(*overrides)) == cuda
 
 
@@ -58,8 +61,7 @@ def test_a_cpu_run_is_not_continued_on_cuda(cpu_run, make_config):
     message = str(err.value)
     assert "\n" not in message and "trained on cpu, this one trains on cuda (device=cuda)" in message
     assert "use device=cpu" in message
-    assert lifecycle.RunDir(cpu_run,
-                            make_config(*QUICK)).check() is not None        # the same kind: finished, left alone
+    assert lifecycle.RunDir(cpu_run, make_config(*QUICK)).check() is not None  # the same kind: finished, left alone
 
 
 def test_a_cuda_run_is_not_continued_on_the_cpu(cpu_run, make_config, tmp_path):
@@ -85,7 +87,7 @@ def test_load_run_loads_on_the_kind_the_run_trained_on(cpu_run, tmp_path):
     assert load_run(cpu_run).batch.inputs.device.type == "cpu"
     with pytest.raises(lifecycle.RunDirError, match="trained on cpu, so it loads on cpu only .*drop device=cuda"):
         load_run(cpu_run, device="cuda")
-    shutil.copytree(cpu_run, tmp_path / "cuda_run")              # as if trained on a GPU
+    shutil.copytree(cpu_run, tmp_path / "cuda_run")  # as if trained on a GPU
     meta = files.read_json(tmp_path / "cuda_run" / files.META)
     files.write_json(tmp_path / "cuda_run" / files.META, {**meta, "device": {**meta["device"], "resolved": "cuda:0"}})
     if devices.usable_gpus():

@@ -1,4 +1,5 @@
 """The learning-rate schedule (sinkexp/config/schedule.py): closed forms, and the rate the optimiser takes."""
+
 import math
 
 import pytest
@@ -11,8 +12,8 @@ from sinkexp.errors import ConfigError
 def test_warmup_and_cosine_closed_forms():
     assert [lr_factor(s, 100, 4, "constant") for s in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
     assert lr_factor(0, 100, 0, "constant") == 1.0
-    assert lr_factor(10, 110, 10, "cosine") == pytest.approx(1.0)             # the first step after the warm-up
-    assert lr_factor(60, 110, 10, "cosine") == pytest.approx(0.5)             # half way: (1 + cos(pi / 2)) / 2
+    assert lr_factor(10, 110, 10, "cosine") == pytest.approx(1.0)  # the first step after the warm-up
+    assert lr_factor(60, 110, 10, "cosine") == pytest.approx(0.5)  # half way: (1 + cos(pi / 2)) / 2
     assert lr_factor(110, 110, 10, "cosine") == pytest.approx(0.0, abs=1e-12)
     assert lr_factor(35, 110, 10, "cosine") == pytest.approx(0.5 * (1 + math.cos(math.pi / 4)))
 
@@ -20,8 +21,9 @@ def test_warmup_and_cosine_closed_forms():
 def test_the_optimiser_takes_the_scheduled_rate_each_step(make_config):
     from sinkexp.jobs.runner import make_trainer
 
-    cfg = make_config("train.steps=6", "train.warmup=3", "train.schedule=cosine", "train.lr=0.01",
-                      "train.log_every=1", "device=cpu")
+    cfg = make_config(
+        "train.steps=6", "train.warmup=3", "train.schedule=cosine", "train.lr=0.01", "train.log_every=1", "device=cpu"
+    )
     _, trainer = make_trainer([cfg], torch.device("cpu"))
     taken = []
     original = trainer.train_step
@@ -29,6 +31,7 @@ def test_the_optimiser_takes_the_scheduled_rate_each_step(make_config):
     def step():
         taken.append(trainer.optimizer.param_groups[0]["lr"])
         return original()
+
     trainer.train_step = step
     trainer.fit(eval_every=100, on_eval=lambda s: None, on_log=lambda s, l: None, on_checkpoint=lambda s: None)
     assert taken == pytest.approx([0.01 * lr_factor(s, 6, 3, "cosine") for s in range(6)])
@@ -44,11 +47,11 @@ def test_a_schedule_is_a_new_run_and_the_default_keeps_earlier_names(make_config
 
 
 def test_log_checkpoints_are_dense_where_sinks_form():
-    assert log_steps(500) == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384]   # 17 before 500
+    assert log_steps(500) == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384]  # 17 before 500
     every = Checkpoints(500, 1200, "log")
     assert [s for s in range(1, 1201) if s in every] == [*log_steps(500), 500, 1000, 1200]
     assert [every.after(s) for s in (0, 1, 5, 384, 500, 1000)] == [1, 2, 6, 500, 1000, 1200]
-    listed = Checkpoints(500, 1200, [7, 600, 5000])            # 5000 lies past the run: ignored
+    listed = Checkpoints(500, 1200, [7, 600, 5000])  # 5000 lies past the run: ignored
     assert [s for s in range(1, 1201) if s in listed] == [7, 500, 600, 1000, 1200]
 
 
@@ -67,8 +70,10 @@ def test_a_run_keeps_and_evaluates_its_log_checkpoints(make_config, tmp_path):
     from sinkexp import load_run
     from sinkexp.jobs.runner import run
 
-    run(make_config(*QUICK, "train.checkpoint_steps=log", "train.keep_checkpoints=true", "eval.at_checkpoints=true"),
-        tmp_path)                                                # 30 steps, checkpoint_every 10, eval every 10
+    run(
+        make_config(*QUICK, "train.checkpoint_steps=log", "train.keep_checkpoints=true", "eval.at_checkpoints=true"),
+        tmp_path,
+    )  # 30 steps, checkpoint_every 10, eval every 10
     steps = [1, 2, 3, 4, 6, 8, 10, 20, 30]
     assert load_run(tmp_path).kept_steps() == steps
     assert sorted(pd.read_csv(tmp_path / "metrics.csv")["step"].unique()) == [0, *steps]

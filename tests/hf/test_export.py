@@ -1,5 +1,6 @@
 """`sinkexp export` of a real (short) task=lm run, then `sinkexp measure` on the exported folder:
 every metric of every layer and head equals sinkexp's own evaluator on the same sequences."""
+
 import shutil
 
 import numpy as np
@@ -20,8 +21,19 @@ KEYS = ["step", "layer", "head", "query_type", "metric"]
 def exported(tmp_path_factory):
     """(run directory, exported folder) of a 40-step task=lm run with the model=llama preset (4 x 4)."""
     root = tmp_path_factory.mktemp("lm")
-    train = sinkexp("train", "task=lm", "train.steps=40", "train.warmup=5", "eval.every=40", "eval.batch_size=8",
-                    "train.batch_size=8", "task.seq_len=32", f"hydra.run.dir={root / 'run'}", "device=cpu", cwd=root)
+    train = sinkexp(
+        "train",
+        "task=lm",
+        "train.steps=40",
+        "train.warmup=5",
+        "eval.every=40",
+        "eval.batch_size=8",
+        "train.batch_size=8",
+        "task.seq_len=32",
+        f"hydra.run.dir={root / 'run'}",
+        "device=cpu",
+        cwd=root,
+    )
     assert train.returncode == 0, train.stderr
     result = sinkexp("export", str(root / "run"), str(root / "hf"), cwd=root)
     assert result.returncode == 0 and result.stdout.startswith("exported"), result.stderr
@@ -33,17 +45,18 @@ def test_exported_run_measures_as_sinkexp_evaluates_it(exported, tmp_path):
     result = sinkexp("measure", str(folder), "n=6", "seq_len=32", f"dir={tmp_path / 'm'}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     inputs = torch.from_numpy(np.load(tmp_path / "m/inputs.npz")["inputs"])
-    assert (inputs[:, 0] == 256).all()                     # the run had task.bos: the tokenizer adds BOS
+    assert (inputs[:, 0] == 256).all()  # the run had task.bos: the tokenizer adds BOS
     run = load_run(run_dir)
     assert pd.read_csv(tmp_path / "m/metrics.csv")["step"].unique().tolist() == [run.step] == [40]
     rows, _ = evaluate(run.model, run.task, text_batch(inputs), run.step)
     ours = pd.DataFrame(rows, columns=[*KEYS, "value"]).set_index(KEYS)["value"].sort_index()
     measured = pd.read_csv(tmp_path / "m/metrics.csv").set_index(KEYS)["value"].sort_index()
-    assert ours.index.equals(measured.index)               # the same metrics, layers, heads and query types
+    assert ours.index.equals(measured.index)  # the same metrics, layers, heads and query types
     assert {"sink_attn", "sink_score", "massive_ratio", "k_norm_sink"} <= set(ours.index.get_level_values("metric"))
     np.testing.assert_allclose(measured.to_numpy(), ours.to_numpy(), rtol=2e-5, atol=1e-6)
-    with torch.no_grad():                                   # and the same next-byte predictions
+    with torch.no_grad():  # and the same next-byte predictions
         from sinkexp.hf.measure import load_model
+
         logits = load_model(folder, "float32", torch.device("cpu"))(input_ids=inputs).logits
         torch.testing.assert_close(logits, run.model(inputs), rtol=1e-4, atol=1e-4)
 

@@ -2,6 +2,7 @@
 attention equals transformers' eager attention, hand-set models give their closed-form metrics,
 the command writes run directories `sinkexp report` reads, sweeps skip finished runs, and every
 bad input is one line, exit 2, nothing written. tests/hf/test_export.py checks a trained sinkexp run."""
+
 import math
 
 import pandas as pd
@@ -23,20 +24,23 @@ def test_captured_attention_is_transformers_eager_attention(kind, tmp_path):
     ours = hf_measure.load_model(folder, "float32", torch.device("cpu"))
     inputs = torch.randint(0, 256, (3, 9), generator=torch.Generator().manual_seed(1))
     captured = {}
-    with torch.no_grad(), layer_by_layer(ours, families.FAMILIES[kind],
-                                         lambda layer, cache: captured.update({layer: dict(cache)})):
+    with (
+        torch.no_grad(),
+        layer_by_layer(ours, families.FAMILIES[kind], lambda layer, cache: captured.update({layer: dict(cache)})),
+    ):
         logits = ours(input_ids=inputs, use_cache=False).logits
     reference = eager(input_ids=inputs, output_attentions=True, output_hidden_states=True)
     torch.testing.assert_close(logits, reference.logits)
     for layer in range(2):
-        assert all(name.startswith(f"blocks.{layer}.") for name in captured[layer])   # one layer's taps at a time
+        assert all(name.startswith(f"blocks.{layer}.") for name in captured[layer])  # one layer's taps at a time
         torch.testing.assert_close(captured[layer][f"blocks.{layer}.attn.weights"], reference.attentions[layer])
-        if layer == 0:   # the stream after block 0 (the last hidden state has the final norm applied)
+        if layer == 0:  # the stream after block 0 (the last hidden state has the final norm applied)
             torch.testing.assert_close(captured[0]["blocks.0.resid_post"], reference.hidden_states[1])
 
 
 def zero_queries_and_keys(kind):
     """Scores 0 everywhere, so every query attends uniformly to the keys it sees: A[t, 0] = 1/(t+1)."""
+
     def edit(model):
         family = families.FAMILIES[kind]
         for layer in family.layer_modules(model):
@@ -50,6 +54,7 @@ def zero_queries_and_keys(kind):
             else:
                 attn.q_proj.weight.zero_()
                 attn.k_proj.weight.zero_()
+
     return edit
 
 
@@ -61,12 +66,17 @@ def finals(rows):
 @pytest.mark.parametrize("kind", KINDS)
 def test_uniform_attention_reads_one_over_t_plus_one(kind, tmp_path):
     T = 8
-    model = hf_measure.load_model(tiny(kind, tmp_path / kind, edit=zero_queries_and_keys(kind)), "float32",
-                                  torch.device("cpu"))
+    model = hf_measure.load_model(
+        tiny(kind, tmp_path / kind, edit=zero_queries_and_keys(kind)), "float32", torch.device("cpu")
+    )
     inputs = torch.randint(0, 256, (4, T), generator=torch.Generator().manual_seed(2))
     weights = []
-    with torch.no_grad(), layer_by_layer(model, families.FAMILIES[kind],
-                                         lambda layer, cache: weights.append(cache[f"blocks.{layer}.attn.weights"])):
+    with (
+        torch.no_grad(),
+        layer_by_layer(
+            model, families.FAMILIES[kind], lambda layer, cache: weights.append(cache[f"blocks.{layer}.attn.weights"])
+        ),
+    ):
         model(input_ids=inputs, use_cache=False)
     first = torch.tensor([1 / (t + 1) for t in range(T)])
     for layer_weights in weights:
@@ -75,13 +85,14 @@ def test_uniform_attention_reads_one_over_t_plus_one(kind, tmp_path):
     harmonic = sum(1 / (t + 1) for t in range(T))
     for layer in (0, 1):
         assert values[(layer, "text", "sink_attn")] == pytest.approx((harmonic - 1) / (T - 1), rel=1e-6)
-        assert values[(layer, "all", "sink_score")] == pytest.approx(harmonic / T, rel=1e-6)   # 0.340 > 0.3
+        assert values[(layer, "all", "sink_score")] == pytest.approx(harmonic / T, rel=1e-6)  # 0.340 > 0.3
         assert values[(layer, "all", "sink_rate@0.3")] == 1.0 and values[(layer, "all", "sink_rate@0.8")] == 0.0
 
 
 def test_heads_set_to_attend_to_position_zero_read_sink_rate_one(tmp_path):
-    model = hf_measure.load_model(tiny("gpt2", tmp_path / "sink", edit=sink_at_position_zero), "float32",
-                                  torch.device("cpu"))
+    model = hf_measure.load_model(
+        tiny("gpt2", tmp_path / "sink", edit=sink_at_position_zero), "float32", torch.device("cpu")
+    )
     values = finals(hf_measure.measure(model, torch.randint(0, 256, (3, 10)), step=0)[0])
     for layer in (0, 1):
         assert values[(layer, "text", "sink_attn")] == 1.0 and values[(layer, "all", "sink_score")] == 1.0
@@ -95,8 +106,7 @@ def test_chunks_give_the_whole_batch_means(tmp_path):
     inputs = torch.randint(0, 256, (6, 8), generator=torch.Generator().manual_seed(3))
     whole, chunked = (finals(hf_measure.measure(model, inputs, chunk=chunk)[0]) for chunk in (None, 4))
     for metric in ("sink_attn", "sink_score", "sink_rate@0.3", "logit_gap", "v_norm_sink", "resid_norm_rest"):
-        pd.testing.assert_series_equal(whole.xs(metric, level="metric"), chunked.xs(metric, level="metric"),
-                                       rtol=1e-5)
+        pd.testing.assert_series_equal(whole.xs(metric, level="metric"), chunked.xs(metric, level="metric"), rtol=1e-5)
 
 
 def test_uniform_loss_reference_is_log_vocab():

@@ -1,6 +1,7 @@
 """`sinkexp measure` as a command: it writes run directories `sinkexp report` reads, sweeps skip
 finished runs, named checkpoints are measured for the claims, and every bad input is one line, exit
 2, nothing written."""
+
 import json
 import sys
 
@@ -28,10 +29,10 @@ def test_measure_writes_a_run_directory_that_report_reads(kind, tmp_path):
     for name in ("config.yaml", "meta.json", "metrics.csv", "losses.csv", "summary.json", "inputs.npz", "DONE"):
         assert (run / name).exists(), name
     inputs = np.load(run / "inputs.npz")["inputs"]
-    text = (sinkexp_text()[: 11 * 5 if kind == "llama" else 12 * 5])
+    text = sinkexp_text()[: 11 * 5 if kind == "llama" else 12 * 5]
     assert inputs.shape == (5, 12) and (inputs[:, 0] == 256).all() == (kind == "llama")
     body = inputs[:, 1:] if kind == "llama" else inputs
-    assert bytes(body.astype(np.uint8).ravel()) == text                       # consecutive windows of the text
+    assert bytes(body.astype(np.uint8).ravel()) == text  # consecutive windows of the text
     metrics = pd.read_csv(run / "metrics.csv")
     assert set(metrics["metric"]) <= set(METRICS) and "sink_score" in set(metrics["metric"])
     heads = 4 if kind == "llama" else 2
@@ -68,9 +69,10 @@ def test_sweep_skips_finished_runs_and_report_draws_the_checkpoints(tmp_path):
     assert sinkexp("report", str(tmp_path / "outputs/sweeps/grid"), cwd=tmp_path).returncode == 0
     assert (tmp_path / "outputs/sweeps/grid/report/checkpoints.png").exists()
     from sinkexp.report.steps import measured_checkpoints
+
     runs_table = pd.read_csv(tmp_path / "outputs/sweeps/grid/report/runs.csv")
     measured, lines = measured_checkpoints(runs_table, ["model", "step"])
-    assert sorted(measured["step"]) == [100, 300] and lines == []     # one folder per step: one line, not two
+    assert sorted(measured["step"]) == [100, 300] and lines == []  # one folder per step: one line, not two
 
 
 def test_measure_checkpoint_for_claims_on_named_checkpoints(tmp_path, monkeypatch):
@@ -85,7 +87,7 @@ def test_measure_checkpoint_for_claims_on_named_checkpoints(tmp_path, monkeypatc
     run = measure_checkpoint(str(folder), tmp_path / "run", n=3, seq_len=8)
     summary = RunFiles(run).summary
     assert summary["step"] == -1 and set(summary["sink_rate"]) == {"0", "1", "model"}
-    assert measure_checkpoint(str(folder), tmp_path / "run", n=3, seq_len=8) == run    # finished: reused
+    assert measure_checkpoint(str(folder), tmp_path / "run", n=3, seq_len=8) == run  # finished: reused
 
 
 def not_a_causal_lm(tmp_path):
@@ -95,7 +97,7 @@ def not_a_causal_lm(tmp_path):
     return str(tmp_path / "t5")
 
 
-BAD = {   # input -> (arguments, the words the one line must hold)
+BAD = {  # input -> (arguments, the words the one line must hold)
     "not a model": (lambda p: [str(p)], "no config.json"),
     "hub id not here": (lambda p: ["EleutherAI/pythia-14m", "revision=step1000"], "not on this machine"),
     "not a causal LM": (lambda p: [not_a_causal_lm(p)], "not a causal language model"),
@@ -103,9 +105,10 @@ BAD = {   # input -> (arguments, the words the one line must hold)
     "text too short": (lambda p: [str(tiny("gpt2", p / "g")), f"text={short_text(p)}", "seq_len=16"], "need 1600"),
     "unknown key": (lambda p: [str(tiny("gpt2", p / "g")), "sequences=5"], "choose one of: model, revision"),
     "sweep without -m": (lambda p: ["model=a,b"], "needs -m (sinkexp measure -m"),
-    "a directory that cannot be made": (lambda p: [str(tiny("gpt2", p / "g")), "seq_len=8", "dir=/proc/sinkexp"],
-                                        "/proc/sinkexp cannot be created (/proc is not a writable folder); "
-                                        "choose another dir"),
+    "a directory that cannot be made": (
+        lambda p: [str(tiny("gpt2", p / "g")), "seq_len=8", "dir=/proc/sinkexp"],
+        "/proc/sinkexp cannot be created (/proc is not a writable folder); choose another dir",
+    ),
 }
 
 
@@ -114,8 +117,12 @@ def test_the_command_line_reads_as_train_reads_it():
     from sinkexp.hf.settings import parse
 
     multirun, jobs = parse(["-m", "m", "text='my file.txt'", "n=3,4", "revision=null,'a b'"])
-    assert multirun and [(job["n"], job["revision"]) for job in jobs] == [("3", "null"), ("3", "a b"),
-                                                                          ("4", "null"), ("4", "a b")]
+    assert multirun and [(job["n"], job["revision"]) for job in jobs] == [
+        ("3", "null"),
+        ("3", "a b"),
+        ("4", "null"),
+        ("4", "a b"),
+    ]
     assert {job["model"] for job in jobs} == {"m"} and {job["text"] for job in jobs} == {"my file.txt"}
 
 
@@ -126,7 +133,7 @@ def short_text(path):
 
 @pytest.mark.parametrize("case", BAD)
 def test_bad_input_is_one_line_exit_2_nothing_written(case, tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")          # no network here either way: fail at once
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no network here either way: fail at once
     args, words = BAD[case]
     result = sinkexp("measure", *args(tmp_path), cwd=tmp_path)
     assert result.returncode == 2 and words in result.stderr, result.stderr
@@ -152,7 +159,7 @@ def test_attention_that_cannot_be_captured_and_missing_transformers(tmp_path, mo
     monkeypatch.setattr(GPT2LMHeadModel, "_supports_attention_backend", False)
     result = sinkexp("measure", str(folder), cwd=tmp_path)
     assert result.returncode == 2 and "attention weights cannot be returned" in result.stderr
-    monkeypatch.setitem(sys.modules, "transformers", None)        # as if the hf extra were not installed
+    monkeypatch.setitem(sys.modules, "transformers", None)  # as if the hf extra were not installed
     result = sinkexp("measure", str(folder), cwd=tmp_path)
     assert result.returncode == 2 and "pip install -e .[hf]" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "outputs").exists()

@@ -1,5 +1,6 @@
 """A run interrupted through the command line: a full disk, two sweeps at once, SIGTERM, SIGUSR2 and a
 submitit requeue each end with one line, and the rerun resumes to the tables an uninterrupted run writes."""
+
 import json
 import os
 import subprocess
@@ -28,14 +29,16 @@ def test_a_full_disk_ends_with_one_line_and_the_run_resumes_once_there_is_room(t
         return real(self, data)
 
     monkeypatch.setattr(Path, "write_bytes", full_at_the_second_checkpoint)
-    args = (*QUICK, "threads=1")   # bit-equality needs one thread count; the default follows the machine's load
+    args = (*QUICK, "threads=1")  # bit-equality needs one thread count; the default follows the machine's load
     result = sinkexp("train", *args, "hydra.run.dir=full", cwd=tmp_path)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1 and len(lines) == 1, result.stderr
-    assert lines[0].startswith(f"sinkexp: error: cannot write {tmp_path / 'full/checkpoint.pt'}: no space left on the "
-                               "device (ENOSPC); free space on it, then run the same command again")
+    assert lines[0].startswith(
+        f"sinkexp: error: cannot write {tmp_path / 'full/checkpoint.pt'}: no space left on the "
+        "device (ENOSPC); free space on it, then run the same command again"
+    )
     assert torch.load(tmp_path / "full/checkpoint.pt", weights_only=False)["trainer"]["step"] == 10
-    assert not list((tmp_path / "full").glob(".checkpoint.pt.*"))             # no temporary file left
+    assert not list((tmp_path / "full").glob(".checkpoint.pt.*"))  # no temporary file left
     monkeypatch.undo()
     assert sinkexp("train", *args, "hydra.run.dir=full", cwd=tmp_path).returncode == 0
     assert sinkexp("train", *args, "hydra.run.dir=whole", cwd=tmp_path).returncode == 0
@@ -45,8 +48,18 @@ def test_a_full_disk_ends_with_one_line_and_the_run_resumes_once_there_is_room(t
 
 def test_two_concurrent_sweeps_train_each_run_once(tmp_path):
     env = {**os.environ, "TQDM_DISABLE": "1"}
-    args = [sys.executable, "-m", "sinkexp.cli", "train", "-m", "seed=0,1,2,3", "name=both", *QUICK,
-            "train.steps=60", "train.checkpoint_every=20"]
+    args = [
+        sys.executable,
+        "-m",
+        "sinkexp.cli",
+        "train",
+        "-m",
+        "seed=0,1,2,3",
+        "name=both",
+        *QUICK,
+        "train.steps=60",
+        "train.checkpoint_every=20",
+    ]
     first = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     second = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     outcomes = [process.communicate(timeout=300) for process in (first, second)]
@@ -55,7 +68,7 @@ def test_two_concurrent_sweeps_train_each_run_once(tmp_path):
     for run_dir in runs:
         assert (run_dir / "DONE").exists() and not (run_dir / "FAILED").exists(), run_dir
         log = (run_dir / "train.log").read_text()
-        assert log.count("step 0 eval") == 1, log        # trained by one process, from the start once
+        assert log.count("step 0 eval") == 1, log  # trained by one process, from the start once
         metrics = pd.read_csv(run_dir / "metrics.csv")
         assert sorted(metrics["step"].unique()) == list(range(0, 61, 10))
     for process, (_, err) in zip((first, second), outcomes):
@@ -68,9 +81,14 @@ def test_sigterm_stops_a_run_like_ctrl_c(tmp_path):
     import time
 
     env = {**os.environ, "TQDM_DISABLE": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "sinkexp.cli", "train", "hydra.run.dir=term", "device=cpu",
-                                "train.steps=100000"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sinkexp.cli", "train", "hydra.run.dir=term", "device=cpu", "train.steps=100000"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not (tmp_path / "term/metrics.csv").exists() and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -89,12 +107,26 @@ def test_sigusr2_outside_submitit_stops_at_a_checkpoint_and_the_rerun_resumes_to
     import signal
     import time
 
-    args = ("device=cpu", "train.steps=400", "eval.every=50", "train.checkpoint_every=100", "train.data_chunk=4",
-            "train.batch_size=16", "eval.batch_size=32", "threads=1")
+    args = (
+        "device=cpu",
+        "train.steps=400",
+        "eval.every=50",
+        "train.checkpoint_every=100",
+        "train.data_chunk=4",
+        "train.batch_size=16",
+        "eval.batch_size=32",
+        "threads=1",
+    )
     assert sinkexp("train", "hydra.run.dir=whole", *args, cwd=tmp_path).returncode == 0
-    env = {key: value for key, value in os.environ.items() if key != "TQDM_DISABLE"}   # the bar on stderr
-    process = subprocess.Popen([sys.executable, "-m", "sinkexp.cli", "train", "hydra.run.dir=usr2", *args],
-                               cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {key: value for key, value in os.environ.items() if key != "TQDM_DISABLE"}  # the bar on stderr
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sinkexp.cli", "train", "hydra.run.dir=usr2", *args],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     log, deadline = tmp_path / "usr2/train.log", time.monotonic() + 120
     while not (log.exists() and "step 0 eval" in log.read_text()) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -102,9 +134,11 @@ def test_sigusr2_outside_submitit_stops_at_a_checkpoint_and_the_rerun_resumes_to
     _, err = process.communicate(timeout=120)
     step = torch.load(tmp_path / "usr2/checkpoint.pt", weights_only=True)["trainer"]["step"]
     assert process.returncode == 128 + signal.SIGUSR2 and 0 < step < 400 and step % 4 == 0, err
-    assert err.rstrip("\n").split("\n")[-1] == (f"sinkexp: {tmp_path / 'usr2'} stopped by SIGUSR2 at step {step}, a "
-                                                 "checkpoint written there (FAILED written; the same command resumes "
-                                                 "it from its last checkpoint)")
+    assert err.rstrip("\n").split("\n")[-1] == (
+        f"sinkexp: {tmp_path / 'usr2'} stopped by SIGUSR2 at step {step}, a "
+        "checkpoint written there (FAILED written; the same command resumes "
+        "it from its last checkpoint)"
+    )
     assert (tmp_path / "usr2/FAILED").read_text().startswith(f"Interrupted: stopped by SIGUSR2 at step {step},")
     assert sinkexp("train", "hydra.run.dir=usr2", *args, cwd=tmp_path).returncode == 0
     for name in ("metrics.csv", "losses.csv", "summary.json"):
@@ -118,17 +152,30 @@ def test_a_submitit_job_signalled_before_its_timeout_requeues_and_resumes_to_the
     import signal
     import time
 
-    args = ("device=cpu", "train.steps=400", "eval.every=50", "train.checkpoint_every=100", "train.data_chunk=4",
-            "train.batch_size=16", "eval.batch_size=32", "threads=1")
+    args = (
+        "device=cpu",
+        "train.steps=400",
+        "eval.every=50",
+        "train.checkpoint_every=100",
+        "train.data_chunk=4",
+        "train.batch_size=16",
+        "eval.batch_size=32",
+        "threads=1",
+    )
     assert sinkexp("train", "hydra.run.dir=whole", *args, cwd=tmp_path).returncode == 0
     env = {**os.environ, "TQDM_DISABLE": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "sinkexp.cli", "train", "-m", "hydra/launcher=submitit_local",
-                                "name=rq", *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sinkexp.cli", "train", "-m", "hydra/launcher=submitit_local", "name=rq", *args],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline, signalled = time.monotonic() + 120, False
     while process.poll() is None and not signalled and time.monotonic() < deadline:
         for log in (tmp_path / "outputs/sweeps/rq").rglob("train.log"):
-            holder = (log.parent / ".lock").read_text().split()     # "pid N on HOST": the job's process
+            holder = (log.parent / ".lock").read_text().split()  # "pid N on HOST": the job's process
             if "step 0 eval" in log.read_text() and holder:
                 os.kill(int(holder[1]), signal.SIGUSR2)
                 signalled = True
@@ -138,7 +185,7 @@ def test_a_submitit_job_signalled_before_its_timeout_requeues_and_resumes_to_the
     (run_dir,) = (tmp_path / "outputs/sweeps/rq").rglob("DONE")
     run_dir = run_dir.parent
     resumed = json.loads((run_dir / "meta.json").read_text())["resumed_from_step"]
-    assert resumed is not None and 0 < resumed < 400 and resumed % 4 == 0      # at a data-chunk boundary
+    assert resumed is not None and 0 < resumed < 400 and resumed % 4 == 0  # at a data-chunk boundary
     assert not (run_dir / "FAILED").exists()
     for name in ("metrics.csv", "losses.csv", "summary.json"):
         assert (run_dir / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name

@@ -1,5 +1,6 @@
 """The plan and the launch: each job composed and validated once per command, run from the plan
 without composing again, and run directories whose names outlive the code that wrote them."""
+
 import hydra
 import pytest
 from conftest import QUICK
@@ -51,7 +52,7 @@ def test_a_planned_job_runs_without_composing_again(tmp_path, monkeypatch):
     monkeypatch.setattr(validate_module, "validate", refuse)
     (job,) = planned.jobs
     execute(job, sweep=True, parallel=True)
-    (run_dir, digest), = job.runs
+    ((run_dir, digest),) = job.runs
     assert finished(run_dir, digest) and (run_dir / "train.log").exists() and (run_dir / ".hydra/config.yaml").exists()
 
 
@@ -64,17 +65,17 @@ def test_a_pool_worker_returns_once_a_run_another_process_trains_has_ended(tmp_p
     from sinkexp.rundir.lifecycle import RunDir
 
     (job,) = plan([f"hydra.sweep.dir={tmp_path}", *QUICK], multirun=True).jobs
-    (run_dir, digest), = job.runs
+    ((run_dir, digest),) = job.runs
     execute(job, sweep=True)
     done = (run_dir / "DONE").read_text()
-    (run_dir / "DONE").unlink()             # the other process's run, its last step trained, not yet DONE
+    (run_dir / "DONE").unlink()  # the other process's run, its last step trained, not yet DONE
     holder = RunDir(run_dir, job.configs[0])
-    assert holder.open() is None            # it holds the lock (another open file of this process)
+    assert holder.open() is None  # it holds the lock (another open file of this process)
     order = []
 
-    def finish():                           # the other process ends the run, then lets go of it
+    def finish():  # the other process ends the run, then lets go of it
         (run_dir / "DONE").write_text(done)
-        order.append("finished there")      # before the lock goes: the worker may return at once
+        order.append("finished there")  # before the lock goes: the worker may return at once
         holder.close()
 
     threading.Timer(2.0, finish).start()
@@ -84,10 +85,17 @@ def test_a_pool_worker_returns_once_a_run_another_process_trains_has_ended(tmp_p
     assert order == ["finished there", "worker returned"] and finished(run_dir, digest)
 
 
-@pytest.mark.parametrize("overrides,digest", [
-    (("task=trigger",), "96365c1e"), (("task=damping",), "a98183c9"),
-    (("task=backcopy", "attn=relu", "scale=paper"), "85ed3860"), (("task=lm",), "62b3b899"),
-    (("task=broadcast", "attn=sink_kv"), "ea8ef7c7"), (("task=damping_dynamics", "scale=paper"), "f166ca3c")])
+@pytest.mark.parametrize(
+    "overrides,digest",
+    [
+        (("task=trigger",), "96365c1e"),
+        (("task=damping",), "a98183c9"),
+        (("task=backcopy", "attn=relu", "scale=paper"), "85ed3860"),
+        (("task=lm",), "62b3b899"),
+        (("task=broadcast", "attn=sink_kv"), "ea8ef7c7"),
+        (("task=damping_dynamics", "scale=paper"), "f166ca3c"),
+    ],
+)
 def test_run_names_do_not_change_with_the_code(make_config, overrides, digest):
     """Config hashes of the defaults as the first one-home-per-default commit found them: a run
     directory written before keeps its name, so it is found finished and not trained again."""
@@ -107,7 +115,7 @@ def test_a_run_written_before_later_keys_existed_loads_and_is_skipped(tmp_path, 
     execute(job, sweep=True)
     run_dir = job.run_dirs[0]
     old = OmegaConf.load(run_dir / CONFIG)
-    for key in LATER_KEYS:                     # as a run of the first release wrote it
+    for key in LATER_KEYS:  # as a run of the first release wrote it
         parent, _, leaf = key.rpartition(".")
         node = OmegaConf.select(old, parent) if parent else old
         if leaf in node:

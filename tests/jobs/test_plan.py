@@ -1,5 +1,6 @@
 """`sinkexp reproduce --plan` (reproduce/estimate.py): FLOPs as torch counts them, the pool's wall time
 in closed form, and a plan that trains nothing."""
+
 import json
 from types import SimpleNamespace
 
@@ -19,13 +20,19 @@ from sinkexp.tasks import TASKS
 from sinkexp.train.loop import Trainer
 
 
-@pytest.mark.parametrize("overrides", [("task=trigger",), ("task=backcopy", "model.n_layers=2", "model.mlp=gelu"),
-                                       ("task=damping", "model.n_registers=1"),
-                                       ("task=lm", "task.seq_len=32", "train.batch_size=4")])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ("task=trigger",),
+        ("task=backcopy", "model.n_layers=2", "model.mlp=gelu"),
+        ("task=damping", "model.n_registers=1"),
+        ("task=lm", "task.seq_len=32", "train.batch_size=4"),
+    ],
+)
 def test_training_flops_are_what_torch_counts_for_a_step(overrides):
     cfg = compose_config(*overrides)
     task = TASKS[cfg.task.name](cfg.task)
-    model = Transformer(cfg.model, cfg.attn, task, fused=False)   # the counter does not see the CPU's fused kernel
+    model = Transformer(cfg.model, cfg.attn, task, fused=False)  # the counter does not see the CPU's fused kernel
     trainer = Trainer(model, task, cfg.train, torch.Generator().manual_seed(0), torch.device("cpu"))
     with FlopCounterMode(display=False) as counter:
         trainer.train_step()
@@ -34,7 +41,7 @@ def test_training_flops_are_what_torch_counts_for_a_step(overrides):
 
 
 def test_the_pool_takes_the_longest_jobs_first():
-    assert estimate.pool_time([2, 3, 2, 3, 2], workers=2) == 7      # 3+2+2 on one worker, 3+2 on the other
+    assert estimate.pool_time([2, 3, 2, 3, 2], workers=2) == 7  # 3+2+2 on one worker, 3+2 on the other
     assert estimate.pool_time([5, 1, 1], workers=4) == 5
     assert estimate.pool_time([1, 1, 1], workers=1) == 3
 
@@ -54,69 +61,88 @@ def test_timings_taken_on_a_busy_machine_serve_the_plan_are_said_to_be_long_and_
     from sinkexp.reproduce.estimate import format_estimate
 
     monkeypatch.setattr(estimate, "calibrate", lambda cfg, device: (0.01, 0.5))
-    paper = SimpleNamespace(name="p", experiments=[Experiment(name="e", overrides={"task": "trigger"},
-                                                              grid={"seed": (0, 1)}, cpu={"train.steps": 10})])
+    paper = SimpleNamespace(
+        name="p",
+        experiments=[
+            Experiment(name="e", overrides={"task": "trigger"}, grid={"seed": (0, 1)}, cpu={"train.steps": 10})
+        ],
+    )
     monkeypatch.setattr(estimate, "busy_cores", lambda seconds=0.3: 1.5)
     table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
     assert totals["busy"] == 1.5 and totals["measured"] == 1 and not calibrations.exists()
-    assert "timed while other processes kept 1.5 cores busy (so the times are likely long, and not kept" \
+    assert (
+        "timed while other processes kept 1.5 cores busy (so the times are likely long, and not kept"
         in format_estimate(table, totals)
+    )
     monkeypatch.setattr(estimate, "busy_cores", lambda seconds=0.3: 0.0)
     table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
     assert totals["measured"] == 1 and calibrations.exists() and "cores busy" not in format_estimate(table, totals)
-    assert estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)[1]["measured"] == 0   # kept now
+    assert estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)[1]["measured"] == 0  # kept now
 
 
 def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tmp_path, capsys, calibrations):
-    exp = Experiment(name="e", overrides={"task": "trigger"}, grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)},
-                     cpu={"train.steps": 100, "eval.every": 50})
+    exp = Experiment(
+        name="e",
+        overrides={"task": "trigger"},
+        grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)},
+        cpu={"train.steps": 100, "eval.every": 50},
+    )
     paper = SimpleNamespace(name="p", experiments=[exp])
     real = estimate.calibrate(compose_config("train.batch_size=8", "pack={seed:[0,1]}"), torch.device("cpu"))
-    assert all(seconds > 0 for seconds in real)     # a pack of two: one step, two evaluations, timed
+    assert all(seconds > 0 for seconds in real)  # a pack of two: one step, two evaluations, timed
     calibrated = []
 
-    def calibrate(cfg, device):     # 10 ms a step, 0.5 s an evaluation of each run of the job
+    def calibrate(cfg, device):  # 10 ms a step, 0.5 s an evaluation of each run of the job
         calibrated.append(len(run_configs(cfg)))
         return 0.01, 0.5 * calibrated[-1]
 
     monkeypatch.setattr(estimate, "calibrate", calibrate)
-    twice = SimpleNamespace(name="q", experiments=[Experiment(name="again", overrides=exp.overrides, grid=exp.grid,
-                                                              cpu=exp.cpu)])
+    twice = SimpleNamespace(
+        name="q", experiments=[Experiment(name="again", overrides=exp.overrides, grid=exp.grid, cpu=exp.cpu)]
+    )
     table, totals = estimate_papers([paper, twice], ["hydra.launcher.n_jobs=2"], pack=False)
     row = table.iloc[0]
     # A run: 100 steps x 0.01 s + 3 evaluations (0, 50, 100) x 0.5 s = 2.5 s; 6 runs on 2 workers.
     assert (row["runs"], row["copied"], row["jobs"], row["s/job"], row["job_s"]) == (6, 0, 6, 2.5, 15)
-    assert tuple(table.iloc[1][["runs", "copied", "jobs", "job_s"]]) == (6, 6, 0, 0)   # the same runs: trained once
+    assert tuple(table.iloc[1][["runs", "copied", "jobs", "job_s"]]) == (6, 6, 0, 0)  # the same runs: trained once
     assert (totals["runs"], totals["jobs"], totals["wall_s"]) == (12, 6, 7.5)
     # A grid of a packable key whose default value repeats the softmax runs: those three are copied.
     default = compose_config("task=trigger").train.weight_decay
-    decay = SimpleNamespace(name="r", experiments=[Experiment(
-        name="decay", overrides={"task": "trigger", "attn": "softmax"}, cpu=exp.cpu,
-        grid={"train.weight_decay": (default, default + 0.1), "seed": (0, 1, 2)})])
+    decay = SimpleNamespace(
+        name="r",
+        experiments=[
+            Experiment(
+                name="decay",
+                overrides={"task": "trigger", "attn": "softmax"},
+                cpu=exp.cpu,
+                grid={"train.weight_decay": (default, default + 0.1), "seed": (0, 1, 2)},
+            )
+        ],
+    )
     table, totals = estimate_papers([paper, decay], ["hydra.launcher.n_jobs=2"], pack=False)
     assert tuple(table.iloc[1][["runs", "copied", "jobs"]]) == (6, 3, 3)
-    assert calibrated == [1, 1]                      # softmax and relu: the seeds cost the same
+    assert calibrated == [1, 1]  # softmax and relu: the seeds cost the same
     estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
-    assert calibrated == [1, 1]                      # the timings kept: nothing timed again
+    assert calibrated == [1, 1]  # the timings kept: nothing timed again
     estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False, recalibrate=True)
     assert calibrated == [1, 1] * 2
     monkeypatch.setattr(estimate, "source_digest", lambda: "edited")
     estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
-    assert calibrated == [1, 1] * 3                  # other code: its own timings, and only those kept
+    assert calibrated == [1, 1] * 3  # other code: its own timings, and only those kept
     assert len(json.loads(calibrations.read_text())) == 2
     calibrated.clear()
     table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=True)
-    assert (table.iloc[0]["runs"], table.iloc[0]["jobs"], calibrated) == (6, 2, [3, 3])   # a pack of 3 seeds
+    assert (table.iloc[0]["runs"], table.iloc[0]["jobs"], calibrated) == (6, 2, [3, 3])  # a pack of 3 seeds
     # scale=paper: the CPU-size timing times the ratio of FLOPs (trigger's paper sizes, 20k steps)
     table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2", "scale=paper"], pack=False)
     big, small = (compose_config("task=trigger", *extra) for extra in (("scale=paper",), ("train.steps=100",)))
     ratio = training_flops(big) / training_flops(small)
     assert estimate.evaluations(big) == len(range(0, big.train.steps, big.eval.every)) + 1
-    assert estimate.evaluations(compose_config("train.steps=1000", "eval.every=300")) == 5   # 0, 300, 600, 900, 1000
+    assert estimate.evaluations(compose_config("train.steps=1000", "eval.every=300")) == 5  # 0, 300, 600, 900, 1000
     assert table.iloc[0]["s/job"] == pytest.approx(ratio * (big.train.steps * 0.01 + estimate.evaluations(big) * 0.5))
 
     monkeypatch.chdir(tmp_path)
-    assert main(["gu2025", "--plan"]) == 0            # the calibration above stands in: no model is timed
+    assert main(["gu2025", "--plan"]) == 0  # the calibration above stands in: no model is timed
     printed = capsys.readouterr().out
     assert "predicted wall time" in printed and "nothing trained" in printed and "lm_attention" in printed
     assert not (tmp_path / "outputs").exists()
@@ -128,10 +154,14 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
 
 
 def test_a_resumed_command_prices_only_what_is_left(monkeypatch, tmp_path, calibrations):
-    exp = Experiment(name="e", overrides={"task": "trigger"}, grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)},
-                     cpu={"train.steps": 100, "eval.every": 50})
+    exp = Experiment(
+        name="e",
+        overrides={"task": "trigger"},
+        grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)},
+        cpu={"train.steps": 100, "eval.every": 50},
+    )
     paper = SimpleNamespace(name="p", experiments=[exp])
-    monkeypatch.setattr(estimate, "calibrate", lambda cfg, device: (0.01, 0.5))   # a run: 100 x 0.01 + 3 x 0.5 s
+    monkeypatch.setattr(estimate, "calibrate", lambda cfg, device: (0.01, 0.5))  # a run: 100 x 0.01 + 3 x 0.5 s
     # A run an earlier command finished (its directory anywhere below the root) costs nothing.
     finished = compose_config("task=trigger", "attn=softmax", "train.steps=100", "eval.every=50", "seed=1")
     run_dir = tmp_path / "root" / "p" / "e" / "somewhere" / f"s1-{config_hash(finished)}"
@@ -179,10 +209,10 @@ def test_a_plan_states_what_does_not_fit_the_device_instead_of_refusing(monkeypa
     exp = Experiment(name="e", overrides={"task": "trigger"}, grid={"seed": (0, 1)}, cpu={"train.steps": 10})
     paper = SimpleNamespace(name="p", experiments=[exp])
     floor = memory.bytes_needed(compose_config("task=trigger", "train.steps=10"))
-    monkeypatch.setattr(memory, "available", lambda device: floor - 1)           # a device one byte too small
+    monkeypatch.setattr(memory, "available", lambda device: floor - 1)  # a device one byte too small
     monkeypatch.setattr(estimate, "available", lambda device: floor - 1)
     with pytest.raises(ConfigError, match="need at least"):
-        plan_experiments([paper], [], tmp_path)                                     # training it is refused
+        plan_experiments([paper], [], tmp_path)  # training it is refused
     table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
     assert table.iloc[0]["GiB/job"] == pytest.approx(floor / 2**30) and table.iloc[0]["jobs"] == 2
     too_large = f"Too large for cpu ({(floor - 1) / 2**30:.3g} GiB), refused when run: p/e ("
@@ -192,8 +222,13 @@ def test_a_plan_states_what_does_not_fit_the_device_instead_of_refusing(monkeypa
 def test_a_larger_scales_job_is_timed_as_its_own_cpu_twin(monkeypatch, calibrations):
     """scale=reach runs one seed of each arm: each reach job is timed as the CPU job of its own arm,
     not as the CPU job in its position (the CPU grid's second job is softmax's seed 1)."""
-    exp = Experiment(name="e", overrides={"task": "trigger"}, grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)},
-                     cpu={"train.steps": 100, "eval.every": 50}, reach={"train.steps": 200, "seed": (0,)})
+    exp = Experiment(
+        name="e",
+        overrides={"task": "trigger"},
+        grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)},
+        cpu={"train.steps": 100, "eval.every": 50},
+        reach={"train.steps": 200, "seed": (0,)},
+    )
     monkeypatch.setattr(estimate, "calibrate", lambda cfg, device: (0.01 if cfg.attn.name == "softmax" else 0.03, 0.5))
     table, totals = estimate_papers([SimpleNamespace(name="p", experiments=[exp])], ["scale=reach"], pack=False)
     # softmax 200 x 0.01 + 5 evaluations x 0.5 = 4.5 s; relu 200 x 0.03 + 2.5 = 8.5 s (the FLOPs of a step alike)

@@ -1,4 +1,5 @@
 """sinkexp/machine/allocator.py: glibc keeps a step's freed memory, so the next step takes no page faults."""
+
 import json
 import os
 import platform
@@ -13,8 +14,9 @@ from sinkexp.machine.allocator import keep_freed_memory
 BENCH = Path(__file__).parents[2] / "scripts" / "bench_malloc.py"
 
 
-@pytest.mark.parametrize("env,says", [({"SINKEXP_MALLOC": "glibc"}, "glibc defaults"),
-                                      ({"MALLOC_TRIM_THRESHOLD_": "131072"}, "the user's")])
+@pytest.mark.parametrize(
+    "env,says", [({"SINKEXP_MALLOC": "glibc"}, "glibc defaults"), ({"MALLOC_TRIM_THRESHOLD_": "131072"}, "the user's")]
+)
 def test_the_users_choice_is_left_alone(monkeypatch, env, says):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -29,7 +31,13 @@ def test_kept_memory_removes_the_steps_page_faults():
     came within 10x of glibc's count; forty steps spread it.)"""
     faults = {}
     for side in ("glibc", "keep"):
-        out = subprocess.run([sys.executable, str(BENCH), "--worker", "trigger", "0", "40"], capture_output=True,
-                             text=True, timeout=300, env={**os.environ, "SINKEXP_MALLOC": side}, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, str(BENCH), "--worker", "trigger", "0", "40"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "SINKEXP_MALLOC": side},
+            check=True,
+        ).stdout
         faults[side] = json.loads(out.strip().splitlines()[-1])["faults_per_step"]
     assert faults["keep"] * 10 < faults["glibc"], faults

@@ -1,5 +1,6 @@
 """sinkexp/machine/devices.py on the CPU: where jobs and pool workers go on GPUs (pure functions), what
 `device=auto` says of a GPU torch cannot use, and a CPU run's process settings."""
+
 import multiprocessing
 import warnings
 
@@ -13,14 +14,17 @@ from sinkexp.machine.devices import job_device, visible_gpus, worker_gpus, worke
 GiB = 2**30
 
 
-@pytest.mark.parametrize("requested, job, gpus, expected", [
-    ("auto", 5, 4, "cuda:1"),       # job 5 of a sweep on 4 GPUs: 5 mod 4
-    ("cuda", 6, 4, "cuda:2"),       # unindexed cuda spreads too
-    ("auto", 3, 1, "auto"),         # one GPU: nothing to spread over
-    ("auto", 3, 0, "auto"),         # no GPU: auto stays auto (the CPU)
-    ("cuda:1", 4, 4, "cuda:1"),     # a named GPU is kept
-    ("cpu", 4, 4, "cpu"),
-])
+@pytest.mark.parametrize(
+    "requested, job, gpus, expected",
+    [
+        ("auto", 5, 4, "cuda:1"),  # job 5 of a sweep on 4 GPUs: 5 mod 4
+        ("cuda", 6, 4, "cuda:2"),  # unindexed cuda spreads too
+        ("auto", 3, 1, "auto"),  # one GPU: nothing to spread over
+        ("auto", 3, 0, "auto"),  # no GPU: auto stays auto (the CPU)
+        ("cuda:1", 4, 4, "cuda:1"),  # a named GPU is kept
+        ("cpu", 4, 4, "cpu"),
+    ],
+)
 def test_a_sweeps_jobs_take_the_gpus_in_turn(requested, job, gpus, expected):
     assert job_device(requested, job, gpus) == expected
 
@@ -31,23 +35,29 @@ def test_every_gpu_of_a_sweep_gets_jobs_and_none_gets_two_more_than_another():
     assert [taken.count(f"cuda:{i}") for i in range(3)] == [4, 3, 3]
 
 
-@pytest.mark.parametrize("env, count, expected", [
-    (None, 3, ["0", "1", "2"]),                              # no CUDA_VISIBLE_DEVICES: torch's indices
-    ("2,3", 2, ["2", "3"]),                                  # a SLURM allocation of GPUs 2 and 3
-    ("GPU-aa11, GPU-bb22", 2, ["GPU-aa11", "GPU-bb22"]),     # UUIDs, spaces dropped
-    ("4,7,-1,5", 2, ["4", "7"]),                             # CUDA stops at the first invalid entry
-    ("", 0, []),                                             # every GPU hidden
-])
+@pytest.mark.parametrize(
+    "env, count, expected",
+    [
+        (None, 3, ["0", "1", "2"]),  # no CUDA_VISIBLE_DEVICES: torch's indices
+        ("2,3", 2, ["2", "3"]),  # a SLURM allocation of GPUs 2 and 3
+        ("GPU-aa11, GPU-bb22", 2, ["GPU-aa11", "GPU-bb22"]),  # UUIDs, spaces dropped
+        ("4,7,-1,5", 2, ["4", "7"]),  # CUDA stops at the first invalid entry
+        ("", 0, []),  # every GPU hidden
+    ],
+)
 def test_the_visible_gpus_are_named_as_cuda_visible_devices_names_them(env, count, expected):
     assert visible_gpus(env, count) == expected
 
 
-@pytest.mark.parametrize("free, job, cores, gpus, expected", [
-    (80 * GiB, 3.5 * GiB, 64, 2, 20),       # memory decides: 80 / (3.5 + 0.5 context)
-    (80 * GiB, 3.5 * GiB, 16, 2, 8),        # cores decide: 16 cores over 2 GPUs
-    (2 * GiB, 3.5 * GiB, 16, 2, 1),         # too little memory for one: still one worker (the job checks itself)
-    (24 * GiB, 0, 1, 4, 1),                 # fewer cores than GPUs: one each
-])
+@pytest.mark.parametrize(
+    "free, job, cores, gpus, expected",
+    [
+        (80 * GiB, 3.5 * GiB, 64, 2, 20),  # memory decides: 80 / (3.5 + 0.5 context)
+        (80 * GiB, 3.5 * GiB, 16, 2, 8),  # cores decide: 16 cores over 2 GPUs
+        (2 * GiB, 3.5 * GiB, 16, 2, 1),  # too little memory for one: still one worker (the job checks itself)
+        (24 * GiB, 0, 1, 4, 1),  # fewer cores than GPUs: one each
+    ],
+)
 def test_workers_per_gpu_come_from_free_memory_capped_by_cores(free, job, cores, gpus, expected):
     assert workers_per_gpu(int(free), int(job), cores, gpus) == expected
 
@@ -66,16 +76,19 @@ def test_each_new_pool_worker_sees_only_the_next_gpu(monkeypatch):
         seen.append(devices.os.environ["CUDA_VISIBLE_DEVICES"])
     assert seen == ["GPU-a", "GPU-b", "GPU-a"]
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    devices.pin_worker([], counter)                   # a pool on the CPU: nothing set
+    devices.pin_worker([], counter)  # a pool on the CPU: nothing set
     assert "CUDA_VISIBLE_DEVICES" not in devices.os.environ
 
 
 @pytest.fixture
 def gpu_present_but_unusable(monkeypatch):
     """An NVIDIA driver on the machine (nvidia-smi on PATH) that torch's CUDA cannot use."""
+
     def is_available():
-        warnings.warn("CUDA initialization: The NVIDIA driver on your system is too old (found version 11040). "
-                      "Please update your GPU driver\nsecond line")
+        warnings.warn(
+            "CUDA initialization: The NVIDIA driver on your system is too old (found version 11040). "
+            "Please update your GPU driver\nsecond line"
+        )
         return False
 
     monkeypatch.setattr(torch.cuda, "is_available", is_available)
@@ -91,7 +104,7 @@ def test_auto_says_in_one_line_why_a_present_gpu_is_not_used(gpu_present_but_unu
     assert devices.resolve_device("auto") == torch.device("cpu")
     assert devices.resolve_device("auto") == torch.device("cpu")
     err = capsys.readouterr().err
-    assert err.count("\n") == 1                       # said once per process, on one line
+    assert err.count("\n") == 1  # said once per process, on one line
     assert "device=auto" in err and "NVIDIA driver on your system is too old" in err and "second line" not in err
     assert "scripts/setup.sh" in err and "device=cpu" in err
 

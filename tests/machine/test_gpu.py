@@ -9,6 +9,7 @@ waits for the GPU (lone, replicas, packs, after a resume); load_run of a GPU run
 last evaluation; with two GPUs a sweep spreads and device=cuda:1 leaves GPU 0 alone; bench_gpu.py
 runs at a small size.
 """
+
 import io
 import json
 import subprocess
@@ -29,7 +30,7 @@ from sinkexp.train.loop import Trainer
 from sinkexp.train.replicas import ReplicaTrainer
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-ON_CUDA = (*QUICK[:-1], "device=cuda")          # 30 steps, evaluated and checkpointed every 10
+ON_CUDA = (*QUICK[:-1], "device=cuda")  # 30 steps, evaluated and checkpointed every 10
 ROOT = Path(__file__).parents[2]
 two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 
@@ -57,12 +58,20 @@ def test_every_task_trains_and_evaluates_on_cuda(make_config, tmp_path, task):
 def test_precision_and_determinism_are_recorded(make_config, tmp_path, precision, matmul, tf32):
     run(make_config(*ON_CUDA, f"precision={precision}"), tmp_path)
     assert files.read_json(tmp_path / files.META)["device"]["precision"] == {
-        "float32_matmul_precision": matmul, "cuda_matmul_allow_tf32": tf32, "cudnn_allow_tf32": tf32,
-        "deterministic_algorithms": True, "cublas_workspace_config": ":4096:8"}
+        "float32_matmul_precision": matmul,
+        "cuda_matmul_allow_tf32": tf32,
+        "cudnn_allow_tf32": tf32,
+        "deterministic_algorithms": True,
+        "cublas_workspace_config": ":4096:8",
+    }
 
 
-RESUMES = {"lone": (), "replicas": ("train.replicas=2",), "compiled": ("train.compile=true",),
-           "T256": ("task=backcopy", "task.seq_len=256", "model.n_heads=2", "train.batch_size=8", "eval.batch_size=8")}
+RESUMES = {
+    "lone": (),
+    "replicas": ("train.replicas=2",),
+    "compiled": ("train.compile=true",),
+    "T256": ("task=backcopy", "task.seq_len=256", "model.n_heads=2", "train.batch_size=8", "eval.batch_size=8"),
+}
 
 
 @pytest.mark.parametrize("case", RESUMES)
@@ -104,7 +113,7 @@ def test_fused_and_explicit_attention_agree_in_value_and_gradient(T):
                 out = attention(x, visible)
         else:
             out = attention(x, visible)
-        (out ** 2).sum().backward()
+        (out**2).sum().backward()
         results.append((out.detach(), x.grad, attention.qkv.weight.grad.clone()))
     for fused, explicit in zip(*results):
         torch.testing.assert_close(fused, explicit, atol=1e-4, rtol=1e-4)
@@ -112,11 +121,23 @@ def test_fused_and_explicit_attention_agree_in_value_and_gradient(T):
 
 def test_a_compiled_lone_run_through_the_command_line(tmp_path):
     """`sinkexp train` with CUDA graphs, evaluation, kept checkpoints, 4-step data chunks and a penalty."""
-    args = ["task=backcopy", "device=cuda", "train.compile=true", "train.steps=40", "eval.every=20",
-            "train.checkpoint_every=20", "train.keep_checkpoints=true", "train.data_chunk=4",
-            "train.common_mode_penalty=0.1", "train.batch_size=16", "eval.batch_size=32", f"hydra.run.dir={tmp_path}"]
-    done = subprocess.run([sys.executable, "-m", "sinkexp.cli", "train", *args], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=600)
+    args = [
+        "task=backcopy",
+        "device=cuda",
+        "train.compile=true",
+        "train.steps=40",
+        "eval.every=20",
+        "train.checkpoint_every=20",
+        "train.keep_checkpoints=true",
+        "train.data_chunk=4",
+        "train.common_mode_penalty=0.1",
+        "train.batch_size=16",
+        "eval.batch_size=32",
+        f"hydra.run.dir={tmp_path}",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "sinkexp.cli", "train", *args], capture_output=True, text=True, cwd=tmp_path, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / files.DONE).exists() and files.RunFiles(tmp_path).kept_steps() == [20, 40]
     assert sorted(set(files.RunFiles(tmp_path).metrics["step"])) == [0, 20, 40]
@@ -131,7 +152,7 @@ def test_a_pack_equals_its_lone_runs_on_cuda(make_config, tmp_path):
     for k, member in enumerate(packed):
         run(member, tmp_path / f"alone{k}")
         assert_same_tables(tmp_path / f"together{k}", tmp_path / f"alone{k}")
-    with pytest.raises(AssertionError):       # the packed value matters
+    with pytest.raises(AssertionError):  # the packed value matters
         assert_same_tables(tmp_path / "alone0", tmp_path / "alone1")
 
 
@@ -139,14 +160,18 @@ def test_replicas_on_cuda_equal_lone_runs(make_config, tmp_path):
     cfg = make_config(*ON_CUDA, "model.n_heads=2", "train.replicas=3")
     train_together(run_configs(cfg), [tmp_path / f"together{k}" for k in range(3)])
     for k, lone in enumerate(run_configs(cfg)):
-        run(lone, tmp_path / f"alone{k}")     # replicas=3 is not hashed: the lone run is the same run
+        run(lone, tmp_path / f"alone{k}")  # replicas=3 is not hashed: the lone run is the same run
         assert_same_tables(tmp_path / f"together{k}", tmp_path / f"alone{k}")
 
 
 def test_compiled_replicas_with_cuda_graphs_match_eager(make_config):
-    trainers = [make_trainer(run_configs(make_config("model.n_heads=2", "train.replicas=4", "device=cuda",
-                                                         f"train.compile={compile}")), torch.device("cuda"))[1]
-                for compile in (False, True)]
+    trainers = [
+        make_trainer(
+            run_configs(make_config("model.n_heads=2", "train.replicas=4", "device=cuda", f"train.compile={compile}")),
+            torch.device("cuda"),
+        )[1]
+        for compile in (False, True)
+    ]
     for _ in range(5):
         eager, compiled = (trainer.train_step() for trainer in trainers)
         torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-6)
@@ -164,8 +189,13 @@ def resumed(trainer, members):
     return fresh
 
 
-TRAINERS = {"lone": (), "replicas": ("train.replicas=4",), "pack": ("pack={train.weight_decay:[0.0,0.1]}",),
-            "resumed": ("train.replicas=2",), "resumed lone": ()}
+TRAINERS = {
+    "lone": (),
+    "replicas": ("train.replicas=4",),
+    "pack": ("pack={train.weight_decay:[0.0,0.1]}",),
+    "resumed": ("train.replicas=2",),
+    "resumed lone": (),
+}
 
 
 @pytest.mark.parametrize("task", sorted(TASKS))
@@ -176,7 +206,7 @@ def test_training_steps_never_wait_for_the_gpu(make_config, task, which):
     members = run_configs(make_config(f"task={task}", "train.batch_size=16", "device=cuda", *TRAINERS[which]))
     devices.configure(torch.device("cuda"), "exact")
     _, trainer = make_trainer(members, torch.device("cuda"))
-    trainer.train_step()                    # the first step allocates optimiser state
+    trainer.train_step()  # the first step allocates optimiser state
     if which.startswith("resumed"):
         trainer = resumed(trainer, members)
     trainer.train_step()
@@ -205,10 +235,19 @@ def test_load_run_of_a_gpu_run_reproduces_its_last_evaluation(make_config, tmp_p
 
 @two_gpus
 def test_a_sweep_spreads_over_the_gpus(tmp_path):
-    args = ["-m", "seed=0,1", "device=cuda", "train.steps=10", "eval.every=10", "train.batch_size=16",
-            "eval.batch_size=32", f"hydra.sweep.dir={tmp_path}"]
-    done = subprocess.run([sys.executable, "-m", "sinkexp.cli", "train", *args], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=600)
+    args = [
+        "-m",
+        "seed=0,1",
+        "device=cuda",
+        "train.steps=10",
+        "eval.every=10",
+        "train.batch_size=16",
+        "eval.batch_size=32",
+        f"hydra.sweep.dir={tmp_path}",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "sinkexp.cli", "train", *args], capture_output=True, text=True, cwd=tmp_path, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     used = sorted(files.read_json(meta)["device"]["resolved"] for meta in tmp_path.rglob(files.META))
     assert used == ["cuda:0", "cuda:1"]
@@ -222,7 +261,7 @@ import os, pynvml, torch
 from sinkexp.config.compose import compose_config
 from sinkexp.jobs.runner import run
 run(compose_config("device=cuda:1", "train.steps=10", "eval.every=10", "train.batch_size=16",
-                   "eval.batch_size=32"), {str(tmp_path / 'run')!r})
+                   "eval.batch_size=32"), {str(tmp_path / "run")!r})
 pynvml.nvmlInit()
 pids = []
 for index in range(2):
@@ -238,9 +277,25 @@ print(os.getpid() in pids[0], os.getpid() in pids[1])
 
 def test_bench_gpu_runs_at_a_small_size(tmp_path):
     out = tmp_path / "bench.json"
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_gpu.py"), "--ks", "1,4", "--chunks", "1",
-                           "--seconds", "0.5", "--damping-steps", "100", "--json", str(out)],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench_gpu.py"),
+            "--ks",
+            "1,4",
+            "--chunks",
+            "1",
+            "--seconds",
+            "0.5",
+            "--damping-steps",
+            "100",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads(out.read_text())
     assert [row["K"] for row in results["replicas"]] == [1, 4] and results["damping"]["steps"] == 100

@@ -1,5 +1,6 @@
 """Attention: normalisers match their formulas, softmax matches PyTorch's kernel and the fused path the
 explicit one, the causal mask holds, slots, gates and RoPE reduce to their closed forms."""
+
 import math
 from pathlib import Path
 
@@ -21,21 +22,38 @@ def test_normalisers_match_their_formulas_on_a_hand_built_case():
     visible = torch.ones(3, 3, dtype=torch.bool).tril()
     relu_masked = torch.tensor([[2.0, 0, 0], [1.0, 3.0, 0], [0.0, 1.0, 2.0]])
     expected = {
-        "softmax": torch.stack([torch.tensor([1.0, 0, 0]),
-                                torch.cat([torch.softmax(torch.tensor([1.0, 3.0]), 0), torch.zeros(1)]),
-                                torch.softmax(torch.tensor([0.0, 1.0, 2.0]), 0)]),
-        "relu": relu_masked / torch.tensor([[1.0], [2.0], [3.0]]),   # n_i visible keys
-        "relu_len": relu_masked / 3,                                 # L = 3
+        "softmax": torch.stack(
+            [
+                torch.tensor([1.0, 0, 0]),
+                torch.cat([torch.softmax(torch.tensor([1.0, 3.0]), 0), torch.zeros(1)]),
+                torch.softmax(torch.tensor([0.0, 1.0, 2.0]), 0),
+            ]
+        ),
+        "relu": relu_masked / torch.tensor([[1.0], [2.0], [3.0]]),  # n_i visible keys
+        "relu_len": relu_masked / 3,  # L = 3
         "relu_raw": relu_masked,
-        "sigmoid": torch.sigmoid(scores[0, 0] - torch.log(torch.tensor(3.0))) * visible,   # b = -log L
-        "sigmoid_norm": torch.stack([torch.tensor([1.0, 0, 0]),                            # one key: all of it
-                                     torch.cat([torch.sigmoid(torch.tensor([1.0, 3.0]) - math.log(3)), torch.zeros(1)]),
-                                     torch.sigmoid(torch.tensor([0.0, 1.0, 2.0]) - math.log(3))]),
-        "softmax1": torch.stack([torch.exp(scores[0, 0, i]) * visible[i]
-                                 / (1 + (torch.exp(scores[0, 0, i]) * visible[i]).sum())
-                                 for i in range(3)]),
-        "softpick": torch.stack([torch.relu(torch.expm1(scores[0, 0, i])) * visible[i]
-                                 / ((torch.expm1(scores[0, 0, i]) * visible[i]).abs().sum()) for i in range(3)]),
+        "sigmoid": torch.sigmoid(scores[0, 0] - torch.log(torch.tensor(3.0))) * visible,  # b = -log L
+        "sigmoid_norm": torch.stack(
+            [
+                torch.tensor([1.0, 0, 0]),  # one key: all of it
+                torch.cat([torch.sigmoid(torch.tensor([1.0, 3.0]) - math.log(3)), torch.zeros(1)]),
+                torch.sigmoid(torch.tensor([0.0, 1.0, 2.0]) - math.log(3)),
+            ]
+        ),
+        "softmax1": torch.stack(
+            [
+                torch.exp(scores[0, 0, i]) * visible[i] / (1 + (torch.exp(scores[0, 0, i]) * visible[i]).sum())
+                for i in range(3)
+            ]
+        ),
+        "softpick": torch.stack(
+            [
+                torch.relu(torch.expm1(scores[0, 0, i]))
+                * visible[i]
+                / ((torch.expm1(scores[0, 0, i]) * visible[i]).abs().sum())
+                for i in range(3)
+            ]
+        ),
     }
     expected["sigmoid_norm"] = expected["sigmoid_norm"] / expected["sigmoid_norm"].sum(-1, keepdim=True)
     assert set(expected) == set(NORMALISERS)
@@ -72,15 +90,17 @@ def test_gu_sigmoid_presets_have_no_bias():
     scores, visible = torch.tensor([0.0, 1.0, 2.0]).view(1, 1, 1, 3), torch.ones(1, 3, dtype=torch.bool)
     raw = torch.tensor([0.5, 0.7310586, 0.8807971])
     for preset, expected in (("sigmoid_nobias", raw), ("sigmoid_norm", raw / raw.sum())):
-        attn = AttnConfig(**{k: v for k, v in OmegaConf.load(CONFIGS / "attn" / f"{preset}.yaml").items()
-                             if k != "name"})
+        attn = AttnConfig(
+            **{k: v for k, v in OmegaConf.load(CONFIGS / "attn" / f"{preset}.yaml").items() if k != "name"}
+        )
         torch.testing.assert_close(NORMALISERS[attn.normaliser](scores, visible, attn)[0, 0, 0], expected)
 
 
 def test_sigmoid_bias_overrides_minus_log_length():
     scores, visible = torch.zeros(1, 1, 2, 2), torch.ones(2, 2, dtype=torch.bool)
-    torch.testing.assert_close(NORMALISERS["sigmoid"](scores, visible, AttnConfig(sigmoid_bias=1.0)),
-                               torch.sigmoid(torch.ones(1, 1, 2, 2)))
+    torch.testing.assert_close(
+        NORMALISERS["sigmoid"](scores, visible, AttnConfig(sigmoid_bias=1.0)), torch.sigmoid(torch.ones(1, 1, 2, 2))
+    )
 
 
 def test_every_normaliser_takes_scores_visible_and_the_attention_config():
@@ -102,7 +122,7 @@ def paired(**attn):
 def test_sink_slot_at_minus_infinity_equals_softmax():
     plain, slotted = paired(slot="learned")
     with torch.no_grad():
-        for module in (plain, slotted):     # q = 1 for every token, so q . k_slot = -1e6 * D
+        for module in (plain, slotted):  # q = 1 for every token, so q . k_slot = -1e6 * D
             module.qkv.weight[:16] = 0.0
             module.qkv.bias[:16] = 1.0
         slotted.slot.k.fill_(-1e6)
@@ -125,11 +145,11 @@ def test_a_gate_fixed_open_equals_no_gate(gate):
     plain, gated = paired(gate=gate)
     with torch.no_grad():
         gated.gate.weight.zero_()
-        gated.gate.bias.fill_(1e4)          # sigma = 1
+        gated.gate.bias.fill_(1e4)  # sigma = 1
     x, visible = torch.randn(2, 5, 16), torch.ones(5, 5, dtype=torch.bool)
     torch.testing.assert_close(gated(x, visible), plain(x, visible))
     with torch.no_grad():
-        gated.gate.bias.fill_(-1e4)         # shut: the head writes nothing but W_O's bias
+        gated.gate.bias.fill_(-1e4)  # shut: the head writes nothing but W_O's bias
     torch.testing.assert_close(gated(x, visible), gated.out.bias.expand(2, 5, 16))
 
 
@@ -137,8 +157,10 @@ def test_rope_scores_depend_only_on_relative_position():
     torch.manual_seed(0)
     q, k = torch.randn(1, 1, 1, 8), torch.randn(1, 1, 1, 8)
     seq = lambda i, vec: torch.zeros(1, 1, 12, 8).index_copy(2, torch.tensor([i]), vec)  # noqa: E731
+
     def score(i, j):
         return (rotary(seq(i, q))[0, 0, i] * rotary(seq(j, k))[0, 0, j]).sum()
+
     torch.testing.assert_close(score(5, 2), score(9, 6))
     torch.testing.assert_close(score(3, 3), (q * k).sum())
     assert not torch.allclose(score(5, 2), score(5, 4))
@@ -188,13 +210,13 @@ def test_zeroing_the_value_of_a_sink_that_takes_all_attention_zeroes_the_head():
     with intervene(attention, {"scores": lambda s: s.index_fill(-1, torch.tensor([0]), 1e4)}):
         with capture(attention, ["weights"]) as sunk:
             attention(x, visible)
-        torch.testing.assert_close(sunk["weights"][..., 0], torch.ones(3, 2, 5))     # all mass on key 0
+        torch.testing.assert_close(sunk["weights"][..., 0], torch.ones(3, 2, 5))  # all mass on key 0
         with intervene(attention, {"v": lambda v: v.index_fill(2, torch.tensor([0]), 0.0)}):
             with capture(attention, ["mixed"]) as ablated:
                 out = attention(x, visible)
     torch.testing.assert_close(ablated["mixed"], torch.zeros(3, 2, 5, 8))
     torch.testing.assert_close(out, attention.out.bias.expand(3, 5, 16))
-    assert not torch.allclose(plain["mixed"], torch.zeros_like(plain["mixed"]))      # nothing stays replaced
+    assert not torch.allclose(plain["mixed"], torch.zeros_like(plain["mixed"]))  # nothing stays replaced
     assert all(tap.replace is None for tap in attention.modules() if hasattr(tap, "replace"))
 
 
@@ -206,9 +228,10 @@ def test_a_hidden_bos_key_gets_no_attention_and_changes_no_other_position(attn):
         out = model(x)
     for weights in cache.values():
         assert torch.all(weights[:, :, 1:, 0] == 0)
-        torch.testing.assert_close(weights[:, :, 0, 0], torch.ones_like(weights[:, :, 0, 0]) if attn == "softmax"
-                                   else weights[:, :, 0, 0])            # BOS still sees itself
+        torch.testing.assert_close(
+            weights[:, :, 0, 0], torch.ones_like(weights[:, :, 0, 0]) if attn == "softmax" else weights[:, :, 0, 0]
+        )  # BOS still sees itself
     changed = x.clone()
     changed[:, 0] = torch.randn(2, 6)
-    torch.testing.assert_close(model(changed)[:, 1:], out[:, 1:])      # nothing reads BOS any more
+    torch.testing.assert_close(model(changed)[:, 1:], out[:, 1:])  # nothing reads BOS any more
     assert not torch.allclose(make_model(attn)(changed)[:, 1:], make_model(attn)(x)[:, 1:])

@@ -1,5 +1,6 @@
 """The transformer around attention: capture points record without changing the forward pass, norm
 placements, positions, registers, biases and the global pathway follow their formulas."""
+
 from pathlib import Path
 
 import pytest
@@ -24,13 +25,12 @@ def test_capture_records_every_tap_without_changing_the_output():
         captured = model(x)
     torch.testing.assert_close(plain, captured)
     assert set(cache) == set(tap_names(model))
-    assert cache["blocks.1.attn.weights"].shape == (2, 2, 10, 10)      # (B, H, T, S)
-    assert cache["blocks.0.attn.v"].shape == (2, 2, 10, 8)             # (B, H, S, D)
+    assert cache["blocks.1.attn.weights"].shape == (2, 2, 10, 10)  # (B, H, T, S)
+    assert cache["blocks.0.attn.v"].shape == (2, 2, 10, 8)  # (B, H, S, D)
     assert cache["blocks.0.resid_post"].shape == (2, 10, 16)
     torch.testing.assert_close(cache["blocks.0.attn.weights"].sum(-1), torch.ones(2, 2, 10))
     # weights @ v is what the head mixes
-    torch.testing.assert_close(cache["blocks.0.attn.weights"] @ cache["blocks.0.attn.v"],
-                               cache["blocks.0.attn.mixed"])
+    torch.testing.assert_close(cache["blocks.0.attn.weights"] @ cache["blocks.0.attn.v"], cache["blocks.0.attn.mixed"])
     with capture(model, ["blocks.0.attn.weights"]) as only:
         model(x)
     assert list(only) == ["blocks.0.attn.weights"]
@@ -51,8 +51,12 @@ def test_norm_placements_follow_their_formulas(norm):
     visible = model.visible(10, x.device)
     attn = lambda h: block.attn(h, visible)  # noqa: E731
     n_in, n_out = block.norms_in[0], block.norms_out[0]
-    after_attn = {"pre": x + attn(n_in(x)), "post": n_out(x + attn(x)),
-                  "sandwich": x + n_out(attn(n_in(x))), "none": x + attn(x)}[norm]
+    after_attn = {
+        "pre": x + attn(n_in(x)),
+        "post": n_out(x + attn(x)),
+        "sandwich": x + n_out(attn(n_in(x))),
+        "none": x + attn(x),
+    }[norm]
     torch.testing.assert_close(block.sublayer(0, x, attn), after_attn)
 
 
@@ -94,9 +98,10 @@ def test_an_intervention_that_returns_its_input_changes_nothing_and_forces_the_e
 @pytest.mark.parametrize("std", [0.02, 1.0])
 def test_learned_positions_start_at_the_chosen_scale(std):
     torch.manual_seed(0)
-    model = Transformer(ModelConfig(d_model=64, pos_init_std=std), AttnConfig(),
-                        TriggerTask(TriggerConfig(seq_len=32, d_x=4)))
-    assert model.positions.table.std().item() == pytest.approx(std, rel=0.05)     # 32 x 64 draws
+    model = Transformer(
+        ModelConfig(d_model=64, pos_init_std=std), AttnConfig(), TriggerTask(TriggerConfig(seq_len=32, d_x=4))
+    )
+    assert model.positions.table.std().item() == pytest.approx(std, rel=0.05)  # 32 x 64 draws
 
 
 @pytest.mark.parametrize("norm", ["pre", "post", "none"])
@@ -105,7 +110,7 @@ def test_positions_into_the_first_attention_only_reach_its_input(norm):
     stream, later blocks and the readout never see P. Checked against the blocks' own modules."""
     model = make_model(norm=norm, pos_into="first_attn", mlp="none")
     with torch.no_grad():
-        model.positions.table.normal_()          # large enough to matter
+        model.positions.table.normal_()  # large enough to matter
     x = torch.randn(2, 10, 6)
     visible = model.visible(10, x.device)
     P = model.positions.table[:10]
@@ -117,7 +122,7 @@ def test_positions_into_the_first_attention_only_reach_its_input(norm):
     torch.testing.assert_close(model(x), model.readout(model.final_norm(h)))
     with capture(model, ["embed"]) as seen:
         model(x)
-    torch.testing.assert_close(seen["embed"], model.embed_in(x))   # the stream starts without positions
+    torch.testing.assert_close(seen["embed"], model.embed_in(x))  # the stream starts without positions
 
 
 def test_mlp_bias_overrides_model_bias():
@@ -129,6 +134,7 @@ def test_mlp_bias_overrides_model_bias():
 
 def broadcast_model(**model):
     from sinkexp.tasks.broadcast import BroadcastConfig, BroadcastTask
+
     torch.manual_seed(0)
     task = BroadcastTask(BroadcastConfig(seq_len=6, d=8))
     cfg = {"n_layers": 2, "d_model": 8, "mlp": "gelu", "embed": "identity", "readout": "identity", **model}
@@ -144,8 +150,8 @@ def test_global_pathway_adds_its_gated_pooled_state_to_the_attention_write(gate)
     block = model.blocks[0]
     pathway = block.pathway
     z = block.norms_in[0](model.positions(x))
-    pi = torch.softmax(z @ pathway.w_p.weight[0], dim=1)                           # (B, T)
-    state = (pi[..., None] * (z @ pathway.w_vg.weight.T)).sum(1)                    # (B, d)
+    pi = torch.softmax(z @ pathway.w_p.weight[0], dim=1)  # (B, T)
+    state = (pi[..., None] * (z @ pathway.w_vg.weight.T)).sum(1)  # (B, d)
     gamma = torch.sigmoid(z @ pathway.gate.weight[0] + pathway.gate.bias)[..., None] if gate == "learned" else 1.0
     pathway_write = gamma * (state @ pathway.w_og.weight.T)[:, None]
     h = model.positions(x) + block.attn(z, model.visible(6, x.device)) + pathway_write
@@ -155,7 +161,7 @@ def test_global_pathway_adds_its_gated_pooled_state_to_the_attention_write(gate)
     torch.testing.assert_close(cache["blocks.0.resid_post"], h)
     torch.testing.assert_close(cache["blocks.0.pathway.pool"], pi)
     if gate == "learned":
-        assert torch.all(pathway.gate.bias == 0)                                   # gamma = 1/2 at init
+        assert torch.all(pathway.gate.bias == 0)  # gamma = 1/2 at init
 
 
 def test_global_pathway_leaves_the_rest_of_the_model_as_without_it():
@@ -171,8 +177,9 @@ def test_global_pathway_leaves_the_rest_of_the_model_as_without_it():
 def test_global_pathway_weights_start_at_std_0_02():
     """As the source's nn.init.trunc_normal_(std=0.02), whose bounds (+-2) are absolute: a plain N(0, 0.02^2)."""
     from sinkexp.model.pathway import GlobalPathway
+
     torch.manual_seed(0)
-    assert GlobalPathway(64, gate="learned").w_vg.weight.std().item() == pytest.approx(0.02, rel=0.05)   # 4096 draws
+    assert GlobalPathway(64, gate="learned").w_vg.weight.std().item() == pytest.approx(0.02, rel=0.05)  # 4096 draws
 
 
 def test_the_dynamics_form_is_the_source_notebooks_one_head_model():
@@ -185,13 +192,13 @@ def test_the_dynamics_form_is_the_source_notebooks_one_head_model():
     preset = OmegaConf.load(CONFIGS / "task" / "damping_dynamics.yaml")
     model = Transformer(ModelConfig(**preset.model), AttnConfig(), DampingTask(DampingConfig(**preset.task)))
     with torch.no_grad():
-        model.positions.table.normal_()                                    # large enough to matter
+        model.positions.table.normal_()  # large enough to matter
         model.bos_vector.normal_()
     x = torch.randn(3, 32, 64)
     h = x + model.positions.table[:32]
     h[:, 0] += model.bos_vector
     z = F.layer_norm(h, (64,), model.embed_norm.weight, model.embed_norm.bias)
     w_q, w_k, w_v = model.blocks[0].attn.qkv.weight.chunk(3)
-    weights = torch.softmax((z @ w_q.T) @ (z @ w_k.T).transpose(1, 2) / 8.0, dim=-1)   # no causal mask
+    weights = torch.softmax((z @ w_q.T) @ (z @ w_k.T).transpose(1, 2) / 8.0, dim=-1)  # no causal mask
     expected = z + (weights @ (z @ w_v.T)) @ model.blocks[0].attn.out.weight.T
     torch.testing.assert_close(model(x), expected)

@@ -1,4 +1,5 @@
 """`sinkexp report`: reads run directories only, aggregates over seeds, lists unfinished runs."""
+
 import pandas as pd
 import pytest
 from conftest import QUICK
@@ -15,10 +16,13 @@ def sweep(tmp_path_factory, make_config):
         for seed in (0, 1):
             run(make_config(*QUICK, f"attn={attn}", f"seed={seed}"), root / f"trigger/{attn}/L1/s{seed}")
     # an interrupted run (config written, no marker) and a failed one
-    lifecycle.write_text(root / "trigger/softmax/L1/s2" / lifecycle.CONFIG,
-                         (root / "trigger/softmax/L1/s0" / lifecycle.CONFIG).read_text())
-    lifecycle.write_text(root / "trigger/relu/L1/s2" / lifecycle.CONFIG,
-                         (root / "trigger/relu/L1/s0" / lifecycle.CONFIG).read_text())
+    lifecycle.write_text(
+        root / "trigger/softmax/L1/s2" / lifecycle.CONFIG,
+        (root / "trigger/softmax/L1/s0" / lifecycle.CONFIG).read_text(),
+    )
+    lifecycle.write_text(
+        root / "trigger/relu/L1/s2" / lifecycle.CONFIG, (root / "trigger/relu/L1/s0" / lifecycle.CONFIG).read_text()
+    )
     lifecycle.write_text(root / "trigger/relu/L1/s2" / lifecycle.FAILED, "RuntimeError: boom\n")
     return root
 
@@ -35,18 +39,28 @@ def test_summary_is_mean_std_and_count_over_seeds(sweep, capsys):
     out = report(sweep)
     summary = pd.read_csv(out / "summary.csv")
     runs, finals = collect(sweep)
-    row = summary[(summary["attn.name"] == "softmax") & (summary["layer"] == 0)
-                  & (summary["query_type"] == "non_trigger") & (summary["metric"] == "sink_attn")].iloc[0]
-    per_seed = finals[(finals["metric"] == "sink_attn") & (finals["layer"] == 0)
-                      & (finals["query_type"] == "non_trigger") & finals["run"].str.contains("softmax")]["value"]
+    row = summary[
+        (summary["attn.name"] == "softmax")
+        & (summary["layer"] == 0)
+        & (summary["query_type"] == "non_trigger")
+        & (summary["metric"] == "sink_attn")
+    ].iloc[0]
+    per_seed = finals[
+        (finals["metric"] == "sink_attn")
+        & (finals["layer"] == 0)
+        & (finals["query_type"] == "non_trigger")
+        & finals["run"].str.contains("softmax")
+    ]["value"]
     assert row["n"] == 2
     assert row["mean"] == pytest.approx(per_seed.mean()) and row["std"] == pytest.approx(per_seed.std())
     for figure in ("sink_attn_by_layer.png", "dynamics.png"):
         assert (out / figure).stat().st_size > 1000
-    assert sorted(p.name for p in out.glob("attention_*.png")) == ["attention_attn=relu.png",
-                                                                   "attention_attn=softmax.png"]
-    assert not list(out.glob("heads_*.png"))                  # one layer of one head: no layer x head grid
-    finals_csv = pd.read_csv(out / "finals.csv")      # every finished run's final values, labelled by setting
+    assert sorted(p.name for p in out.glob("attention_*.png")) == [
+        "attention_attn=relu.png",
+        "attention_attn=softmax.png",
+    ]
+    assert not list(out.glob("heads_*.png"))  # one layer of one head: no layer x head grid
+    finals_csv = pd.read_csv(out / "finals.csv")  # every finished run's final values, labelled by setting
     assert set(finals_csv["label"]) == {"attn=relu", "attn=softmax"} and finals_csv["run"].nunique() == 4
     printed = capsys.readouterr().out
     assert "failed: trigger/relu/L1/s2" in printed and "incomplete: trigger/softmax/L1/s2" in printed
@@ -63,10 +77,10 @@ def test_damaged_runs_are_listed_with_the_reason_and_the_rest_reported(sweep, tm
 
     root = tmp_path / "damaged"
     shutil.copytree(sweep, root)
-    metrics = root / "trigger/softmax/L1/s0" / lifecycle.METRICS            # truncated: ends at step 10 of 30
+    metrics = root / "trigger/softmax/L1/s0" / lifecycle.METRICS  # truncated: ends at step 10 of 30
     lines = metrics.read_text().splitlines()
     metrics.write_text("\n".join(line for line in lines if not line.startswith(("20,", "30,"))) + "\n")
-    (root / "trigger/relu/L1/s0" / lifecycle.METRICS).unlink()              # DONE without metrics.csv
+    (root / "trigger/relu/L1/s0" / lifecycle.METRICS).unlink()  # DONE without metrics.csv
     (root / "trigger/relu/L1/s1" / lifecycle.CONFIG).write_text("[not: a mapping")
     report(root)
     runs = pd.read_csv(root / "report/runs.csv").set_index("run")
@@ -75,7 +89,7 @@ def test_damaged_runs_are_listed_with_the_reason_and_the_rest_reported(sweep, tm
     assert runs.loc["trigger/relu/L1/s0", "status"] == "damaged"
     damaged = runs.loc["trigger/relu/L1/s1"]
     assert damaged["status"] == "damaged" and "config.yaml" in damaged["reason"]
-    assert runs.loc["trigger/softmax/L1/s1", "status"] == "done"      # the rest is reported
+    assert runs.loc["trigger/softmax/L1/s1", "status"] == "done"  # the rest is reported
     summary = pd.read_csv(root / "report/summary.csv")
     assert set(summary["n"]) == {1}
     assert "damaged: trigger/softmax/L1/s0" in capsys.readouterr().out

@@ -18,19 +18,25 @@ TINY = Checkpoint(name="tiny", model="org/tiny", untrained="step0", settings={"n
 
 def paper() -> Paper:
     claim = dict(kind="paper", statement="-", source="-", paper_value="-", experiment="tiny", measure=RATE)
-    return Paper(name="open", title="a tiny checkpoint", experiments=(TINY,), claims=(
-        Value(name="sinks", criterion=at_least(0.5), forms=True, **claim),
-        Value(name="at_most_all", criterion=at_most(1.0), **claim),
-        Value(name="on_its_premise", criterion=at_most(1.0), requires="sinks", **claim)))
+    return Paper(
+        name="open",
+        title="a tiny checkpoint",
+        experiments=(TINY,),
+        claims=(
+            Value(name="sinks", criterion=at_least(0.5), forms=True, **claim),
+            Value(name="at_most_all", criterion=at_most(1.0), **claim),
+            Value(name="on_its_premise", criterion=at_most(1.0), requires="sinks", **claim),
+        ),
+    )
 
 
 def test_a_checkpoint_on_this_machine_is_measured_and_judged_beside_its_untrained_revision(tmp_path):
     weights = tmp_path / "weights"
-    tiny("gpt2", weights / "org" / "tiny", edit=sink_at_position_zero)      # every head on position 0
-    tiny("gpt2", weights / "org" / "tiny@step0", seed=1)                     # untrained: no sink
+    tiny("gpt2", weights / "org" / "tiny", edit=sink_at_position_zero)  # every head on position 0
+    tiny("gpt2", weights / "org" / "tiny@step0", seed=1)  # untrained: no sink
     rows = reproduce([paper()], [], root=tmp_path / "out", weights=weights).set_index("claim")
     assert rows.loc["sinks", "values"] == "run=1" and rows.loc["sinks", "verdict"] == "holds"
-    assert float(rows.loc["sinks", "untrained"].removeprefix("run=")) < 0.5      # the untrained revision's
+    assert float(rows.loc["sinks", "untrained"].removeprefix("run=")) < 0.5  # the untrained revision's
     # a criterion the untrained revision meets too tests nothing
     assert rows.loc["at_most_all", "verdict"] == "cannot fail"
     assert (tmp_path / "out" / "open" / "tiny" / "untrained" / "DONE").exists()
@@ -41,5 +47,5 @@ def test_a_checkpoint_whose_weights_are_not_here_is_not_run_and_says_why(tmp_pat
     assert set(rows["verdict"]) == {"not run"}
     assert rows["why"].str.startswith("needs the weights of org/tiny").all()
     assert rows.set_index("claim").loc["on_its_premise", "why"].endswith("(for its premise sinks)")
-    assert exit_code(rows) == 0             # nothing ran, nothing went wrong
-    assert exit_code(rows.assign(why="no selected run")) == 1      # not run for another reason: a defect
+    assert exit_code(rows) == 0  # nothing ran, nothing went wrong
+    assert exit_code(rows.assign(why="no selected run")) == 1  # not run for another reason: a defect

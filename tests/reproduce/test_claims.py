@@ -5,6 +5,7 @@ for verdict, with every per-run value within the cross-machine tolerance (docs/r
 Run with `pytest -m slow -n 0` (about as long as `sinkexp reproduce all`; see README). Each paper's
 runs go to a temporary directory, so nothing is reused from outputs/.
 """
+
 import math
 from pathlib import Path
 
@@ -15,13 +16,16 @@ from sinkexp.reproduce import reproduce
 from sinkexp.reproduce.papers import PAPERS
 
 COMMITTED = Path(__file__).parents[2] / "docs" / "claims.csv"
-RTOL, ATOL = 0.05, 1e-3        # another machine or thread count moves chaotic runs in their 2nd-3rd digit
+RTOL, ATOL = 0.05, 1e-3  # another machine or thread count moves chaotic runs in their 2nd-3rd digit
 
 
 def per_run(values) -> dict[str, float]:
     """claims.csv's `values` cell ("s0/t1=0.98 s1/t0=0.97") as {run label: value}."""
-    return {label: float(value) for label, value in (item.split("=") for item in str(values).split())} \
-        if isinstance(values, str) else {}
+    return (
+        {label: float(value) for label, value in (item.split("=") for item in str(values).split())}
+        if isinstance(values, str)
+        else {}
+    )
 
 
 def moved(rerun: pd.Series, committed: pd.Series) -> str:
@@ -31,8 +35,12 @@ def moved(rerun: pd.Series, committed: pd.Series) -> str:
     now, then = per_run(rerun["values"]), per_run(committed["values"])
     if now.keys() != then.keys():
         return f"runs {sorted(then)} -> {sorted(now)}"
-    off = [label for label in now if not math.isclose(now[label], then[label], rel_tol=RTOL, abs_tol=ATOL)
-           and not (math.isnan(now[label]) and math.isnan(then[label]))]
+    off = [
+        label
+        for label in now
+        if not math.isclose(now[label], then[label], rel_tol=RTOL, abs_tol=ATOL)
+        and not (math.isnan(now[label]) and math.isnan(then[label]))
+    ]
     return "values " + ", ".join(f"{label} {then[label]:.4g} -> {now[label]:.4g}" for label in off) if off else ""
 
 
@@ -54,5 +62,5 @@ def test_the_comparison_sees_a_moved_verdict_and_a_moved_value():
     contradicted = moved(pd.Series({**row, "verdict": "contradicted"}), pd.Series(row))
     assert contradicted.startswith("verdict holds -> contradicted")
     assert moved(pd.Series({**row, "values": "s0=0.95 s1=0.90"}), pd.Series(row)) == "values s1 0.97 -> 0.9"
-    assert moved(pd.Series({**row, "values": "s0=0.951 s1=0.97"}), pd.Series(row)) == ""     # within the tolerance
+    assert moved(pd.Series({**row, "values": "s0=0.951 s1=0.97"}), pd.Series(row)) == ""  # within the tolerance
     assert moved(pd.Series({**row, "values": "s0=0.95"}), pd.Series(row)) == "runs ['s0', 's1'] -> ['s0']"

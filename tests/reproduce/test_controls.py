@@ -1,5 +1,6 @@
 """The four-head controls' model options: no W_O (model.attn_out=identity: each head writes its
 own slice of the stream) and a readout fixed at its initialisation (model.freeze_readout)."""
+
 import pytest
 import torch
 
@@ -15,13 +16,14 @@ def test_without_w_o_each_head_writes_its_own_slice(make_config):
     model = Transformer(cfg.model, cfg.attn, task)
     attn = model.blocks[0].attn
     assert isinstance(attn.out, torch.nn.Identity)
-    assert torch.equal(attn.projections()[2], torch.eye(cfg.model.d_model))     # W_O, as the metrics read it
+    assert torch.equal(attn.projections()[2], torch.eye(cfg.model.d_model))  # W_O, as the metrics read it
     x = torch.randn(2, task.seq_len, cfg.model.d_model)
     visible = torch.ones(task.seq_len, task.seq_len, dtype=torch.bool).tril()
     from sinkexp.model import capture
+
     with capture(model, ["blocks.0.attn.mixed", "blocks.0.attn.output"]) as cache:
         attn(x, visible)
-    mixed = cache["blocks.0.attn.mixed"]                                          # (B, H, T, D)
+    mixed = cache["blocks.0.attn.mixed"]  # (B, H, T, D)
     assert torch.allclose(cache["blocks.0.attn.output"], mixed.transpose(1, 2).reshape(2, task.seq_len, -1))
 
 
@@ -31,7 +33,7 @@ def test_a_frozen_readout_keeps_its_initial_weights_while_the_rest_trains(make_c
     readout, attention = trainer.model.readout.weight.clone(), trainer.model.blocks[0].attn.qkv.weight.clone()
     for _ in range(3):
         trainer.train_step()
-    assert torch.equal(trainer.model.readout.weight, readout)       # no gradient, no update, no decay
+    assert torch.equal(trainer.model.readout.weight, readout)  # no gradient, no update, no decay
     assert not torch.equal(trainer.model.blocks[0].attn.qkv.weight, attention)
 
 

@@ -1,5 +1,6 @@
 """A paper's declaration is checked when it is made: every reference it names must exist, and a
 mistake is one line naming the paper, the claim (or experiment) and the key, before anything trains."""
+
 import dataclasses
 import re
 from pathlib import Path
@@ -22,8 +23,11 @@ from sinkexp.reproduce.keys import config_keys
 from sinkexp.reproduce.measures import final
 from sinkexp.tasks import TASKS
 
-ONE = Experiment(name="one", overrides={"task": "damping"},
-                 grid={"task.gamma": (0.0, 0.1), "seed": (0, 1, 2), "task.structure_seed": (0, 1)})
+ONE = Experiment(
+    name="one",
+    overrides={"task": "damping"},
+    grid={"task.gamma": (0.0, 0.1), "seed": (0, 1, 2), "task.structure_seed": (0, 1)},
+)
 OTHER = Experiment(name="other", overrides={"task": "damping", "attn": "gated"}, grid={"seed": (0, 1, 2)})
 
 
@@ -32,52 +36,116 @@ def declare(*claims, experiments=(ONE, OTHER)) -> Paper:
 
 
 def value(**fields) -> Value:
-    chosen = {"name": "c", "kind": "paper", "statement": "-", "source": "-", "paper_value": "-", "experiment": "one",
-              "measure": final("sink_attn", 0, "nop"), "criterion": at_least(0.9), **fields}
+    chosen = {
+        "name": "c",
+        "kind": "paper",
+        "statement": "-",
+        "source": "-",
+        "paper_value": "-",
+        "experiment": "one",
+        "measure": final("sink_attn", 0, "nop"),
+        "criterion": at_least(0.9),
+        **fields,
+    }
     return Value(**chosen)
 
 
 def test_a_sound_declaration_is_accepted():
-    paper = declare(value(where={"task.gamma": 0.0}),
-                    Paired(name="d", kind="paper", statement="-", source="-", paper_value="-", experiment="other",
-                           measure=final("gate", 0, "nop"), criterion=at_least(0), against={"task.gamma": 0.0},
-                           against_in="one"))
+    paper = declare(
+        value(where={"task.gamma": 0.0}),
+        Paired(
+            name="d",
+            kind="paper",
+            statement="-",
+            source="-",
+            paper_value="-",
+            experiment="other",
+            measure=final("gate", 0, "nop"),
+            criterion=at_least(0),
+            against={"task.gamma": 0.0},
+            against_in="one",
+        ),
+    )
     assert [c.name for c in paper.claims] == ["c", "d"]
 
 
-@pytest.mark.parametrize("claim,says", [
-    (value(experiment="nope"), "p/c: experiment 'nope' is not declared; experiments: one, other"),
-    (value(kind="claim"), "p/c: kind='claim'; choose one of: paper, extension, control"),
-    (value(requires="later"), "p/c: requires='later' is not an earlier claim; earlier: "),
-    (value(measure=final("sink_atn", 0)), "p/c: metric 'sink_atn' is not in the registry"),
-    (value(where={"task.gama": 0.0}), "p/c: task.gama: unknown key for task=damping; valid keys under 'task': "),
-    (value(where={"task.gamma": 0.5}), "p/c: task.gamma=0.5 is not a value its experiments run (one: 0.0, 0.1)"),
-    (value(where={"task.gamma": "high"}), "p/c: task.gamma='high' does not fit the key"),
-    (value(experiment="other", where={"attn.name": "softmax"}),
-     "p/c: attn.name=softmax is not a value its experiments run (other: gated)"),
-    (Paired(name="c", kind="paper", statement="-", source="-", paper_value="-", experiment="one",
-            measure=final("gate", 0),
-            criterion=at_least(0), against={"seed": 0}, compare="quotient"), "p/c: compare='quotient'"),
-    (Trend(name="c", kind="paper", statement="-", source="-", paper_value="-", experiment="one",
-           measure=final("gate", 0),
-           criterion=at_least(0), key="task.gamma"), "p/c: trend key task.gamma takes fewer than 3 values in one"),
-    (Trend(name="c", kind="paper", statement="-", source="-", paper_value="-", experiment="one",
-           measure=final("gate", 0),
-           criterion=at_least(0), key="train.lrr"), "p/c: train.lrr: unknown key"),
-])
+@pytest.mark.parametrize(
+    "claim,says",
+    [
+        (value(experiment="nope"), "p/c: experiment 'nope' is not declared; experiments: one, other"),
+        (value(kind="claim"), "p/c: kind='claim'; choose one of: paper, extension, control"),
+        (value(requires="later"), "p/c: requires='later' is not an earlier claim; earlier: "),
+        (value(measure=final("sink_atn", 0)), "p/c: metric 'sink_atn' is not in the registry"),
+        (value(where={"task.gama": 0.0}), "p/c: task.gama: unknown key for task=damping; valid keys under 'task': "),
+        (value(where={"task.gamma": 0.5}), "p/c: task.gamma=0.5 is not a value its experiments run (one: 0.0, 0.1)"),
+        (value(where={"task.gamma": "high"}), "p/c: task.gamma='high' does not fit the key"),
+        (
+            value(experiment="other", where={"attn.name": "softmax"}),
+            "p/c: attn.name=softmax is not a value its experiments run (other: gated)",
+        ),
+        (
+            Paired(
+                name="c",
+                kind="paper",
+                statement="-",
+                source="-",
+                paper_value="-",
+                experiment="one",
+                measure=final("gate", 0),
+                criterion=at_least(0),
+                against={"seed": 0},
+                compare="quotient",
+            ),
+            "p/c: compare='quotient'",
+        ),
+        (
+            Trend(
+                name="c",
+                kind="paper",
+                statement="-",
+                source="-",
+                paper_value="-",
+                experiment="one",
+                measure=final("gate", 0),
+                criterion=at_least(0),
+                key="task.gamma",
+            ),
+            "p/c: trend key task.gamma takes fewer than 3 values in one",
+        ),
+        (
+            Trend(
+                name="c",
+                kind="paper",
+                statement="-",
+                source="-",
+                paper_value="-",
+                experiment="one",
+                measure=final("gate", 0),
+                criterion=at_least(0),
+                key="train.lrr",
+            ),
+            "p/c: train.lrr: unknown key",
+        ),
+    ],
+)
 def test_a_claims_broken_reference_is_one_line_naming_the_claim_and_the_key(claim, says):
     with pytest.raises(DeclarationError) as err:
         declare(claim)
     assert str(err.value).startswith(says) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("experiment,says", [
-    (Experiment(name="e", overrides={"attn": "sofmax"}), "p/e: attn='sofmax' is not valid; choose one of: gated,"),
-    (Experiment(name="e", grid={"model.n_layer": (1, 2)}), "p/e: model.n_layer: unknown key for task=trigger"),
-    (Experiment(name="e", cpu={"train.steps": "many"}), "p/e: train.steps='many' does not fit the key"),
-    (Experiment(name="e", overrides={"task": "backcopy"}, grid={"task.gamma": (0.1,)}),
-     "p/e: task.gamma: unknown key for task=backcopy"),
-])
+@pytest.mark.parametrize(
+    "experiment,says",
+    [
+        (Experiment(name="e", overrides={"attn": "sofmax"}), "p/e: attn='sofmax' is not valid; choose one of: gated,"),
+        (Experiment(name="e", grid={"model.n_layer": (1, 2)}), "p/e: model.n_layer: unknown key for task=trigger"),
+        (Experiment(name="e", cpu={"train.steps": "many"}), "p/e: train.steps='many' does not fit the key"),
+        (
+            Experiment(name="e", overrides={"task": "backcopy"}, grid={"task.gamma": (0.1,)}),
+            "p/e: task.gamma: unknown key for task=backcopy",
+        ),
+    ],
+)
 def test_an_experiments_unknown_key_or_option_is_refused(experiment, says):
     with pytest.raises(DeclarationError, match="^" + says.replace("(", r"\(").replace(")", r"\)")):
         declare(experiments=(experiment,))
@@ -94,23 +162,33 @@ def test_names_are_unique():
 def test_a_task_options_keys_are_its_tasks_schema(option, task):
     """A task option's keys come from the dataclass its file names (damping_dynamics: damping's)."""
     assert {key for key in config_keys(option) if key.startswith("task.")} == {
-        f"task.{f.name}" for f in dataclasses.fields(TASKS[task].Config)}
+        f"task.{f.name}" for f in dataclasses.fields(TASKS[task].Config)
+    }
     assert config_keys(option)["model.n_layers"] == schema.ModelConfig().n_layers
     assert config_keys(option)["train.betas"] == schema.TrainConfig().betas
 
 
 def test_grids_expand_to_the_sweeps_hydra_reads_and_cpu_sizes_go_with_scale_cpu_only():
-    exp = Experiment(name="e", overrides={"task": "trigger", "model.hide_bos": True},
-                     grid={"attn": ("softmax", "relu"), "train.bos_penalty": (0.1, 1.0)}, cpu={"train.steps": 1000})
-    assert exp.argv() == ["task=trigger", "model.hide_bos=true", "train.steps=1000", "attn=softmax,relu",
-                          "train.bos_penalty=0.1,1.0"]
+    exp = Experiment(
+        name="e",
+        overrides={"task": "trigger", "model.hide_bos": True},
+        grid={"attn": ("softmax", "relu"), "train.bos_penalty": (0.1, 1.0)},
+        cpu={"train.steps": 1000},
+    )
+    assert exp.argv() == [
+        "task=trigger",
+        "model.hide_bos=true",
+        "train.steps=1000",
+        "attn=softmax,relu",
+        "train.bos_penalty=0.1,1.0",
+    ]
     assert "train.steps=1000" not in exp.argv(scale="paper") and exp.runs == 4
     assert [override_value(v) for v in (None, False, 0.0001, "x")] == ["null", "false", "0.0001", "x"]
 
 
 def test_every_registered_metric_is_documented():
     text = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text()
-    spelled = [m for m in METRICS if not re.fullmatch(r"qk_sigma\d|loss_\w+", m)]   # docs: `qk_sigma1..3`, `eval/<t>`
+    spelled = [m for m in METRICS if not re.fullmatch(r"qk_sigma\d|loss_\w+", m)]  # docs: `qk_sigma1..3`, `eval/<t>`
     assert [m for m in spelled if f"`{m}`" not in text] == []
 
 
@@ -126,5 +204,6 @@ def test_a_contrast_on_another_task_is_refused():
     sinks = value(name="sinks", experiment="trigger", measure=final("sink_attn", 0, "non_trigger"))
     with pytest.raises(DeclarationError) as err:
         declare(sinks, value(contrast="sinks"), experiments=(ONE, trigger))
-    assert str(err.value) == ("p/c: contrast='sinks' reads task trigger, not this claim's (damping); "
-                              "a contrast is a claim on the same task")
+    assert str(err.value) == (
+        "p/c: contrast='sinks' reads task trigger, not this claim's (damping); a contrast is a claim on the same task"
+    )

@@ -2,6 +2,7 @@
 plumbing paper runs end to end (a claim holds only when every run meets it, an impossible criterion
 is contradicted), a stopped command resumes, runs are copied not trained twice, and the time left
 follows the plan."""
+
 import json
 import math
 import os
@@ -32,10 +33,18 @@ def test_criteria_hold_inclusively_and_nan_never_passes():
 
 
 def test_a_claim_passes_only_when_every_run_meets_it():
-    claim = Value(name="c", kind="paper", statement="s", source="src", paper_value="1", experiment="e",
-                  measure=final("sink_attn"), criterion=at_least(0.9))
+    claim = Value(
+        name="c",
+        kind="paper",
+        statement="s",
+        source="src",
+        paper_value="1",
+        experiment="e",
+        measure=final("sink_attn"),
+        criterion=at_least(0.9),
+    )
     assert Result(claim, {"s0": 0.95, "s1": 0.99}).passed
-    assert not Result(claim, {"s0": 0.95, "s1": 0.5}).passed      # the mean (0.725) is not what counts
+    assert not Result(claim, {"s0": 0.95, "s1": 0.5}).passed  # the mean (0.725) is not what counts
     assert not Result(claim, {}).passed
     assert not Result(claim, {"s0": 0.95}, problem="1 selected runs did not finish").passed
 
@@ -47,32 +56,38 @@ def test_every_claim_has_its_experiment_three_seeds_and_two_structure_draws(pape
     for c in paper.claims:
         for name in c.experiments:
             exp = paper.experiment(name)
-            if isinstance(exp, Checkpoint):      # one measured checkpoint, no seeds
+            if isinstance(exp, Checkpoint):  # one measured checkpoint, no seeds
                 continue
             assert len(exp.grid["seed"]) >= 3 and len(exp.reach.get("seed", exp.grid["seed"])) >= 3, (c.name, name)
-            if exp.task not in ("trigger", "lm"):   # the others draw structure (v; u, R; the bigram table);
-                assert len(exp.grid["task.structure_seed"]) >= 2, (c.name, name)   # lm's corpus is fixed
+            if exp.task not in ("trigger", "lm"):  # the others draw structure (v; u, R; the bigram table);
+                assert len(exp.grid["task.structure_seed"]) >= 2, (c.name, name)  # lm's corpus is fixed
 
 
 def test_every_job_of_every_paper_composes_and_validates(tmp_path):
-    plans = plan_experiments(list(PAPERS.values()), [], tmp_path)   # raises ConfigError on the first bad job
-    assert all(plan.multirun for plan in plans.values())           # each experiment is one sweep
+    plans = plan_experiments(list(PAPERS.values()), [], tmp_path)  # raises ConfigError on the first bad job
+    assert all(plan.multirun for plan in plans.values())  # each experiment is one sweep
 
 
 def test_packed_plans_train_the_same_runs_in_fewer_jobs(tmp_path):
     """--pack (a GPU's default) moves each grid's packable keys into pack=: every planned run
     directory and config hash stays what the unpacked plan gives (grids of weight decays, gammas and
     attention operations, and one with a penalty)."""
-    chosen = {"sun2026": ("weight_decay",), "fesser2026": ("dynamics_gamma",), "guo2024": ("one_layer",),
-              "ranmilo2026": ("bos_penalty",)}
-    papers = [SimpleNamespace(name=name, experiments=[PAPERS[name].experiment(e) for e in exps])
-              for name, exps in chosen.items()]
+    chosen = {
+        "sun2026": ("weight_decay",),
+        "fesser2026": ("dynamics_gamma",),
+        "guo2024": ("one_layer",),
+        "ranmilo2026": ("bos_penalty",),
+    }
+    papers = [
+        SimpleNamespace(name=name, experiments=[PAPERS[name].experiment(e) for e in exps])
+        for name, exps in chosen.items()
+    ]
     plain, packed = (plan_experiments(papers, [], tmp_path, pack=pack) for pack in (False, True))
     for key, planned in plain.items():
         assert sorted(packed[key].runs) == sorted(planned.runs), key
     wd = next(o for o in packed["sun2026", "weight_decay"].overrides if o.startswith("pack="))
     assert wd == "pack={train.weight_decay:[0.0,0.1],seed:[0,1,2],task.structure_seed:[0,1]}"
-    penalty = packed["ranmilo2026", "bos_penalty"].overrides     # penalties are not per replica: swept
+    penalty = packed["ranmilo2026", "bos_penalty"].overrides  # penalties are not per replica: swept
     assert not any(o.startswith("pack=") for o in penalty) and "seed=0,1,2" in penalty
 
 
@@ -87,8 +102,13 @@ def test_a_tiny_paper_runs_end_to_end_and_an_impossible_criterion_is_contradicte
     # the untrained values are the runs' own step-0 evaluation
     for metrics in (root / "plumbing" / "tiny" / "trigger" / "softmax").rglob("metrics.csv"):
         m = pd.read_csv(metrics)
-        start = m[(m["step"] == 0) & (m["metric"] == "sink_attn") & (m["layer"] == 0) & (m["head"] >= 0)
-                  & (m["query_type"] == "non_trigger")]["value"].mean()      # the mean over heads
+        start = m[
+            (m["step"] == 0)
+            & (m["metric"] == "sink_attn")
+            & (m["layer"] == 0)
+            & (m["head"] >= 0)
+            & (m["query_type"] == "non_trigger")
+        ]["value"].mean()  # the mean over heads
         assert f"{metrics.parent.name.split('-')[0]}={start:.4g}" in rows.loc["possible", "untrained"]
     # per-run values are kept, and the paired values are the per-seed differences of the runs'
     finals = {}
@@ -103,8 +123,11 @@ def test_a_tiny_paper_runs_end_to_end_and_an_impossible_criterion_is_contradicte
     report = (root / "plumbing" / "REPORT.md").read_text()
     assert "| plumbing | impossible |" in report and "tiny/report/sink_attn_by_layer.png" in report
     assert (root / "plumbing" / "tiny" / "report" / "sink_attn_by_layer.png").exists()
-    assert console.rstrip().splitlines()[-1].startswith("paper claims: 0 hold, 1 contradicted, 0 not reached, "
-                                                        "2 cannot fail")
+    assert (
+        console.rstrip()
+        .splitlines()[-1]
+        .startswith("paper claims: 0 hold, 1 contradicted, 0 not reached, 2 cannot fail")
+    )
 
 
 LONG_PAPER = """
@@ -125,11 +148,16 @@ def test_sigterm_to_reproduce_stops_its_pool_workers_runs(tmp_path):
     import signal
     import time
 
-    process = subprocess.Popen([sys.executable, "-c", LONG_PAPER, str(tmp_path)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env={**os.environ, "TQDM_DISABLE": "1"})
+    process = subprocess.Popen(
+        [sys.executable, "-c", LONG_PAPER, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TQDM_DISABLE": "1"},
+    )
     deadline = time.monotonic() + 180
     while len(list(tmp_path.rglob("metrics.csv"))) < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)                                   # both workers are training
+        time.sleep(0.2)  # both workers are training
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     failed = sorted(tmp_path.rglob("FAILED"))
@@ -142,17 +170,22 @@ def test_sigterm_to_reproduce_stops_its_pool_workers_runs(tmp_path):
 def test_runs_another_experiment_finished_are_copied_not_trained(plumbed, tmp_path, capsys):
     """An experiment that repeats another's configs reads copies of those runs, byte for byte."""
     shutil.copytree(plumbed[0], tmp_path, dirs_exist_ok=True)
-    again = Experiment(name="again", overrides={"task": "trigger", **QUICK_SIZES},
-                       grid={"attn": ("softmax",), "seed": (0, 1)})
+    again = Experiment(
+        name="again", overrides={"task": "trigger", **QUICK_SIZES}, grid={"attn": ("softmax",), "seed": (0, 1)}
+    )
     bos = final("sink_attn", 0, "non_trigger")
-    paper = Paper(name="repeat", title="the same runs", experiments=(again,),
-                  claims=(claim(experiment="again", measure=bos, criterion=between(0, 1)),))
+    paper = Paper(
+        name="repeat",
+        title="the same runs",
+        experiments=(again,),
+        claims=(claim(experiment="again", measure=bos, criterion=between(0, 1)),),
+    )
     rows = reproduce([paper], ["hydra/launcher=basic"], root=tmp_path)
     copies = sorted((tmp_path / "repeat" / "again").rglob("DONE"))
     assert len(copies) == 2 and rows["verdict"].tolist() == ["cannot fail"]
     for copy in copies:
         original = next((tmp_path / "plumbing" / "tiny").rglob(f"{copy.parent.name}/DONE")).parent
-        for name in ("meta.json", "metrics.csv", "summary.json", "checkpoint.pt"):   # same start time: not retrained
+        for name in ("meta.json", "metrics.csv", "summary.json", "checkpoint.pt"):  # same start time: not retrained
             assert (copy.parent / name).read_bytes() == (original / name).read_bytes(), name
     assert capsys.readouterr().out.count("copied, not trained again") == 2
 
@@ -161,9 +194,9 @@ def test_the_time_left_is_the_plans_prediction_at_the_pace_of_the_finished_jobs(
     from sinkexp.reproduce.execute import Progress
 
     progress = Progress(total_runs=10, done_runs=2, predicted=6000.0, workers=2)
-    assert progress.line().endswith("2 of 10 runs done, 0 min elapsed, about 50 min left")   # 6000 s / 2 workers
-    progress.finished(predicted=1200.0, took=1800.0)       # the jobs take 1.5x their prediction
-    assert progress.line().endswith("about 60 min left")   # (6000 - 1200) x 1.5 / 2 = 3600 s
+    assert progress.line().endswith("2 of 10 runs done, 0 min elapsed, about 50 min left")  # 6000 s / 2 workers
+    progress.finished(predicted=1200.0, took=1800.0)  # the jobs take 1.5x their prediction
+    assert progress.line().endswith("about 60 min left")  # (6000 - 1200) x 1.5 / 2 = 3600 s
     assert "min left" not in Progress(total_runs=1, done_runs=0, predicted=0.0, workers=2).line()
 
 
@@ -177,19 +210,24 @@ def test_the_plan_predicts_a_time_for_every_run_reproduce_trained(plumbed):
 
 def test_runs_two_experiments_plan_train_once_in_the_pool(tmp_path, capsys):
     """Within one command, a run that two experiments plan is trained by one and copied to the other."""
-    tiny = Experiment(name="tiny", overrides={"task": "trigger", **QUICK_SIZES},
-                      grid={"attn": ("softmax",), "seed": (0, 1)})
+    tiny = Experiment(
+        name="tiny", overrides={"task": "trigger", **QUICK_SIZES}, grid={"attn": ("softmax",), "seed": (0, 1)}
+    )
     again = Experiment(name="again", overrides=tiny.overrides, grid=tiny.grid)
     bos = final("sink_attn", 0, "non_trigger")
-    paper = Paper(name="twins", title="the same runs twice", experiments=(tiny, again),
-                  claims=(claim(experiment="again", measure=bos, criterion=between(0, 1)),))
+    paper = Paper(
+        name="twins",
+        title="the same runs twice",
+        experiments=(tiny, again),
+        claims=(claim(experiment="again", measure=bos, criterion=between(0, 1)),),
+    )
     rows = reproduce([paper], ["hydra.launcher.n_jobs=2"], root=tmp_path)
     assert rows["verdict"].tolist() == ["cannot fail"]
     copies = sorted((tmp_path / "twins" / "again").rglob("DONE"))
     assert len(copies) == 2
     for copy in copies:
         original = next((tmp_path / "twins" / "tiny").rglob(f"{copy.parent.name}/DONE")).parent
-        assert (copy.parent / "meta.json").read_bytes() == (original / "meta.json").read_bytes()   # one start time
+        assert (copy.parent / "meta.json").read_bytes() == (original / "meta.json").read_bytes()  # one start time
     captured = capsys.readouterr()
     assert "reproduce: 4 of 4 runs done" in captured.err and captured.out.count("copied, not trained again") == 2
     # Interrupted in both experiments (DONE gone): each resumes its own, none is left waiting for a copy.
@@ -203,8 +241,12 @@ def test_a_pool_worker_resolves_the_presets_that_follow_another_key(tmp_path):
     """task=lm's warm-up follows train.steps (config/follow.py): a pool worker, a fresh interpreter, resolves
     it as `sinkexp train` does (it raised UnsupportedInterpolationType there) and records what followed."""
     lm = Experiment(name="lm", overrides={"task": "lm", **QUICK_SIZES, "task.seq_len": 32}, grid={"seed": (0, 1)})
-    paper = Paper(name="lm", title="a tiny LM", experiments=(lm,), claims=(
-        claim(experiment="lm", measure=final("sink_attn", 0, "text"), criterion=between(0, 1)),))
+    paper = Paper(
+        name="lm",
+        title="a tiny LM",
+        experiments=(lm,),
+        claims=(claim(experiment="lm", measure=final("sink_attn", 0, "text"), criterion=between(0, 1)),),
+    )
     rows = reproduce([paper], ["hydra.launcher.n_jobs=2"], root=tmp_path)
     assert rows["verdict"].tolist() == ["cannot fail"]
     metas = [json.loads(path.read_text()) for path in sorted((tmp_path / "lm").rglob("meta.json"))]

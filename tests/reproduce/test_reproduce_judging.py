@@ -1,6 +1,7 @@
 """Claims judged on the plumbing paper's runs (tests/plumbing.py) and on hand-built runs: what a
 claim selects, pairs and ranks, the values it reads, the verdict with its why; and what reproduce
 writes from them (--list, docs/results.md and the README headline)."""
+
 import math
 import shutil
 import subprocess
@@ -22,7 +23,7 @@ from sinkexp.rundir.files import setting
 
 def test_an_unfinished_runs_claims_are_not_run_with_the_reason(plumbed, tmp_path):
     shutil.copytree(plumbed[0], tmp_path, dirs_exist_ok=True)
-    next((tmp_path / "plumbing" / "tiny" / "trigger" / "softmax").rglob("DONE")).unlink()   # one softmax run unfinished
+    next((tmp_path / "plumbing" / "tiny" / "trigger" / "softmax").rglob("DONE")).unlink()  # one softmax run unfinished
     results = check_claims(plumbing_paper(), tmp_path)
     assert not any(r.passed for r in results) and {r.verdict for r in results} == {"not run"}
     assert all("did not finish" in r.problem for r in results)
@@ -35,15 +36,16 @@ def test_list_shows_the_cpu_sizes_verdicts_not_another_scales(plumbed, tmp_path)
     shutil.copytree(plumbed[0], tmp_path, dirs_exist_ok=True)
     reach = pd.read_csv(tmp_path / "plumbing" / "claims.csv").assign(verdict="holds")
     (tmp_path / "plumbing" / "reach").mkdir()
-    reach.to_csv(tmp_path / "plumbing" / "reach" / "claims.csv", index=False)      # newer, one level down
+    reach.to_csv(tmp_path / "plumbing" / "reach" / "claims.csv", index=False)  # newer, one level down
     (tmp_path / "reach").mkdir()
-    reach.to_csv(tmp_path / "reach" / "claims.csv", index=False)                   # `reproduce all scale=reach`'s
+    reach.to_csv(tmp_path / "reach" / "claims.csv", index=False)  # `reproduce all scale=reach`'s
     assert list(last_verdicts(["plumbing"], tmp_path)["verdict"]) == ["cannot fail", "contradicted", "cannot fail"]
 
 
 def test_the_command_lists_papers_and_refuses_an_unknown_one():
-    listed = subprocess.run([sys.executable, "-m", "sinkexp.cli", "reproduce", "--list"], capture_output=True,
-                            text=True)
+    listed = subprocess.run(
+        [sys.executable, "-m", "sinkexp.cli", "reproduce", "--list"], capture_output=True, text=True
+    )
     assert listed.returncode == 0
     for paper in PAPERS.values():
         assert paper.name in listed.stdout
@@ -55,7 +57,7 @@ def test_the_command_lists_papers_and_refuses_an_unknown_one():
 def test_a_claim_whose_runs_cannot_be_told_apart_is_refused(plumbed):
     runs, table = load_runs(plumbed[0] / "plumbing" / "tiny")
     vague = claim(name="vague", measure=final("sink_attn", 0, "non_trigger"), criterion=at_least(0))
-    result = judge(vague, runs, table)        # softmax and relu runs of one seed: same label
+    result = judge(vague, runs, table)  # softmax and relu runs of one seed: same label
     assert not result.passed and "narrow `where`" in result.problem
 
 
@@ -80,8 +82,15 @@ def test_runs_written_before_a_key_existed_are_selected_by_its_earlier_value():
 def test_a_paired_ratio_divides_run_for_run(plumbed):
     runs, table = load_runs(plumbed[0] / "plumbing" / "tiny")
     bos = final("sink_attn", 0, "non_trigger")
-    ratio = claim(Paired, name="ratio", where={"attn.name": "softmax"}, measure=bos, criterion=at_least(0),
-                  against={"attn.name": "relu"}, compare="ratio")
+    ratio = claim(
+        Paired,
+        name="ratio",
+        where={"attn.name": "softmax"},
+        measure=bos,
+        criterion=at_least(0),
+        against={"attn.name": "relu"},
+        compare="ratio",
+    )
     values = judge(ratio, runs, table).values
     by = {(r.settings["attn.name"], r.settings["seed"]): bos.of(r) for r in runs}
     assert values == pytest.approx({f"s{seed}": by["softmax", seed] / by["relu", seed] for seed in (0, 1)})
@@ -98,34 +107,50 @@ def test_claims_read_only_the_runs_the_declaration_plans(plumbed, tmp_path):
 def test_spearman_closed_forms():
     assert spearman([1, 2, 3, 4, 5], [0.1, 0.2, 0.5, 0.6, 0.9]) == pytest.approx(1.0)
     assert spearman([1, 2, 3, 4, 5], [9, 7, 5, 3, 1]) == pytest.approx(-1.0)
-    assert spearman([1, 2, 3, 4, 5], [1, 3, 2, 5, 4]) == pytest.approx(0.8)      # 1 - 6 * 4 / (5 * 24)
-    assert spearman([1, 2, 3], [0.0, 1.0, 1.0]) == pytest.approx(math.sqrt(3) / 2)   # a tie shares rank 2.5
-    assert spearman([1, 2, 3], [5, 5, 5]) == 0.0                # the same everywhere: no order either way
+    assert spearman([1, 2, 3, 4, 5], [1, 3, 2, 5, 4]) == pytest.approx(0.8)  # 1 - 6 * 4 / (5 * 24)
+    assert spearman([1, 2, 3], [0.0, 1.0, 1.0]) == pytest.approx(math.sqrt(3) / 2)  # a tie shares rank 2.5
+    assert spearman([1, 2, 3], [5, 5, 5]) == 0.0  # the same everywhere: no order either way
 
 
 def test_final_over_layers_reads_the_block_layers_only():
     # Layers 0-2 and the model row (layer -1, which must not count) of one metric, at text queries.
-    finals = pd.DataFrame({"layer": [0, 1, 2, -1, 0], "query_type": ["text"] * 4 + ["all"],
-                           "metric": "sink_attn", "value": [0.1, 0.4, 0.25, 0.9, 0.7]})
+    finals = pd.DataFrame(
+        {
+            "layer": [0, 1, 2, -1, 0],
+            "query_type": ["text"] * 4 + ["all"],
+            "metric": "sink_attn",
+            "value": [0.1, 0.4, 0.25, 0.9, 0.7],
+        }
+    )
     run = FinishedRun(Path("s0"), {"seed": 0}, finals)
     assert final("sink_attn", "max", "text").of(run) == pytest.approx(0.4)
     assert final("sink_attn", "min", "text").of(run) == pytest.approx(0.1)
-    assert final("sink_attn", "mean", "text").of(run) == pytest.approx(0.25)     # (0.1 + 0.4 + 0.25) / 3
+    assert final("sink_attn", "mean", "text").of(run) == pytest.approx(0.25)  # (0.1 + 0.4 + 0.25) / 3
     assert final("sink_attn", 1, "text").of(run) == pytest.approx(0.4)
 
 
 def test_a_trend_claim_ranks_each_draws_runs_by_the_key():
     value = {(0, 16): 0.1, (0, 32): 0.3, (0, 64): 0.2, (1, 16): 0.1, (1, 32): 0.2, (1, 64): 0.3}
-    runs = [FinishedRun(Path(f"s{seed}-L{length}"), {"seed": seed, "task.seq_len": length}, pd.DataFrame(),
-                        experiment="a" if length < 64 else "b") for seed, length in value]
+    runs = [
+        FinishedRun(
+            Path(f"s{seed}-L{length}"),
+            {"seed": seed, "task.seq_len": length},
+            pd.DataFrame(),
+            experiment="a" if length < 64 else "b",
+        )
+        for seed, length in value
+    ]
     measure = Measure("m", lambda run: value[run.settings["seed"], run.settings["task.seq_len"]])
-    rises = claim(Trend, name="rises", experiment=("a", "b"), measure=measure, criterion=at_least(0.8),
-                  key="task.seq_len")
+    rises = claim(
+        Trend, name="rises", experiment=("a", "b"), measure=measure, criterion=at_least(0.8), key="task.seq_len"
+    )
     table = pd.DataFrame({"run": [str(r.path) for r in runs], "status": "done"})
     result = judge(rises, runs, table)
-    assert result.values == pytest.approx({"s0": 0.5, "s1": 1.0}) and not result.passed   # s0 swaps 32 and 64
-    assert "Spearman rho of m against task.seq_len" in result.row(Paper(name="p", title="-", experiments=(),
-                                                                        claims=()))["measure"]
+    assert result.values == pytest.approx({"s0": 0.5, "s1": 1.0}) and not result.passed  # s0 swaps 32 and 64
+    assert (
+        "Spearman rho of m against task.seq_len"
+        in result.row(Paper(name="p", title="-", experiments=(), claims=()))["measure"]
+    )
     assert rises.experiments == ("a", "b")
     short = judge(rises, runs[:5], table)
     assert not short.passed and "fewer than 3 runs to rank for s1" in short.problem
@@ -134,12 +159,27 @@ def test_a_trend_claim_ranks_each_draws_runs_by_the_key():
 def test_a_paired_claim_selects_its_arm_only_in_its_own_experiment():
     # The base experiment's runs also match `where` (same penalty): they must serve as the pair, not as the arm.
     inflow = {"arm": 0.1, "base": 0.9}
-    runs = [FinishedRun(Path(f"{exp}-s{seed}"), {"seed": seed, "train.penalty": 0.0,
-                                                 "model.pathway": "learned" if exp == "arm" else "none"},
-                        pd.DataFrame(), experiment=exp) for exp in inflow for seed in (0, 1)]
+    runs = [
+        FinishedRun(
+            Path(f"{exp}-s{seed}"),
+            {"seed": seed, "train.penalty": 0.0, "model.pathway": "learned" if exp == "arm" else "none"},
+            pd.DataFrame(),
+            experiment=exp,
+        )
+        for exp in inflow
+        for seed in (0, 1)
+    ]
     measure = Measure("inflow", lambda run: inflow[run.experiment] + run.settings["seed"])
-    drops = claim(Paired, name="drops", experiment="arm", where={"train.penalty": 0.0}, measure=measure,
-                  criterion=at_most(-0.5), against={"model.pathway": "none"}, against_in="base")
+    drops = claim(
+        Paired,
+        name="drops",
+        experiment="arm",
+        where={"train.penalty": 0.0},
+        measure=measure,
+        criterion=at_most(-0.5),
+        against={"model.pathway": "none"},
+        against_in="base",
+    )
     table = pd.DataFrame({"run": [str(r.path) for r in runs], "status": "done"})
     result = judge(drops, runs, table)
     assert result.passed and result.values == pytest.approx({"s0": -0.8, "s1": -0.8})
@@ -147,8 +187,9 @@ def test_a_paired_claim_selects_its_arm_only_in_its_own_experiment():
 
 def test_a_value_a_run_lacks_leaves_the_claim_not_run_with_the_problem_not_a_number(plumbed):
     runs, table = load_runs(plumbed[0] / "plumbing" / "tiny")
-    typo = claim(name="typo", where={"attn.name": "softmax"}, measure=final("sink_attn", 0, "non_triger"),
-                 criterion=at_least(0))
+    typo = claim(
+        name="typo", where={"attn.name": "softmax"}, measure=final("sink_attn", 0, "non_triger"), criterion=at_least(0)
+    )
     result = judge(typo, runs, table)
     assert not result.passed and result.values == {}
     assert "has no final sink_attn[layer 0, non_triger]" in result.problem
@@ -173,9 +214,11 @@ def test_docs_are_regenerated_from_claims_csv_and_only_the_headline_changes(plum
     rows = pd.read_csv(plumbed[0] / "plumbing" / "claims.csv")
     write_docs(tmp_path / "docs", rows)
     text = readme.read_text()
-    assert text.startswith("intro\n<!-- results-headline: generated -->\n"
-                           "**paper claims: 0 hold, 1 contradicted, 0 not reached, 2 cannot fail** (paper claims by "
-                           "paper: plumbing 0 hold, 1 contradicted, 0 not reached, 2 cannot fail).")
+    assert text.startswith(
+        "intro\n<!-- results-headline: generated -->\n"
+        "**paper claims: 0 hold, 1 contradicted, 0 not reached, 2 cannot fail** (paper claims by "
+        "paper: plumbing 0 hold, 1 contradicted, 0 not reached, 2 cannot fail)."
+    )
     assert text.endswith("\n<!-- /results-headline -->\nrest\n") and "\nold\n" not in text
     page = (tmp_path / "docs" / "results.md").read_text()
     assert "| plumbing | impossible |" in page and page == results_page(pd.read_csv(tmp_path / "docs" / "claims.csv"))
@@ -187,7 +230,7 @@ def test_docs_for_one_paper_replace_only_that_papers_rows(plumbed, tmp_path):
     rows = pd.read_csv(plumbed[0] / "plumbing" / "claims.csv")
     other = rows.assign(paper="other", verdict="stale")
     write_docs(tmp_path, pd.concat([other, rows.assign(verdict="stale")], ignore_index=True))
-    write_docs(tmp_path, rows)                                   # plumbing again: its rows replaced, other's kept
+    write_docs(tmp_path, rows)  # plumbing again: its rows replaced, other's kept
     merged = pd.read_csv(tmp_path / "claims.csv")
     assert list(merged["paper"]) == ["other"] * 3 + ["plumbing"] * 3
     assert list(merged["verdict"]) == ["stale"] * 3 + list(rows["verdict"])
@@ -214,34 +257,50 @@ def test_a_claim_whose_premise_does_not_hold_is_not_reached_with_its_values_show
 
     base = plumbing_paper()
     bos, softmax = final("sink_attn", 0, "non_trigger"), {"attn.name": "softmax"}
-    paper = Paper(name="plumbing", title="-", experiments=base.experiments, claims=(*base.claims,
-                  claim(name="after_possible", where=softmax, measure=bos, criterion=between(0, 1),
-                        requires="possible"),
-                  claim(name="after_impossible", where=softmax, measure=bos, criterion=between(0, 1),
-                        requires="impossible"),
-                  claim(name="after_both", where=softmax, measure=bos, criterion=between(0, 1),
-                        requires=("possible", "impossible"))))
+    paper = Paper(
+        name="plumbing",
+        title="-",
+        experiments=base.experiments,
+        claims=(
+            *base.claims,
+            claim(name="after_possible", where=softmax, measure=bos, criterion=between(0, 1), requires="possible"),
+            claim(name="after_impossible", where=softmax, measure=bos, criterion=between(0, 1), requires="impossible"),
+            claim(
+                name="after_both",
+                where=softmax,
+                measure=bos,
+                criterion=between(0, 1),
+                requires=("possible", "impossible"),
+            ),
+        ),
+    )
     results = {r.claim.name: r for r in check_claims(paper, plumbed[0])}
-    assert (results["after_both"].verdict, results["after_both"].why) == ("not reached",
-                                                                          "its premise possible cannot fail")
+    assert (results["after_both"].verdict, results["after_both"].why) == (
+        "not reached",
+        "its premise possible cannot fail",
+    )
     assert "given that possible and impossible hold" in results["after_both"].claim.describe()
     after = results["after_impossible"]
     assert (after.verdict, after.why) == ("not reached", "its premise impossible was contradicted")
-    assert after.values == results["after_possible"].values and len(after.values) == 2   # still shown
+    assert after.values == results["after_possible"].values and len(after.values) == 2  # still shown
     assert "given that impossible holds" in after.claim.describe()
 
 
 def test_a_claim_among_solved_runs_lists_the_others_and_does_not_count_them():
     from sinkexp.reproduce.declare import Condition
 
-    solved = {0: 0.02, 1: 1.0, 2: 0.05}              # seed 1 collapsed to the zero predictor
+    solved = {0: 0.02, 1: 1.0, 2: 0.05}  # seed 1 collapsed to the zero predictor
     sink = {0: 0.99, 1: 1.0, 2: 0.95}
     runs = [FinishedRun(Path(f"s{seed}"), {"seed": seed}, pd.DataFrame(), experiment="tiny") for seed in solved]
     table = pd.DataFrame({"run": [str(r.path) for r in runs], "status": "done"})
     loss = Measure("loss ratio", lambda run: solved[run.settings["seed"]])
     among = Condition(loss, at_most(0.1))
-    sinks = claim(name="sinks", measure=Measure("bos", lambda run: sink[run.settings["seed"]]),
-                  criterion=at_least(0.9), among=among)
+    sinks = claim(
+        name="sinks",
+        measure=Measure("bos", lambda run: sink[run.settings["seed"]]),
+        criterion=at_least(0.9),
+        among=among,
+    )
     result = judge(sinks, runs, table)
     assert result.passed and result.values == {"s0": 0.99, "s2": 0.95} and result.excluded == {"s1": 1.0}
     assert "among runs with loss ratio <= 0.1" in sinks.describe()

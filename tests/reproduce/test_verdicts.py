@@ -1,5 +1,6 @@
 """The verdicts (reproduce/verdicts.py), on hand-built runs whose trained and untrained (step 0)
 values are set by hand: holds, contradicted, not reached, cannot fail, not run."""
+
 from pathlib import Path
 
 import pandas as pd
@@ -17,10 +18,12 @@ def runs(arm: str, trained: float, untrained: float) -> list[FinishedRun]:
     """Three runs of one arm whose measure (the `value` setting) is `trained`, and `untrained` at step 0."""
     out = []
     for seed in SEEDS:
-        run = FinishedRun(Path(f"{arm}-s{seed}"), {"seed": seed, "arm": arm, "value": trained}, pd.DataFrame(),
-                          experiment="e")
-        run.__dict__["initial"] = FinishedRun(run.path, {**run.settings, "value": untrained}, pd.DataFrame(),
-                                              experiment="e", untrained=True)
+        run = FinishedRun(
+            Path(f"{arm}-s{seed}"), {"seed": seed, "arm": arm, "value": trained}, pd.DataFrame(), experiment="e"
+        )
+        run.__dict__["initial"] = FinishedRun(
+            run.path, {**run.settings, "value": untrained}, pd.DataFrame(), experiment="e", untrained=True
+        )
         out.append(run)
     return out
 
@@ -29,15 +32,26 @@ VALUE = Measure("value", lambda run: run.settings["value"])
 
 
 def claim(name, arm, criterion, **fields):
-    return Value(name=name, kind="paper", statement="-", source="-", paper_value="-", experiment="e",
-                 where={"arm": arm}, measure=VALUE, criterion=criterion, **fields)
+    return Value(
+        name=name,
+        kind="paper",
+        statement="-",
+        source="-",
+        paper_value="-",
+        experiment="e",
+        where={"arm": arm},
+        measure=VALUE,
+        criterion=criterion,
+        **fields,
+    )
 
 
 def verdicts(claims, arms) -> dict[str, tuple[str, str]]:
     """Each claim's (verdict, why) on hand-built arms: {arm: (trained, untrained)}."""
     all_runs = [run for arm, values in arms.items() for run in runs(arm, *values)]
-    table = pd.DataFrame({"run": [str(r.path) for r in all_runs], "status": "done", "arm": [r.settings["arm"]
-                                                                                          for r in all_runs]})
+    table = pd.DataFrame(
+        {"run": [str(r.path) for r in all_runs], "status": "done", "arm": [r.settings["arm"] for r in all_runs]}
+    )
     done = {}
     for c in claims:
         result = judge(c, all_runs, table)
@@ -51,7 +65,7 @@ def test_a_claim_that_also_holds_untrained_cannot_fail_unless_a_contrast_shows_t
     no_sink = claim("relu_no_sink", "relu", at_most(0.1))
     no_sink_beside = claim("relu_no_sink_beside", "relu", at_most(0.1), contrast="softmax_sinks")
     got = verdicts([sinks, no_sink, no_sink_beside], {"softmax": (0.99, 0.10), "relu": (0.02, 0.03)})
-    assert got["softmax_sinks"][0] == "holds"             # 0.99 trained, 0.10 untrained: training did it
+    assert got["softmax_sinks"][0] == "holds"  # 0.99 trained, 0.10 untrained: training did it
     assert got["relu_no_sink"] == ("cannot fail", "its criterion holds on the untrained model too (step 0)")
     assert got["relu_no_sink_beside"][0] == "holds" and "softmax_sinks" in got["relu_no_sink_beside"][1]
     # a contrast that did not form does not help: the no-sink claim still tests nothing
@@ -67,8 +81,8 @@ def test_a_claim_that_a_phenomenon_forms_is_not_reached_without_evidence_the_siz
     assert got["arm_sinks"][0] == "not reached"
     assert got["arm_sinks_evidenced"] == ("contradicted", "did not form although control_sinks did at this size")
     got = verdicts([control, evidenced], {"softmax": (0.5, 0.1), "other": (0.2, 0.1)})
-    assert got["arm_sinks_evidenced"][0] == "not reached"        # the control did not form either
-    assert verdicts([control], {"softmax": (0.5, 0.1)})["control_sinks"][0] == "contradicted"   # not a `forms` claim
+    assert got["arm_sinks_evidenced"][0] == "not reached"  # the control did not form either
+    assert verdicts([control], {"softmax": (0.5, 0.1)})["control_sinks"][0] == "contradicted"  # not a `forms` claim
 
 
 def test_a_claim_whose_premise_did_not_hold_is_not_reached_and_a_missing_run_is_not_run():
@@ -80,7 +94,9 @@ def test_a_claim_whose_premise_did_not_hold_is_not_reached_and_a_missing_run_is_
     assert verdicts([missing], {"pre": (1, 1)})["missing"] == ("not run", "no run selected")
     after_missing = claim("after_missing", "pre", at_least(0), requires="missing")
     assert verdicts([missing, after_missing], {"pre": (1, 1)})["after_missing"] == (
-        "not run", "no run selected (for its premise missing)")
+        "not run",
+        "no run selected (for its premise missing)",
+    )
     solved = Condition(VALUE, at_most(0.0))
     unsolved = claim("among_solved", "pre", at_least(0), among=solved)
     assert verdicts([unsolved], {"pre": (1, 1)})["among_solved"][0] == "not reached"
@@ -94,24 +110,50 @@ def test_the_untrained_values_are_the_runs_step_0_and_counted_apart_by_kind():
     assert result.values == dict.fromkeys(("s0", "s1", "s2"), 0.99)
     assert result.initial == dict.fromkeys(("s0", "s1", "s2"), 0.12)
     assert result.passed and result.passed_initially is False
-    rows = pd.DataFrame({"kind": ["paper"] * 5 + ["extension"],
-                         "verdict": ["holds", "holds", "contradicted", "not reached", "cannot fail", "holds"]})
+    rows = pd.DataFrame(
+        {
+            "kind": ["paper"] * 5 + ["extension"],
+            "verdict": ["holds", "holds", "contradicted", "not reached", "cannot fail", "holds"],
+        }
+    )
     assert counted(rows[rows["kind"] == "paper"]) == "2 hold, 1 contradicted, 1 not reached, 1 cannot fail"
-    assert passing(rows) == ("paper claims: 2 hold, 1 contradicted, 1 not reached, 1 cannot fail; "
-                             "extensions: 1 hold, 0 contradicted, 0 not reached, 0 cannot fail")
+    assert passing(rows) == (
+        "paper claims: 2 hold, 1 contradicted, 1 not reached, 1 cannot fail; "
+        "extensions: 1 hold, 0 contradicted, 0 not reached, 0 cannot fail"
+    )
 
 
-@pytest.mark.parametrize("fields,says", [
-    ({"contrast": "nope"}, "contrast='nope' is not an earlier claim"),
-    ({"reached": "first", "forms": False}, "reached= is for a claim that a phenomenon forms"),
-    ({"requires": "later"}, "requires='later' is not an earlier claim"),
-])
+@pytest.mark.parametrize(
+    "fields,says",
+    [
+        ({"contrast": "nope"}, "contrast='nope' is not an earlier claim"),
+        ({"reached": "first", "forms": False}, "reached= is for a claim that a phenomenon forms"),
+        ({"requires": "later"}, "requires='later' is not an earlier claim"),
+    ],
+)
 def test_a_declaration_naming_a_claim_that_does_not_exist_is_refused_on_import(fields, says):
     exp = Experiment(name="e", overrides={"task": "trigger"}, grid={"seed": SEEDS})
-    first = Value(name="first", kind="paper", statement="-", source="-", paper_value="-", experiment="e",
-                  measure=Measure("m", lambda run: 0.0), criterion=at_least(0))
-    second = Value(name="second", kind="paper", statement="-", source="-", paper_value="-", experiment="e",
-                   measure=Measure("m", lambda run: 0.0), criterion=at_least(0), **fields)
+    first = Value(
+        name="first",
+        kind="paper",
+        statement="-",
+        source="-",
+        paper_value="-",
+        experiment="e",
+        measure=Measure("m", lambda run: 0.0),
+        criterion=at_least(0),
+    )
+    second = Value(
+        name="second",
+        kind="paper",
+        statement="-",
+        source="-",
+        paper_value="-",
+        experiment="e",
+        measure=Measure("m", lambda run: 0.0),
+        criterion=at_least(0),
+        **fields,
+    )
     with pytest.raises(DeclarationError, match=says):
         Paper(name="p", title="-", experiments=(exp,), claims=(first, second))
 
@@ -120,17 +162,36 @@ def test_a_reach_size_for_a_key_the_task_lacks_is_refused_on_import():
     exp = Experiment(name="e", overrides={"task": "trigger"}, grid={"seed": SEEDS}, reach={"task.gamma": 0.1})
     with pytest.raises(DeclarationError, match="task.gamma: unknown key for task=trigger"):
         Paper(name="p", title="-", experiments=(exp,), claims=())
-    exp = Experiment(name="e", overrides={"task": "damping"}, grid={"seed": SEEDS, "task.structure_seed": (0, 1)},
-                     cpu={"train.steps": 500}, reach={"train.steps": 2000, "task.structure_seed": (0,)})
+    exp = Experiment(
+        name="e",
+        overrides={"task": "damping"},
+        grid={"seed": SEEDS, "task.structure_seed": (0, 1)},
+        cpu={"train.steps": 500},
+        reach={"train.steps": 2000, "task.structure_seed": (0,)},
+    )
     assert exp.argv("reach") == ["task=damping", "train.steps=2000", "seed=0,1,2", "task.structure_seed=0"]
     assert exp.argv("cpu") == ["task=damping", "train.steps=500", "seed=0,1,2", "task.structure_seed=0,1"]
 
 
 def test_check_claims_of_a_paper_whose_runs_are_absent_says_not_run(tmp_path):
     exp = Experiment(name="e", overrides={"task": "trigger"}, grid={"seed": SEEDS})
-    paper = Paper(name="p", title="-", experiments=(exp,), claims=(
-        Value(name="c", kind="paper", statement="-", source="-", paper_value="-", experiment="e",
-              measure=Measure("m", lambda run: 0.0), criterion=at_least(0)),))
+    paper = Paper(
+        name="p",
+        title="-",
+        experiments=(exp,),
+        claims=(
+            Value(
+                name="c",
+                kind="paper",
+                statement="-",
+                source="-",
+                paper_value="-",
+                experiment="e",
+                measure=Measure("m", lambda run: 0.0),
+                criterion=at_least(0),
+            ),
+        ),
+    )
     (result,) = check_claims(paper, tmp_path)
     assert (result.verdict, result.why) == ("not run", "no run selected")
 
@@ -138,7 +199,18 @@ def test_check_claims_of_a_paper_whose_runs_are_absent_says_not_run(tmp_path):
 def test_a_ratio_over_zero_is_not_run():
     from sinkexp.reproduce.declare import Paired
 
-    over = Paired(name="over", kind="paper", statement="-", source="-", paper_value="-", experiment="e",
-                  where={"arm": "a"}, measure=VALUE, criterion=at_least(1.0), against={"arm": "b"}, compare="ratio")
+    over = Paired(
+        name="over",
+        kind="paper",
+        statement="-",
+        source="-",
+        paper_value="-",
+        experiment="e",
+        where={"arm": "a"},
+        measure=VALUE,
+        criterion=at_least(1.0),
+        against={"arm": "b"},
+        compare="ratio",
+    )
     verdict, why = verdicts([over], {"a": (2.0, 1.0), "b": (0.0, 1.0)})["over"]
     assert verdict == "not run" and why.endswith("over an against run's 0: no ratio")

@@ -6,6 +6,7 @@ file left, and a run that the same command resumes to an uninterrupted run's tab
 The command is planned once (composing is most of a tiny run's time): each case launches that plan
 as `sinkexp train` does after planning (cli.train), into the same run directory, emptied first; the
 rerun after a full disk is the whole command again."""
+
 import contextlib
 import errno
 import io
@@ -23,15 +24,42 @@ from sinkexp.rundir import faults
 from sinkexp.rundir import files as rundir_files
 
 # Two steps, each evaluated and checkpointed (kept too), one thread: bit-equal resumes.
-TINY = ("train.steps=2", "eval.every=1", "train.log_every=1", "train.checkpoint_every=1", "train.batch_size=4",
-        "eval.batch_size=8", "device=cpu", "threads=1", "train.keep_checkpoints=true")
-CAUSES = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is spent",
-          errno.EROFS: "the file system is read-only", errno.EACCES: "no permission"}
+TINY = (
+    "train.steps=2",
+    "eval.every=1",
+    "train.log_every=1",
+    "train.checkpoint_every=1",
+    "train.batch_size=4",
+    "eval.batch_size=8",
+    "device=cpu",
+    "threads=1",
+    "train.keep_checkpoints=true",
+)
+CAUSES = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "the disk quota is spent",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "no permission",
+}
 # file -> which of its writes fails (meta.json is written when the run starts and when it ends; the
 # second checkpoint replaces the first)
-FILES = {".lock": 1, "config.yaml": 1, ".hydra/overrides.yaml": 1, "meta.json": 1, "meta.json at the end": 2,
-         "metrics.csv": 1, "losses.csv": 1, "checkpoint.pt": 2, "checkpoints/step_000002.pt": 1, "attention.npz": 1,
-         "summary.json": 1, "DONE": 1, "train.log": 1, ".lock's holder": 1, "FAILED": 1}
+FILES = {
+    ".lock": 1,
+    "config.yaml": 1,
+    ".hydra/overrides.yaml": 1,
+    "meta.json": 1,
+    "meta.json at the end": 2,
+    "metrics.csv": 1,
+    "losses.csv": 1,
+    "checkpoint.pt": 2,
+    "checkpoints/step_000002.pt": 1,
+    "attention.npz": 1,
+    "summary.json": 1,
+    "DONE": 1,
+    "train.log": 1,
+    ".lock's holder": 1,
+    "FAILED": 1,
+}
 
 
 def inject(monkeypatch, run_dir: Path, name: str, code: int) -> None:
@@ -40,14 +68,18 @@ def inject(monkeypatch, run_dir: Path, name: str, code: int) -> None:
     holder's pid is written; `FAILED` fails, and so does metrics.csv, which makes the run write it."""
     fault = OSError(code, os.strerror(code))
     if name == "train.log":
+
         class Full(io.StringIO):
             def write(self, text):
                 raise fault
+
         monkeypatch.setattr(faults.LogFile, "_open", lambda self: Full())
         return
     if name == ".lock's holder":
+
         def pwrite(*args):
             raise fault
+
         monkeypatch.setattr(os, "pwrite", pwrite)
         return
     if name == "FAILED":
@@ -85,8 +117,10 @@ def launched(planned: Plan) -> tuple[int, str]:
 def whole(planned):
     """An uninterrupted run's tables, to compare resumed runs with."""
     assert launched(planned)[0] == 0
-    return {name: (planned.jobs[0].run_dirs[0] / name).read_bytes()
-            for name in (rundir_files.METRICS, rundir_files.LOSSES, rundir_files.SUMMARY)}
+    return {
+        name: (planned.jobs[0].run_dirs[0] / name).read_bytes()
+        for name in (rundir_files.METRICS, rundir_files.LOSSES, rundir_files.SUMMARY)
+    }
 
 
 @pytest.mark.parametrize("code", list(CAUSES), ids=[errno.errorcode[code] for code in CAUSES])
@@ -101,7 +135,7 @@ def test_a_fault_at_any_run_file_ends_in_one_line_and_the_run_resumes(planned, m
     named = {".lock's holder": ".lock", "FAILED": "metrics.csv"}.get(name, name.removesuffix(" at the end"))
     assert lines[0].startswith(f"sinkexp: error: cannot write {run_dir / named}: {CAUSES[code]}"), lines[0]
     assert "then run the same command again: the run resumes from its last checkpoint" in lines[0]
-    if name in (".lock", ".lock's holder"):               # before the run started: nothing to mark
+    if name in (".lock", ".lock's holder"):  # before the run started: nothing to mark
         assert lines[0].endswith("(nothing written)") and not (run_dir / rundir_files.FAILED).exists()
     elif name == "FAILED":
         assert lines[0].endswith(f"(FAILED could not be written either: {CAUSES[code]})")
@@ -110,25 +144,31 @@ def test_a_fault_at_any_run_file_ends_in_one_line_and_the_run_resumes(planned, m
         assert lines[0].endswith("(FAILED written)") and rundir_files.status(run_dir) == "failed"
         assert (run_dir / rundir_files.FAILED).read_text().startswith("RunFileError: cannot write")
     assert not (run_dir / rundir_files.DONE).exists() and not list(run_dir.rglob("*.tmp"))
-    if (run_dir / rundir_files.CHECKPOINT).exists():                 # the last checkpoint written is whole
+    if (run_dir / rundir_files.CHECKPOINT).exists():  # the last checkpoint written is whole
         assert torch.load(run_dir / rundir_files.CHECKPOINT, weights_only=True)["trainer"]["step"] in (1, 2)
-    if code == errno.ENOSPC:                              # room again: the same command finishes the run
+    if code == errno.ENOSPC:  # room again: the same command finishes the run
         assert sinkexp("train", *TINY, f"hydra.run.dir={run_dir}", cwd=run_dir.parent).returncode == 0
         assert {name: (run_dir / name).read_bytes() for name in whole} == whole
 
 
 def test_each_cause_says_what_to_do():
-    for code, fix in ((errno.ENOSPC, "free space on it"), (errno.EDQUOT, "free space within the quota"),
-                      (errno.EROFS, "remount it read-write"), (errno.EACCES, "chmod -R u+w /x/run"),
-                      (errno.EPERM, "chmod -R u+w /x/run")):
+    for code, fix in (
+        (errno.ENOSPC, "free space on it"),
+        (errno.EDQUOT, "free space within the quota"),
+        (errno.EROFS, "remount it read-write"),
+        (errno.EACCES, "chmod -R u+w /x/run"),
+        (errno.EPERM, "chmod -R u+w /x/run"),
+    ):
         err = faults.run_file_error(OSError(code, os.strerror(code)), "/x/run/metrics.csv", "write")
         assert str(err).startswith("cannot write /x/run/metrics.csv: ") and fix in str(err), str(err)
         assert f"({errno.errorcode[code]})" in str(err) and "\n" not in str(err)
-    read = faults.run_file_error(PermissionError(errno.EACCES, "Permission denied", "/x/run/checkpoint.pt"),
-                                 doing="read")
+    read = faults.run_file_error(
+        PermissionError(errno.EACCES, "Permission denied", "/x/run/checkpoint.pt"), doing="read"
+    )
     assert str(read).startswith("cannot read /x/run/checkpoint.pt: no permission")
     assert "chmod -R u+r /x/run" in str(read)
     other = faults.run_file_error(OSError(errno.EIO, "Input/output error"), "/x/run/DONE", "write")
     assert str(other).startswith("cannot write /x/run/DONE: Input/output error; check the file system")
     import pickle  # a launcher's worker sends it back pickled
+
     assert str(pickle.loads(pickle.dumps(read))) == str(read)

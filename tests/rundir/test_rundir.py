@@ -1,5 +1,6 @@
 """The run directory (rundir/lifecycle.py): a finished run is never touched, a killed run resumes to the
 same tables as an uninterrupted one, a different config is refused."""
+
 from types import SimpleNamespace
 
 import pytest
@@ -18,9 +19,15 @@ def read(run_dir, name):
     return (run_dir / name).read_bytes()
 
 
-@pytest.mark.parametrize("schedule", [(), ("train.warmup=8", "train.schedule=cosine"),
-                                      ("train.checkpoint_steps=log", "train.data_chunk=4", "eval.at_checkpoints=true")],
-                         ids=["constant", "cosine", "log checkpoints"])
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        (),
+        ("train.warmup=8", "train.schedule=cosine"),
+        ("train.checkpoint_steps=log", "train.data_chunk=4", "eval.at_checkpoints=true"),
+    ],
+    ids=["constant", "cosine", "log checkpoints"],
+)
 def test_killed_run_resumes_to_the_same_tables(make_config, tmp_path, kill_at_step, schedule):
     cfg = make_config(*QUICK, "model.n_heads=2", *schedule)
     run(cfg, tmp_path / "whole")
@@ -31,11 +38,10 @@ def test_killed_run_resumes_to_the_same_tables(make_config, tmp_path, kill_at_st
     assert (tmp_path / "split/FAILED").read_text().startswith("Interrupted: stopped by Ctrl-C at step 24\n")
     assert not (tmp_path / "split/DONE").exists()
     kill_at_step(Trainer, None)
-    run(cfg, tmp_path / "split")            # resumes from the step-20 checkpoint
+    run(cfg, tmp_path / "split")  # resumes from the step-20 checkpoint
     assert (tmp_path / "split/DONE").exists() and not (tmp_path / "split/FAILED").exists()
     for name in (files.METRICS, files.LOSSES, files.SUMMARY):
         assert read(tmp_path / "split", name) == read(tmp_path / "whole", name), name
-
 
 
 def test_a_stop_during_the_step_0_evaluation_names_step_0(make_config, tmp_path, monkeypatch):
@@ -57,14 +63,16 @@ def test_a_stop_during_the_step_0_evaluation_names_step_0(make_config, tmp_path,
     assert (tmp_path / "DONE").exists() and not (tmp_path / files.FAILED).exists()
 
 
-def test_a_requeue_signal_checkpoints_where_the_run_is_and_resumes_to_the_same_tables(make_config, tmp_path,
-                                                                                         monkeypatch):
+def test_a_requeue_signal_checkpoints_where_the_run_is_and_resumes_to_the_same_tables(
+    make_config, tmp_path, monkeypatch
+):
     """The scheduler's pre-timeout signal (machine/preemption.py) at step 13 of 4-step data chunks: the run
     trains on to step 14 (no data drawn ahead), checkpoints there, stops neither FAILED nor DONE, and
     its resumed run ends with an uninterrupted run's tables and kept checkpoints."""
     import torch
 
     from sinkexp.machine import preemption
+
     cfg = make_config(*QUICK, "train.data_chunk=4", "train.keep_checkpoints=true")
     run(cfg, tmp_path / "whole")
     original, calls = Trainer.train_step, {"n": 0}
@@ -72,11 +80,11 @@ def test_a_requeue_signal_checkpoints_where_the_run_is_and_resumes_to_the_same_t
     def train_step(self):
         calls["n"] += 1
         if calls["n"] == 13:
-            monkeypatch.setattr(preemption, "_request", (10, None))   # what the signal handler records
+            monkeypatch.setattr(preemption, "_request", (10, None))  # what the signal handler records
         return original(self)
 
     monkeypatch.setattr(Trainer, "train_step", train_step)
-    monkeypatch.setattr(preemption, "_handlers", {10: None})      # submitit's handler, which requeues
+    monkeypatch.setattr(preemption, "_handlers", {10: None})  # submitit's handler, which requeues
     with pytest.raises(preemption.Requeue, match="step 14"):
         run(cfg, tmp_path / "split")
     assert files.status(tmp_path / "split") == "incomplete"
@@ -86,9 +94,12 @@ def test_a_requeue_signal_checkpoints_where_the_run_is_and_resumes_to_the_same_t
     run(cfg, tmp_path / "split")
     for name in (files.METRICS, files.LOSSES, files.SUMMARY):
         assert read(tmp_path / "split", name) == read(tmp_path / "whole", name), name
-    kept = [sorted(str(p.relative_to(tmp_path / which)) for p in (tmp_path / which).glob("checkpoints/*"))
-            for which in ("split", "whole")]
+    kept = [
+        sorted(str(p.relative_to(tmp_path / which)) for p in (tmp_path / which).glob("checkpoints/*"))
+        for which in ("split", "whole")
+    ]
     assert kept[0] == kept[1] == [files.kept_checkpoint(step) for step in (10, 20, 30)]
+
 
 def test_finished_run_is_left_untouched_and_other_configs_refused(make_config, tmp_path):
     cfg = make_config(*QUICK)
@@ -103,13 +114,13 @@ def test_finished_run_is_left_untouched_and_other_configs_refused(make_config, t
 
 def test_a_checkpoint_of_another_config_is_refused(make_config, tmp_path):
     run(make_config(*QUICK, "train.steps=10"), tmp_path)
-    (tmp_path / files.DONE).unlink()                       # as if killed after its last checkpoint
-    with pytest.raises(RunDirError, match="holds a run of another config"):    # meta.json says so first
+    (tmp_path / files.DONE).unlink()  # as if killed after its last checkpoint
+    with pytest.raises(RunDirError, match="holds a run of another config"):  # meta.json says so first
         run(make_config(*QUICK, "train.steps=10", "seed=1"), tmp_path)
     (tmp_path / files.META).unlink()
     with pytest.raises(RunDirError, match="belongs to another config"):
         run(make_config(*QUICK, "train.steps=10", "seed=1"), tmp_path)
-    assert not (tmp_path / files.FAILED).exists()          # a refused directory is not marked
+    assert not (tmp_path / files.FAILED).exists()  # a refused directory is not marked
 
 
 def test_open_says_what_a_directory_allows(make_config, tmp_path):
@@ -123,24 +134,37 @@ def test_open_says_what_a_directory_allows(make_config, tmp_path):
 
 def test_hash_ignores_bookkeeping_and_keeps_earlier_names(make_config):
     base = config_hash(make_config())
-    assert base == "96365c1e"       # the trigger default's hash since the first release: run names stay valid
-    assert config_hash(make_config("device=cpu", "name=x", "threads=1", "train.replicas=4",
-                                     "train.compile=true", "train.data_chunk=1")) == base
-    assert config_hash(make_config("train.data_chunk=8")) != base      # another data stream
+    assert base == "96365c1e"  # the trigger default's hash since the first release: run names stay valid
+    assert (
+        config_hash(
+            make_config(
+                "device=cpu", "name=x", "threads=1", "train.replicas=4", "train.compile=true", "train.data_chunk=1"
+            )
+        )
+        == base
+    )
+    assert config_hash(make_config("train.data_chunk=8")) != base  # another data stream
     assert config_hash(make_config("precision=exact")) == base
-    assert config_hash(make_config("precision=tf32")) != base          # another computation on a GPU
+    assert config_hash(make_config("precision=tf32")) != base  # another computation on a GPU
     assert config_hash(make_config("seed=1")) != base
     assert config_hash(make_config("task.p_trigger=0.3")) != base
     # attn.sigmoid_bias was attn.bias: hashed under the first name, so sigmoid runs keep their names
     assert config_hash(make_config("attn=sigmoid")) == "29e4407f"
-    assert config_hash(make_config("attn=sigmoid", "attn.sigmoid_bias=-1.0")) == "d5423262"   # was attn.bias=-1.0
+    assert config_hash(make_config("attn=sigmoid", "attn.sigmoid_bias=-1.0")) == "d5423262"  # was attn.bias=-1.0
 
 
 def test_replica_directories_are_the_pattern_resolved_with_each_seed(tmp_path):
     from omegaconf import OmegaConf
 
-    full = OmegaConf.create({"seed": 0, "hydra": {"run": {"dir": str(tmp_path / "r/s${seed}")},
-                                                  "sweep": {"dir": str(tmp_path / "w"), "subdir": "x/s${seed}"}}})
+    full = OmegaConf.create(
+        {
+            "seed": 0,
+            "hydra": {
+                "run": {"dir": str(tmp_path / "r/s${seed}")},
+                "sweep": {"dir": str(tmp_path / "w"), "subdir": "x/s${seed}"},
+            },
+        }
+    )
     seeds = [SimpleNamespace(seed=seed) for seed in (3, 4, 5)]
     assert rundir_lifecycle.job_run_dirs(full, False, seeds[:2]) == [tmp_path / "r/s3", tmp_path / "r/s4"]
     assert rundir_lifecycle.job_run_dirs(full, True, seeds[2:]) == [tmp_path / "w/x/s5"]
@@ -156,7 +180,7 @@ def test_atomic_writes_leave_the_old_file_when_the_write_fails(tmp_path):
     with pytest.raises(OSError):
         files._atomic(tmp_path / "a.txt", broken)
     assert (tmp_path / "a.txt").read_text() == "old\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]     # no temporary file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]  # no temporary file left
 
 
 class Marker:
@@ -175,8 +199,9 @@ def test_a_crafted_checkpoint_is_never_executed(make_config, tmp_path):
     cfg = make_config(*QUICK)
     marker = tmp_path / "executed"
     torch.save({"config_hash": config_hash(cfg), "trainer": Marker(marker)}, tmp_path / files.CHECKPOINT)
-    with pytest.raises(RunDirError,
-                       match="holds objects the safe loader refuses .not executed.: Unsupported global") as err:
+    with pytest.raises(
+        RunDirError, match="holds objects the safe loader refuses .not executed.: Unsupported global"
+    ) as err:
         run(cfg, tmp_path)
     assert not marker.exists()
     assert "\n" not in str(err.value) and str(tmp_path / files.CHECKPOINT) in str(err.value)
@@ -188,12 +213,14 @@ def test_a_truncated_checkpoint_is_called_so_in_whole_sentences(make_config, tmp
     run(cfg, tmp_path / "whole")
     data = (tmp_path / "whole" / files.CHECKPOINT).read_bytes()
     (tmp_path / "cut").mkdir()
-    (tmp_path / "cut" / files.CHECKPOINT).write_bytes(data[:len(data) // 2])
+    (tmp_path / "cut" / files.CHECKPOINT).write_bytes(data[: len(data) // 2])
     with pytest.raises(RunDirError) as err:
         run(cfg, tmp_path / "cut")
-    assert str(err.value) == (f"{tmp_path / 'cut' / files.CHECKPOINT} is corrupt or truncated: "
-                              "PytorchStreamReader failed reading zip archive: failed finding central directory; "
-                              "move it away and run the same command again to train this run from step 0")
+    assert str(err.value) == (
+        f"{tmp_path / 'cut' / files.CHECKPOINT} is corrupt or truncated: "
+        "PytorchStreamReader failed reading zip archive: failed finding central directory; "
+        "move it away and run the same command again to train this run from step 0"
+    )
 
 
 def test_waiting_for_a_lock_returns_once_its_holder_lets_go(make_config, tmp_path):
@@ -202,7 +229,7 @@ def test_waiting_for_a_lock_returns_once_its_holder_lets_go(make_config, tmp_pat
 
     files.wait_for_lock(tmp_path, lambda holder: pytest.fail("no lock file, nothing to wait for"))
     holder = rundir_lifecycle.RunDir(tmp_path, make_config(*QUICK))
-    assert holder.open() is None                          # this process holds the lock (another open file)
+    assert holder.open() is None  # this process holds the lock (another open file)
     threading.Timer(0.5, holder.close).start()
     waited, started = [], time.monotonic()
     files.wait_for_lock(tmp_path, waited.append)
@@ -214,14 +241,13 @@ def test_waiting_for_a_lock_returns_once_its_holder_lets_go(make_config, tmp_pat
 def test_a_directory_in_use_is_skipped_not_trained_twice(make_config, tmp_path):
     cfg = make_config(*QUICK)
     holder = rundir_lifecycle.RunDir(tmp_path, cfg)
-    assert holder.open() is None                          # this process now holds the lock
+    assert holder.open() is None  # this process now holds the lock
     with pytest.raises(files.RunBusy, match=f"pid {__import__('os').getpid()}"):
         run(cfg, tmp_path)
     assert not (tmp_path / files.FAILED).exists() and not (tmp_path / files.METRICS).exists()
-    holder.close()                                        # released (as a dead process's lock is)
+    holder.close()  # released (as a dead process's lock is)
     run(cfg, tmp_path)
     assert files.status(tmp_path) == "done"
-
 
 
 def test_a_file_system_without_flock_stops_the_run_with_one_line(make_config, tmp_path, monkeypatch):
@@ -235,6 +261,7 @@ def test_a_file_system_without_flock_stops_the_run_with_one_line(make_config, tm
         run(make_config(*QUICK), tmp_path)
     assert "\n" not in str(err.value)
     assert not (tmp_path / files.METRICS).exists() and not (tmp_path / files.FAILED).exists()
+
 
 def test_divergence_stops_the_run_with_failed_and_no_done(make_config, tmp_path):
     from sinkexp.train.loop import Diverged
@@ -253,12 +280,12 @@ def test_done_and_failed_never_coexist_and_stale_temporary_files_go(make_config,
     with pytest.raises(KeyboardInterrupt):
         run(cfg, tmp_path)
     kill_at_step(Trainer, None)
-    stale = tmp_path / ".metrics.csv.abc123.tmp"          # a write killed half-way
+    stale = tmp_path / ".metrics.csv.abc123.tmp"  # a write killed half-way
     stale.write_text("half")
     run(cfg, tmp_path)
     assert not stale.exists()
     assert files.status(tmp_path) == "done" and not (tmp_path / files.FAILED).exists()
-    rundir_lifecycle.RunDir(tmp_path, cfg).fail(RuntimeError("late"))    # a finished run is never marked failed
+    rundir_lifecycle.RunDir(tmp_path, cfg).fail(RuntimeError("late"))  # a finished run is never marked failed
     assert not (tmp_path / files.FAILED).exists()
 
 
@@ -282,5 +309,9 @@ def test_meta_records_the_float32_matmul_settings_the_run_trained_with(make_conf
         torch.set_float32_matmul_precision(before[0])
         torch.backends.cudnn.allow_tf32 = before[1]
     assert files.read_json(tmp_path / files.META)["device"]["precision"] == {
-        "float32_matmul_precision": matmul, "cuda_matmul_allow_tf32": tf32, "cudnn_allow_tf32": tf32,
-        "deterministic_algorithms": False, "cublas_workspace_config": ":4096:8"}   # deterministic on CUDA only
+        "float32_matmul_precision": matmul,
+        "cuda_matmul_allow_tf32": tf32,
+        "cudnn_allow_tf32": tf32,
+        "deterministic_algorithms": False,
+        "cublas_workspace_config": ":4096:8",
+    }  # deterministic on CUDA only

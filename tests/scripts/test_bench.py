@@ -25,7 +25,11 @@ def test_gpu_benchmark_runs_all_three_parts_on_the_cpu():
     bench_gpu = load_script("bench_gpu")
     rows = bench_gpu.bench_replicas([2], [1, 4], torch.device("cpu"), seconds=0.0, compile=False)
     assert [(row["K"], row["data_chunk"], row["trainer"]) for row in rows] == [
-        (1, 1, "Trainer"), (2, 1, "ReplicaTrainer"), (1, 4, "Trainer"), (2, 4, "ReplicaTrainer")]
+        (1, 1, "Trainer"),
+        (2, 1, "ReplicaTrainer"),
+        (1, 4, "Trainer"),
+        (2, 4, "ReplicaTrainer"),
+    ]
     assert rows[0]["step_time_vs_lone"] == rows[2]["step_time_vs_lone"] == 1.0
     assert rows[1]["model_steps_per_s"] == 2 * rows[1]["steps_per_s"] > 0
     # A second replica adds one sampler call per step; drawing 4 steps at a time divides that by 4.
@@ -33,13 +37,16 @@ def test_gpu_benchmark_runs_all_three_parts_on_the_cpu():
     assert launches[3] - launches[2] < launches[1] - launches[0]
     packs = bench_gpu.bench_packs(torch.device("cpu"), seconds=0.0, rounds=1)
     assert [(row["grid"], row["runs"]) for row in packs] == [("weight_decay", 9), ("gamma", 12)]
-    assert all(row["packed_over_lone"] == row["packed_model_steps_per_s"] / row["lone_model_steps_per_s"] > 0
-               for row in packs)
+    assert all(
+        row["packed_over_lone"] == row["packed_model_steps_per_s"] / row["lone_model_steps_per_s"] > 0 for row in packs
+    )
     determinism = bench_gpu.bench_determinism(torch.device("cpu"), seconds=0.0, rounds=1)
     assert [row["model"] for row in determinism] == ["trigger T32", "backcopy T256"]
-    assert all(row["deterministic_over_free"] == row["deterministic_steps_per_s"] / row["free_steps_per_s"] > 0
-               for row in determinism)
-    assert not torch.are_deterministic_algorithms_enabled()      # left as a CPU run has it
+    assert all(
+        row["deterministic_over_free"] == row["deterministic_steps_per_s"] / row["free_steps_per_s"] > 0
+        for row in determinism
+    )
+    assert not torch.are_deterministic_algorithms_enabled()  # left as a CPU run has it
     damping = bench_gpu.bench_damping(torch.device("cpu"), steps=2, chunk=1, compile=False)
     assert damping["batch_size"] == 1024 and damping["steps"] == 2
     assert set(damping["sink_attn_layer0"]) >= {"nop", "active"}
@@ -72,8 +79,9 @@ def test_the_benchmarks_source_backcopy_generator_follows_the_task():
     from sinkexp.tasks.backcopy import BackcopyConfig, BackcopyTask
 
     task = BackcopyTask(BackcopyConfig(seq_len=64, vocab=8, n_triggers=2, structure_seed=1))
-    seqs = torch.from_numpy(load_script("bench_samplers").SourceBackcopy(task).sample(
-        400, torch.Generator().manual_seed(0), "cpu"))
+    seqs = torch.from_numpy(
+        load_script("bench_samplers").SourceBackcopy(task).sample(400, torch.Generator().manual_seed(0), "cpu")
+    )
     assert seqs.shape == (400, 65) and (seqs[:, 0] == task.bos).all() and not task.is_trigger[seqs[:, 1]].any()
     after_trigger = task.is_trigger[seqs[:, 1:-1]]
     assert torch.equal(seqs[:, 2:][after_trigger], seqs[:, :-2][after_trigger])

@@ -4,6 +4,7 @@ cell 3's training step). Given the same draws (initial weights, gate vector,
 batches), sinkexp's trainer and the notebook's loop must train the same model: the same loss at
 every step and the same weights after. Where the two codes' sinks land can then differ only by
 their draws (docs/findings/fesser2026.md, "where the dynamics sink lands")."""
+
 import math
 
 import torch
@@ -11,7 +12,7 @@ from conftest import load_script
 
 from sinkexp.jobs.runner import make_trainer
 
-notebook = load_script("dynamics_notebook")     # OneHead, notebook_step, copy_into_notebook
+notebook = load_script("dynamics_notebook")  # OneHead, notebook_step, copy_into_notebook
 
 
 def test_the_dynamics_form_trains_as_the_notebooks_loop(make_config):
@@ -21,7 +22,7 @@ def test_the_dynamics_form_trains_as_the_notebooks_loop(make_config):
     cfg = make_config("task=damping_dynamics", "train.batch_size=64", "device=cpu")
     tasks, trainer = make_trainer([cfg], torch.device("cpu"))
     theirs = notebook.copy_into_notebook(trainer.model)
-    opt = torch.optim.AdamW(theirs.parameters(), lr=3e-3, weight_decay=1e-4)   # cell 3's optimiser
+    opt = torch.optim.AdamW(theirs.parameters(), lr=3e-3, weight_decay=1e-4)  # cell 3's optimiser
     for _ in range(40):
         upcoming = torch.Generator().set_state(trainer.generator.get_state())
         x = tasks[0].sample(64, upcoming, "cpu").inputs
@@ -30,14 +31,18 @@ def test_the_dynamics_form_trains_as_the_notebooks_loop(make_config):
     expected = notebook.copy_into_notebook(trainer.model).state_dict()
     for name, weight in theirs.state_dict().items():
         torch.testing.assert_close(weight, expected[name], rtol=1e-4, atol=1e-5, msg=name)
-    assert trainer.model.embed_norm.weight.sub(1).abs().max() > 1e-3   # the weights moved: the check bites
-
+    assert trainer.model.embed_norm.weight.sub(1).abs().max() > 1e-3  # the weights moved: the check bites
 
 
 # The notebook's initial laws (cell 2): nn.Linear's U(-1/8, 1/8) for fan-in 64 (std 1/(8 sqrt 3));
 # positions and BOS vector N(0, 0.02^2); LayerNorm 1 and 0. name -> (std, bound or None, tolerance on the std)
-LAWS = {**{f"W{m}.weight": (1 / (8 * math.sqrt(3)), 1 / 8, 0.05) for m in "qkvo"},
-        "pos": (0.02, None, 0.06), "bos": (0.02, None, 0.3), "norm.weight": (0.0, 1.0, 0), "norm.bias": (0.0, 0.0, 0)}
+LAWS = {
+    **{f"W{m}.weight": (1 / (8 * math.sqrt(3)), 1 / 8, 0.05) for m in "qkvo"},
+    "pos": (0.02, None, 0.06),
+    "bos": (0.02, None, 0.3),
+    "norm.weight": (0.0, 1.0, 0),
+    "norm.bias": (0.0, 0.0, 0),
+}
 
 
 def test_the_initial_weights_follow_the_notebooks_laws(make_config):

@@ -1,5 +1,6 @@
 """scripts/torch_choice.sh: the torch scripts/setup.sh installs, from what nvidia-smi reports (a fake
 nvidia-smi on PATH; nothing is installed)."""
+
 import shutil
 import subprocess
 from pathlib import Path
@@ -7,7 +8,7 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).parents[2] / "scripts" / "torch_choice.sh"
-TESTED = "torch==2.13.0"          # the version the suite runs on (scripts/setup.sh installs it here)
+TESTED = "torch==2.13.0"  # the version the suite runs on (scripts/setup.sh installs it here)
 BANNER = """+-----------------------------------------------------------------------------------------+
 | NVIDIA-SMI 580.65.06              Driver Version: 580.65.06      CUDA Version: {cuda}     |
 +-----------------------------------------+------------------------+----------------------+
@@ -21,8 +22,9 @@ def choose(tmp_path, nvidia_smi: str | None, **env) -> subprocess.CompletedProce
     if nvidia_smi is not None:
         (fake / "nvidia-smi").write_text("#!/bin/sh\n" + nvidia_smi + "\n")
         (fake / "nvidia-smi").chmod(0o755)
-    return subprocess.run([shutil.which("bash"), str(SCRIPT)], capture_output=True, text=True,
-                          env={"PATH": str(fake), **env})
+    return subprocess.run(
+        [shutil.which("bash"), str(SCRIPT)], capture_output=True, text=True, env={"PATH": str(fake), **env}
+    )
 
 
 def test_no_nvidia_smi_gets_the_tested_pin(tmp_path):
@@ -52,8 +54,9 @@ def test_a_driver_too_old_for_any_build_is_refused_in_one_line(tmp_path):
 
 
 def test_an_nvidia_smi_without_a_driver_gets_the_pin_and_says_so(tmp_path):
-    chosen = choose(tmp_path,
-                    "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'; exit 9")
+    chosen = choose(
+        tmp_path, "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'; exit 9"
+    )
     assert (chosen.returncode, chosen.stdout) == (0, f"{TESTED}\n")
     assert chosen.stderr.count("\n") == 1 and "no working driver" in chosen.stderr
 

@@ -1,5 +1,6 @@
 """task=lm (sinkexp/tasks/lm.py): windows of a packed byte stream, a fixed held-out split, BOS
 options, the bigram reference, and the corpus content in the config hash."""
+
 import math
 
 import pytest
@@ -8,7 +9,7 @@ import torch
 from sinkexp.errors import ConfigError
 from sinkexp.tasks.lm import BOS, HELD_OUT_EVERY, LMConfig, LMTask
 
-DOCS = [f"doc {i}: " + "abcab" * (i % 3 + 1) for i in range(2 * HELD_OUT_EVERY)]   # 40 documents
+DOCS = [f"doc {i}: " + "abcab" * (i % 3 + 1) for i in range(2 * HELD_OUT_EVERY)]  # 40 documents
 
 
 @pytest.fixture
@@ -27,8 +28,8 @@ def test_sequences_are_windows_of_the_training_documents_shifted_by_one(corpus, 
     task = LMTask(LMConfig(corpus=corpus, seq_len=12, bos=bos))
     batch = task.sample(64, torch.Generator().manual_seed(0), "cpu")
     assert batch.inputs.shape == batch.targets.shape == (64, 12)
-    assert torch.equal(batch.inputs[:, 1:], batch.targets[:, :-1])                 # next-token targets
-    assert ((batch.inputs[:, 0] == BOS).all() if bos else (batch.inputs != BOS).all())
+    assert torch.equal(batch.inputs[:, 1:], batch.targets[:, :-1])  # next-token targets
+    assert (batch.inputs[:, 0] == BOS).all() if bos else (batch.inputs != BOS).all()
     assert (batch.targets != BOS).all() and (batch.sink == 0).all() and batch.loss_mask.all()
     assert (batch.query_type[:, 0] == -1).all() and (batch.query_type[:, 1:] == 0).all()
     train = "\n\n".join(doc for i, doc in enumerate(DOCS) if i % HELD_OUT_EVERY != HELD_OUT_EVERY - 1).encode()
@@ -39,12 +40,13 @@ def test_sequences_are_windows_of_the_training_documents_shifted_by_one(corpus, 
 
 def test_the_held_out_split_is_every_twentieth_document_and_only_it_is_evaluated(corpus):
     task = LMTask(LMConfig(corpus=corpus, seq_len=6, bos=False))
-    held_out = "\n\n".join(DOCS[HELD_OUT_EVERY - 1::HELD_OUT_EVERY]).encode()
-    assert bytes(task.streams["held_out"].tolist()) == held_out                     # documents 19 and 39
+    held_out = "\n\n".join(DOCS[HELD_OUT_EVERY - 1 :: HELD_OUT_EVERY]).encode()
+    assert bytes(task.streams["held_out"].tolist()) == held_out  # documents 19 and 39
     batch = task.sample_held_out(200, torch.Generator().manual_seed(1), "cpu")
     assert all(text_of(torch.cat([i, t[-1:]])) in held_out for i, t in zip(batch.inputs, batch.targets))
-    assert not any(doc.encode() in bytes(task.streams["train"].tolist())
-                   for doc in DOCS[HELD_OUT_EVERY - 1::HELD_OUT_EVERY])
+    assert not any(
+        doc.encode() in bytes(task.streams["train"].tolist()) for doc in DOCS[HELD_OUT_EVERY - 1 :: HELD_OUT_EVERY]
+    )
 
 
 def test_doc_bos_puts_a_bos_before_every_document_instead_of_the_blank_line(corpus):
@@ -52,26 +54,32 @@ def test_doc_bos_puts_a_bos_before_every_document_instead_of_the_blank_line(corp
     stream = task.streams["train"]
     starts = (stream == BOS).nonzero().flatten().tolist()
     assert len(starts) == len(DOCS) - 2 and starts[0] == 0
-    assert bytes(stream[1:starts[1]].tolist()) == DOCS[0].encode()                   # no "\n\n" left between
+    assert bytes(stream[1 : starts[1]].tolist()) == DOCS[0].encode()  # no "\n\n" left between
     assert b"\n\n" not in bytes(stream[stream != BOS].tolist())
 
 
 def test_the_reference_is_the_training_bigram_model_with_add_one_counts(tmp_path):
-    path = tmp_path / "ab.txt"                  # training stream: "ab" documents joined by "\n\n"
+    path = tmp_path / "ab.txt"  # training stream: "ab" documents joined by "\n\n"
     path.write_text("\n\n".join(["ab"] * HELD_OUT_EVERY))
     task = LMTask(LMConfig(corpus=str(path), seq_len=3, bos=True))
     train = bytes(task.streams["train"].tolist())
     assert train == b"\n\n".join([b"ab"] * (HELD_OUT_EVERY - 1))
-    pairs = {pair: sum(train[i:i + 2] == pair for i in range(len(train) - 1)) for pair in (b"ab", b"b\n", b"aa")}
+    pairs = {pair: sum(train[i : i + 2] == pair for i in range(len(train) - 1)) for pair in (b"ab", b"b\n", b"aa")}
     from_a = train[:-1].count(b"a")
     inputs = torch.tensor([[BOS, ord("a"), ord("a")]])
     targets = torch.tensor([[ord("a"), ord("b"), ord("a")]])
     from sinkexp.tasks.base import Batch
-    batch = Batch(inputs, targets, torch.ones(1, 3, dtype=torch.bool), torch.zeros(1, 3, dtype=torch.long),
-                  torch.zeros(1, dtype=torch.long))
+
+    batch = Batch(
+        inputs,
+        targets,
+        torch.ones(1, 3, dtype=torch.bool),
+        torch.zeros(1, 3, dtype=torch.long),
+        torch.zeros(1, dtype=torch.long),
+    )
     loss = task.baseline_loss(batch)[0]
     unigram_a = (train.count(b"a") + 1) / (len(train) + 257)
-    assert math.isclose(loss[0].item(), -math.log(unigram_a), rel_tol=1e-5)        # after the leading BOS
+    assert math.isclose(loss[0].item(), -math.log(unigram_a), rel_tol=1e-5)  # after the leading BOS
     assert math.isclose(loss[1].item(), -math.log((pairs[b"ab"] + 1) / (from_a + 257)), rel_tol=1e-5)
     assert math.isclose(loss[2].item(), -math.log((pairs[b"aa"] + 1) / (from_a + 257)), rel_tol=1e-5)
 
@@ -99,7 +107,7 @@ def test_the_corpus_content_names_the_run(make_config, corpus):
     before = config_hash(make_config("task=lm", f"task.corpus={corpus}", "task.seq_len=8"))
     Path(corpus).write_text(Path(corpus).read_text().replace("abc", "abd"))
     assert config_hash(make_config("task=lm", f"task.corpus={corpus}", "task.seq_len=8")) != before
-    assert config_hash(make_config("task=lm")) != before                             # the built-in corpus
+    assert config_hash(make_config("task=lm")) != before  # the built-in corpus
 
 
 def test_the_built_in_corpus_is_the_king_james_version():

@@ -1,4 +1,5 @@
 """Task samplers: determinism per seed, and targets equal to a direct computation."""
+
 import pytest
 import torch
 from helpers import sample
@@ -57,8 +58,9 @@ def test_trigger_baseline_is_the_zero_predictor():
     assert task.baseline_loss(batch)[batch.query_type == NON_TRIGGER].abs().max() == 0
 
 
-@pytest.mark.parametrize("field,value", [("seq_len", 2), ("p_trigger", 1.5), ("p_trigger", -0.1),
-                                         ("d_x", 0), ("mode", "sometimes")])
+@pytest.mark.parametrize(
+    "field,value", [("seq_len", 2), ("p_trigger", 1.5), ("p_trigger", -0.1), ("d_x", 0), ("mode", "sometimes")]
+)
 def test_trigger_refuses_impossible_settings(field, value):
     with pytest.raises(ConfigError, match=f"task.{field}"):
         TriggerTask.validate(TriggerConfig(**{field: value}))
@@ -86,12 +88,12 @@ def test_damping_targets_match_the_gate(gamma, p):
     assert torch.all(x[:, 0] == 0)
     damped = (x @ task.gate) > task.threshold
     damped[:, 0] = False
-    assert torch.equal(batch.targets, torch.where(damped[..., None], gamma * x, x))   # the whole batch, exactly
+    assert torch.equal(batch.targets, torch.where(damped[..., None], gamma * x, x))  # the whole batch, exactly
     for b, i in [(0, 1), (3, 7), (100, 31)]:
         expected = gamma * x[b, i] if damped[b, i] else x[b, i]
         torch.testing.assert_close(batch.targets[b, i], expected)
         assert batch.query_type[b, i] == (ACTIVE if damped[b, i] else NOP)
-    assert abs((batch.query_type == ACTIVE).float()[:, 1:].mean().item() - p) < 0.02   # lambda = Phi^-1(1-p)
+    assert abs((batch.query_type == ACTIVE).float()[:, 1:].mean().item() - p) < 0.02  # lambda = Phi^-1(1-p)
     assert torch.isclose(task.gate.norm(), torch.tensor(1.0))
 
 
@@ -119,8 +121,9 @@ def test_broadcast_targets_carry_the_rotated_hub():
         torch.testing.assert_close(batch.targets[b], batch.inputs[b] + 0.5 * batch.inputs[b, hub] @ R)
 
 
-@pytest.mark.parametrize("Task,Config,attr", [(DampingTask, DampingConfig, "gate"),
-                                               (BroadcastTask, BroadcastConfig, "hub_direction")])
+@pytest.mark.parametrize(
+    "Task,Config,attr", [(DampingTask, DampingConfig, "gate"), (BroadcastTask, BroadcastConfig, "hub_direction")]
+)
 def test_the_deciding_direction_is_visible_through_layernorm(Task, Config, attr):
     """A LayerNorm removes each token's channel mean, so <x, u> must not depend on it: for a centred
     u, adding any constant to every channel of x leaves <x, u> unchanged, on every structure seed."""
@@ -132,5 +135,5 @@ def test_the_deciding_direction_is_visible_through_layernorm(Task, Config, attr)
         assert abs(u.sum().item()) < 1e-5
         torch.testing.assert_close((x + shift) @ u, x @ u, atol=1e-4, rtol=0)
         raw = getattr(Task(Config(structure_seed=structure_seed, centred=False)), attr)
-        assert abs(raw.sum().item()) > 1e-3     # the first release's draw kept a visible-to-nobody part
+        assert abs(raw.sum().item()) > 1e-3  # the first release's draw kept a visible-to-nobody part
         assert torch.allclose(u, (raw - raw.mean()) / (raw - raw.mean()).norm(), atol=1e-6)

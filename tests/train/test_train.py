@@ -1,4 +1,5 @@
 """train.replicas=K: K seeds trained together along a model axis, each run directory as if alone."""
+
 import json
 import shutil
 
@@ -22,8 +23,14 @@ from sinkexp.train.replicas import PerReplicaOptimizer, ReplicaTrainer, clip_gra
 # first setting.
 SETTINGS = {
     "trigger-sgd-clipped": ("model.n_heads=2", "train.optim=sgd", "train.lr=1.0", "train.grad_clip=0.005"),
-    "backcopy-adamw-relu-chunked": ("task=backcopy", "attn=relu", "model.n_layers=2", "model.mlp=gelu",
-                                    "model.n_registers=1", "train.data_chunk=4"),
+    "backcopy-adamw-relu-chunked": (
+        "task=backcopy",
+        "attn=relu",
+        "model.n_layers=2",
+        "model.mlp=gelu",
+        "model.n_registers=1",
+        "train.data_chunk=4",
+    ),
 }
 
 
@@ -60,7 +67,7 @@ def test_a_packed_grid_equals_its_lone_runs(make_config, tmp_path, pack):
     cfg = make_config(*QUICK, *extra, f"pack={{{key}:[{','.join(map(str, values))}]}}", "seed=3", "train.replicas=2")
     lone = [make_config(*QUICK, *extra, f"{key}={value}", f"seed={seed}") for value in values for seed in (3, 4)]
     packed = run_configs(cfg)
-    assert [config_hash(c) for c in packed] == [config_hash(c) for c in lone]     # the lone runs' names
+    assert [config_hash(c) for c in packed] == [config_hash(c) for c in lone]  # the lone runs' names
     train_together(packed, [tmp_path / f"together{k}" for k in range(4)])
     for k, lone_cfg in enumerate(lone):
         run(lone_cfg, tmp_path / f"alone{k}")
@@ -76,7 +83,7 @@ def test_a_diverging_learning_rate_fails_alone_and_the_rest_of_its_pack_finishes
     from sinkexp.train.loop import Diverged
 
     cfg = make_config(*QUICK, "pack={train.lr:[1e-3,1e6]}", "seed=3", "train.replicas=2")
-    dirs = [tmp_path / f"together{k}" for k in range(4)]           # lr 1e-3 seeds 3, 4; lr 1e6 seeds 3, 4
+    dirs = [tmp_path / f"together{k}" for k in range(4)]  # lr 1e-3 seeds 3, 4; lr 1e6 seeds 3, 4
     with pytest.raises(Diverged, match=r"2 runs of the pack diverged.*together2 diverged .*now 1e\+06"):
         train_together(run_configs(cfg), dirs)
     for k in (2, 3):
@@ -97,7 +104,7 @@ def test_after_a_late_divergence_the_packs_other_run_resumes_from_its_checkpoint
 
     def poisoned(self):
         loss = real(self)
-        if self.step == 14:                                     # the 15th step
+        if self.step == 14:  # the 15th step
             with torch.no_grad():
                 next(iter(self.params.values()))[1].fill_(float("nan"))
         return loss
@@ -120,7 +127,7 @@ def test_a_pack_refuses_what_it_cannot_vary(make_config):
         make_config("pack={task.gamma:[0,1]}")
     with pytest.raises(ConfigError, match="pack.train.lr"):
         make_config("pack={train.lr:[0.1,abc]}")
-    with pytest.raises(ConfigError, match="train.lr=-1"):           # each packed run is validated as alone
+    with pytest.raises(ConfigError, match="train.lr=-1"):  # each packed run is validated as alone
         make_config("pack={train.lr:[0.1,-1]}")
     with pytest.raises(ConfigError, match="train.bos_penalty.*pack"):
         make_config("pack={train.lr:[0.1,0.2]}", "train.bos_penalty=1")
@@ -158,7 +165,7 @@ def test_killed_replicas_resume_together_or_alone(make_config, tmp_path, kill_at
 
 def test_per_replica_clipping_is_torch_clipping_of_each_replica():
     torch.manual_seed(0)
-    scale = torch.tensor([0.01, 1.0, 10.0])                        # replica 0 far below max_norm
+    scale = torch.tensor([0.01, 1.0, 10.0])  # replica 0 far below max_norm
     grads = [torch.randn(3, 4, 5) * scale.view(3, 1, 1), torch.randn(3, 7) * scale.view(3, 1)]
     params = [torch.zeros_like(g, requires_grad=True) for g in grads]
     for p, g in zip(params, grads):
@@ -172,8 +179,8 @@ def test_per_replica_clipping_is_torch_clipping_of_each_replica():
         for p, q in zip(params, alone):
             torch.testing.assert_close(p.grad[k], q.grad)
     total = torch.stack([p.grad.reshape(3, -1).norm(dim=1) for p in params]).norm(dim=0)
-    torch.testing.assert_close(total[1:], torch.ones(2))          # replicas 1 and 2 clipped to norm 1
-    assert total[0] < 0.5                                          # replica 0 is left as it was
+    torch.testing.assert_close(total[1:], torch.ones(2))  # replicas 1 and 2 clipped to norm 1
+    assert total[0] < 0.5  # replica 0 is left as it was
     torch.testing.assert_close(params[0].grad[0], grads[0][0])
 
 
@@ -181,10 +188,12 @@ def test_per_replica_clipping_is_torch_clipping_of_each_replica():
 def test_per_replica_optimizer_is_torch_optimizer_on_each_replica(make_config, optim):
     """Three replicas with their own learning rate and weight decay step as three torch optimisers do."""
     lrs, decays = (1e-3, 1e-2, 3e-2), (0.0, 0.1, 0.5)
-    cfgs = [make_config(f"train.optim={optim}", f"train.lr={lr}", f"train.weight_decay={wd}").train
-            for lr, wd in zip(lrs, decays)]
+    cfgs = [
+        make_config(f"train.optim={optim}", f"train.lr={lr}", f"train.weight_decay={wd}").train
+        for lr, wd in zip(lrs, decays)
+    ]
     generator = torch.Generator().manual_seed(0)
-    stacked = [torch.randn(3, 4, 5, generator=generator), torch.randn(3, generator=generator)]   # a matrix, a scalar
+    stacked = [torch.randn(3, 4, 5, generator=generator), torch.randn(3, generator=generator)]  # a matrix, a scalar
     lone = [[p[k].clone() for p in stacked] for k in range(3)]
     packed = PerReplicaOptimizer(stacked, cfgs)
     torch_optimizers = [make_optimizer(params, cfg) for params, cfg in zip(lone, cfgs)]
@@ -192,7 +201,7 @@ def test_per_replica_optimizer_is_torch_optimizer_on_each_replica(make_config, o
         grads = [torch.randn(p.shape, generator=generator) for p in stacked]
         for p, g in zip(stacked, grads):
             p.grad = g
-        packed.factor = 0.5 if step == 3 else 1.0    # a schedule's factor: lr_k x factor
+        packed.factor = 0.5 if step == 3 else 1.0  # a schedule's factor: lr_k x factor
         packed.step()
         for k, (params, torch_optimizer) in enumerate(zip(lone, torch_optimizers)):
             for p, g in zip(params, grads):
@@ -222,13 +231,15 @@ def test_per_replica_optimizer_is_torch_optimizer_on_each_replica(make_config, o
 @pytest.mark.parametrize("K", [1, 2])
 def test_compiled_training_step_matches_eager(make_config, K):
     def trainer(compile):
-        cfg = make_config(*QUICK, "model.n_heads=2", "task.seq_len=16", f"train.replicas={K}",
-                          f"train.compile={compile}")
+        cfg = make_config(
+            *QUICK, "model.n_heads=2", "task.seq_len=16", f"train.replicas={K}", f"train.compile={compile}"
+        )
         return make_trainer(run_configs(cfg), torch.device("cpu"))[1]
 
     eager, compiled = trainer(False), trainer(True)
     for _ in range(5):
         torch.testing.assert_close(compiled.train_step(), eager.train_step(), rtol=1e-4, atol=1e-6)
+
     def weights(trainer):
         return (trainer.replica(K - 1) if K > 1 else trainer.model).state_dict()
 
@@ -252,7 +263,7 @@ def test_chunked_data_resumes_to_the_same_tables(make_config, tmp_path, kill_at_
 
 
 def test_chunked_batches_are_the_sampler_draw_cut_in_steps(make_config):
-    cfg = make_config(*QUICK, "train.data_chunk=4")          # 30 steps, checkpoints every 10
+    cfg = make_config(*QUICK, "train.data_chunk=4")  # 30 steps, checkpoints every 10
     (task,), trainer = make_trainer([cfg], torch.device("cpu"))
     drawn = task.sample(16 * 4, torch.Generator().manual_seed(cfg.seed), "cpu")
     sizes = []
@@ -260,6 +271,6 @@ def test_chunked_batches_are_the_sampler_draw_cut_in_steps(make_config):
         trainer.step = step
         batch = trainer.next_batch()
         if step < 4:
-            torch.testing.assert_close(batch.inputs, drawn.inputs[16 * step: 16 * (step + 1)], rtol=0, atol=0)
+            torch.testing.assert_close(batch.inputs, drawn.inputs[16 * step : 16 * (step + 1)], rtol=0, atol=0)
         sizes.append(len(trainer.batches))
-    assert sizes == [3, 2, 1, 0, 3, 2, 1, 0, 1, 0, 3, 2]      # chunks of 4, 4, 2, then 4 after the checkpoint
+    assert sizes == [3, 2, 1, 0, 3, 2, 1, 0, 1, 0, 3, 2]  # chunks of 4, 4, 2, then 4 after the checkpoint
