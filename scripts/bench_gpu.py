@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 
 import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
 
 from sinkexp.config.compose import compose_config
 from sinkexp.config.schema import run_configs
@@ -69,40 +71,16 @@ def steps_per_second(trainer, device: torch.device, seconds: float, warmup: int 
 NO_KERNEL = {
     "aten::" + name
     for name in (
-        "as_strided",
-        "view",
-        "_unsafe_view",
-        "reshape",
-        "expand",
-        "permute",
-        "transpose",
-        "t",
-        "unsqueeze",
-        "squeeze",
-        "slice",
-        "select",
-        "alias",
-        "split",
-        "split_with_sizes",
-        "unbind",
-        "detach",
-        "lift_fresh",
-        "empty",
-        "empty_strided",
-        "resolve_conj",
-        "resolve_neg",
-        "to",
-        "_local_scalar_dense",
-        "result_type",
-    )
+        "as_strided view _unsafe_view reshape expand permute transpose t unsqueeze squeeze slice select alias split "
+        "split_with_sizes unbind detach lift_fresh empty empty_strided resolve_conj resolve_neg to _local_scalar_dense "
+        "result_type"
+    ).split()
 }
 
 
 def launches_per_step(trainer, device: torch.device) -> float:
     """Kernels per training step, averaged over one data chunk: CUDA kernels and copies on a GPU;
     on the CPU the operators that would be kernels (innermost aten ops that are not views)."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
 
     trainer.batches.clear()  # start the average at a fresh draw
     steps = trainer.cfg.data_chunk

@@ -20,10 +20,13 @@ import subprocess
 import sys
 import time
 
+from sinkexp.machine.threads import busy_cores
+
 SIDES = {"glibc": "glibc", "kept": "keep"}  # side -> SINKEXP_MALLOC
 
 
 def worker(task: str, seed: int, steps: int) -> None:
+    # lazy: the parent process only starts and times the workers; torch and sinkexp load in each worker
     import torch
 
     from sinkexp.config.compose import compose_config
@@ -77,8 +80,6 @@ def main() -> None:
         task, seed, steps = args.worker
         worker(task, int(seed), int(steps))
         return
-    from sinkexp.machine.threads import busy_cores
-
     print(
         f"{os.cpu_count()} cores; other processes' load {busy_cores(1.0) or 0:.2f} cores; two workers at a time, "
         f"one thread each, {args.steps} timed steps per worker"

@@ -21,13 +21,13 @@ import statistics
 import tempfile
 
 import torch
+from transformers import AutoModelForCausalLM, GPTNeoXConfig
 
 from sinkexp.hf.measure import load_model, measure
 from sinkexp.machine.benchmark import load, machine, time_sides, validity
 
 
 def pythia_70m_shaped(folder: str) -> str:
-    from transformers import AutoModelForCausalLM, GPTNeoXConfig
 
     torch.manual_seed(0)
     config = GPTNeoXConfig(
@@ -51,7 +51,6 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = parser.parse_args()
-    from transformers import AutoModelForCausalLM
 
     torch.set_num_threads(args.threads)
     device = torch.device("cpu")

@@ -26,6 +26,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from sinkexp.config.compose import compose_config
+from sinkexp.jobs.runner import make_trainer
+
 
 class OneHead(nn.Module):
     """noop_dynamics.ipynb cell 2 (DMODEL = HEAD_DIM = 64, SEQ_LEN = 32; its `mlp` is an Identity never called)."""
@@ -88,8 +91,6 @@ def own_draws(seed: int, batch: int):
 
 def sinkexp_draws(seed: int, structure_seed: int, batch: int):
     """(model, gate, next batch) from sinkexp's run of the same seed and structure draw."""
-    from sinkexp.config.compose import compose_config
-    from sinkexp.jobs.runner import make_trainer
 
     cfg = compose_config(
         "task=damping_dynamics",

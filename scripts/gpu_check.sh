@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA checks as one prepared script, for a machine with a GPU (sized for about 8 minutes on
-# one H200): tests/machine/test_gpu.py, then scripts/bench_gpu.py at a reduced size; logs and the benchmark's
-# JSON go to $OUT (the device tool's folder) or ./gpu_check/. docs/performance.md takes the numbers.
+# one H200): tests/machine/test_gpu.py and test_two_gpus.py, then scripts/bench_gpu.py at a reduced
+# size; logs and the benchmark's JSON go to $OUT (the device tool's folder) or ./gpu_check/;
+# docs/performance.md takes the numbers.
 #
 #   bash scripts/gpu_check.sh --wheels   # here, with PyPI: .whl/ (ignored by git) gets the pure-Python
 #                                        # packages a CUDA image may lack (hydra-core, omegaconf, antlr4)
@@ -27,7 +28,7 @@ export PYTHONUNBUFFERED=1
 { nvidia-smi; "$PY" -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name())"
 } 2>&1 | tee "$out/machine.txt"
 started=$SECONDS
-timeout 330 "$PY" -m pytest tests/machine/test_gpu.py -n 0 -q -rs -p no:cacheprovider --durations=15 2>&1 | tee "$out/test_gpu.log"
+timeout 330 "$PY" -m pytest tests/machine/test_gpu.py tests/machine/test_two_gpus.py -n 0 -q -rs -p no:cacheprovider --durations=15 2>&1 | tee "$out/test_gpu.log"
 tests=${PIPESTATUS[0]}
 echo "tests/machine/test_gpu.py: exit $tests after $((SECONDS - started)) s" | tee -a "$out/test_gpu.log"
 started=$SECONDS

@@ -10,7 +10,7 @@ __all__ = ["LoadedRun", "load_run"]
 
 def __getattr__(name: str):
     if name in __all__:
-        from sinkexp.analysis import load
+        from sinkexp.analysis import load  # lazy: imports torch; `sinkexp --version` stays instant
 
         return getattr(load, name)
     raise AttributeError(f"module 'sinkexp' has no attribute {name!r}")

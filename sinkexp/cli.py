@@ -22,10 +22,14 @@ import sys
 
 from omegaconf import OmegaConf
 
+from sinkexp import __version__
+from sinkexp.config.schedule import SCHEDULES
+from sinkexp.config.schema import OPTIMIZERS, group_options
 from sinkexp.errors import ConfigError
+from sinkexp.hf import require_transformers
 
-# torch, and the modules that import it (config, launch, rundir, runner), are imported where they
-# are needed, so that `sinkexp --help` and `--version` answer at once.
+# torch (2.4 s to import), and the modules that import it (the model, launch, plan), are imported
+# where they are needed, so that `sinkexp --help` and `--version` answer at once.
 
 USAGE = """usage: sinkexp <command> [args]
 commands:
@@ -43,8 +47,6 @@ options:
 
 def help_groups() -> str:
     """`group: option, ...` for every user-facing config group (configs/<group>/*.yaml, the scales)."""
-    from sinkexp.config.schema import group_options
-
     lines = [f"{group}: {', '.join(options)}" for group, options in group_options().items()]
     lines.append("hydra/launcher: parallel, slurm, submitit_local (installed with the parallel / slurm extras)")
     return "\n".join(lines) + "\n"
@@ -52,9 +54,7 @@ def help_groups() -> str:
 
 def help_choices() -> str:
     """`key: choice, ...` for every key that names a registry entry (the model's AXES and the optimiser)."""
-    from sinkexp.config.schedule import SCHEDULES
-    from sinkexp.config.schema import OPTIMIZERS
-    from sinkexp.model import AXES
+    from sinkexp.model import AXES  # lazy: the model imports torch
 
     choices = {**AXES, "train.optim": OPTIMIZERS, "train.schedule": SCHEDULES}
     return "".join(f"{key}: {', '.join(registry)}\n" for key, registry in choices.items())
@@ -62,6 +62,7 @@ def help_choices() -> str:
 
 def train(argv: list[str]) -> int:
     """`sinkexp train`: plan (every job checked: one line and exit 2 on a bad value), then launch."""
+    # lazy: launch and plan import torch; Hydra's parser (0.2 s) is for `train` alone
     from hydra._internal.utils import get_args_parser
 
     from sinkexp.config.compose import as_hydra_override
@@ -116,8 +117,6 @@ COMMANDS = {
 def run_command(module: str, argv: list[str]) -> int:
     """`module.main(argv)`; `measure` and `export` (sinkexp/hf/) first check for the optional transformers."""
     if module.startswith("sinkexp.hf."):
-        from sinkexp.hf import require_transformers
-
         try:
             require_transformers()
         except ConfigError as err:
@@ -128,8 +127,6 @@ def run_command(module: str, argv: list[str]) -> int:
 
 def invoke(argv: list[str]) -> int:
     """The command `sinkexp ARGV...`; returns its exit status (0 done, 1 a run or claim failed, 2 bad input)."""
-    from sinkexp import __version__
-
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if argv else 2

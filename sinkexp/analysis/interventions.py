@@ -25,12 +25,19 @@ key is drawn with `seed` (one per sequence, shared by the heads), the donor is s
 
 from __future__ import annotations
 
+import argparse
+import sys
 from typing import Callable
 
 import pandas as pd
 import torch
 
+from sinkexp.analysis.load import load_run
+from sinkexp.evaluate.evaluator import captured_forward
 from sinkexp.model import intervene
+from sinkexp.rundir.faults import run_file_error
+from sinkexp.rundir.files import FAILED, status
+from sinkexp.tasks.base import Batch
 
 Replacement = Callable[[torch.Tensor], torch.Tensor]
 
@@ -155,7 +162,6 @@ def payload_transfer(run, layer: int) -> dict[str, float]:
 
 def drop_first(batch):
     """The batch without its first position (BOS): every field's position 0 dropped."""
-    from sinkexp.tasks.base import Batch
 
     return Batch(
         inputs=batch.inputs[:, 1:],
@@ -173,7 +179,6 @@ def without_bos(run) -> dict[str, float]:
     the first position (mean over the later queries, heads and layers) and the loss over the same
     predictions in both: every target the batch counts but the one BOS predicts (task=lm's first
     byte; the synthetic tasks count none there), which has nothing to be predicted from without BOS."""
-    from sinkexp.evaluate.evaluator import captured_forward
 
     if not run.task.has_bos:
         raise ValueError(f"task {run.cfg.task.name!r} has no BOS to remove")
@@ -194,12 +199,6 @@ def without_bos(run) -> dict[str, float]:
 def main(argv: list[str]) -> int:
     """`sinkexp intervene RUN_DIR [--layer L ...] [--seed N] [--unfinished]`: the table for a
     finished run, or with --unfinished for an unfinished one at its last checkpoint (the step said)."""
-    import argparse
-    import sys
-
-    from sinkexp.analysis.load import load_run
-    from sinkexp.rundir.faults import run_file_error
-    from sinkexp.rundir.files import FAILED, status
 
     parser = argparse.ArgumentParser(prog="sinkexp intervene", description=__doc__.splitlines()[0])
     parser.add_argument("run", help="a run directory")
@@ -235,7 +234,13 @@ def main(argv: list[str]) -> int:
     if bad:
         print(f"sinkexp: error: --layer {bad[0]} is not valid; the run has layers 0..{n_layers - 1}", file=sys.stderr)
         return 2
-    table = pd.concat([run_interventions(run, layer, seed=args.seed) for layer in layers], ignore_index=True)
+    print_interventions(run, layers, args.seed)
+    return 0
+
+
+def print_interventions(run, layers, seed: int) -> None:
+    """The intervention table of `layers`, then the BOS removal and the broadcast transfer where they apply."""
+    table = pd.concat([run_interventions(run, layer, seed=seed) for layer in layers], ignore_index=True)
     with pd.option_context("display.width", 160, "display.max_rows", 500):
         print(
             table.pivot_table(
@@ -257,4 +262,3 @@ def main(argv: list[str]) -> int:
                 f"layer {layer}, donor sink value: payload cosine {transfer['cosine']:.4f}, "
                 f"common energy of the change {transfer['common_energy']:.5f}"
             )
-    return 0

@@ -23,6 +23,7 @@ import torch
 from sinkexp.config.schema import Config
 from sinkexp.config.validate import from_dictconfig
 from sinkexp.evaluate.evaluator import captured_forward
+from sinkexp.machine.devices import device_kind, resolve_device, usable_gpus
 from sinkexp.model import Transformer, tap_names
 from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir.files import RunFiles
@@ -61,7 +62,6 @@ def load_run(path, step: int | None = None, device: str | None = None) -> Loaded
     model, rebuilt from the run's seed when no checkpoint of step 0 was kept), on `device`
     (default: the kind it trained on, cuda or cpu). RunDirError for a device of another kind: the
     held-out batch would then come from another generator, not the one the run was evaluated on."""
-    from sinkexp.machine.devices import device_kind, resolve_device, usable_gpus
 
     path = Path(path)
     if not (path / rundir_files.CONFIG).exists():

@@ -16,6 +16,9 @@ import contextlib
 import itertools
 from collections import OrderedDict
 
+from hydra import compose as hydra_compose
+from hydra import initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf
@@ -30,10 +33,7 @@ PARSE_HINT = "quote values with spaces or special characters, e.g. key='a b'"
 def initialized():
     """Hydra's config search path set to configs/ (sinkexp.conf), the schema and sinkexp's resolvers
     registered; inside a Hydra app already initialised, that one is used."""
-    from hydra import initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
-    from sinkexp.config.identity import register_resolvers
+    from sinkexp.config.identity import register_resolvers  # lazy: imports torch; compose stays torch-free
 
     register_schema()
     register_resolvers()
@@ -89,8 +89,6 @@ def expand(overrides: list[str], multirun: bool, params: dict, command: str = "s
 def compose(overrides: list[str]) -> DictConfig:
     """Hydra's composed config of one job (its hydra node included), inside `initialized()`;
     ConfigError, one line naming the key, for anything Hydra refuses."""
-    from hydra import compose as hydra_compose
-
     try:
         return hydra_compose("config", overrides=list(overrides), return_hydra_config=True)
     except ConfigError:
@@ -102,7 +100,7 @@ def compose(overrides: list[str]) -> DictConfig:
 def compose_config(*overrides: str) -> Config:
     """A validated Config from KEY=VALUE overrides, composed as `sinkexp train` composes a job,
     without running anything (for tests, scripts and `reproduce --plan`)."""
-    from sinkexp.config.validate import from_dictconfig
+    from sinkexp.config.validate import from_dictconfig  # lazy: imports torch; compose stays torch-free
 
     with initialized():
         return from_dictconfig(compose([as_hydra_override(o) for o in overrides]))
@@ -110,9 +108,6 @@ def compose_config(*overrides: str) -> Config:
 
 def explain(overrides: list[str], err: Exception) -> ConfigError:
     """A Hydra composition error as one line naming the key and what is valid there."""
-    from hydra import compose as hydra_compose
-    from hydra.core.global_hydra import GlobalHydra
-
     loader = GlobalHydra.instance().config_loader()
     parsed = parse(overrides)
     chosen = []  # group choices (hydra/launcher too), checked first

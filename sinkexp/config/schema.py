@@ -163,7 +163,7 @@ def register_schema() -> None:
     """Put the schema into Hydra's ConfigStore: `schema` (the root, configs/config.yaml's first
     default), each task's dataclass as `task_schema/<name>` (a task file's first default), and the
     options of `scale`, which set nothing themselves (they choose configs/task_scale/)."""
-    from hydra.core.config_store import ConfigStore
+    from hydra.core.config_store import ConfigStore  # lazy: hydra (0.2 s) only to compose; readers skip it
 
     store = ConfigStore.instance()
     store.store(name="schema", node=Config)

@@ -17,19 +17,36 @@ import copy
 import logging
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
+import hydra
+import torch
+from hydra._internal.callbacks import Callbacks
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobRuntime, setup_globals
+from hydra.core.utils import run_job as hydra_run_job
+from hydra.types import HydraContext, RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from sinkexp.config.compose import initialized
 from sinkexp.config.follow import followed
+from sinkexp.config.identity import register_resolvers
+from sinkexp.config.schema import CONFIG_MODULE, register_schema
+from sinkexp.errors import ConfigError
+from sinkexp.evaluate.tables import format_summary
 from sinkexp.jobs.plan import Job, Plan, dir_overrides
+from sinkexp.jobs.runner import train_together
 from sinkexp.machine import preemption
+from sinkexp.machine.allocator import keep_freed_memory
+from sinkexp.machine.devices import job_device, usable_gpus
+from sinkexp.machine.threads import choose_threads
 from sinkexp.rundir.faults import marked, run_file_error
-from sinkexp.rundir.files import finished
+from sinkexp.rundir.files import RunBusy, RunDirError, finished, status, wait_for_lock
+from sinkexp.train.loop import Diverged
 
 log = logging.getLogger("sinkexp")
 
@@ -62,7 +79,6 @@ def launch(planned: Plan) -> int:
 def finished_elsewhere(run_dir: Path, digest: str) -> bool:
     """Whether a run ends finished (rundir.files.finished), whoever trains it: a run whose lock another
     process holds (RunBusy: skipped here) is waited for first, then read."""
-    from sinkexp.rundir.files import wait_for_lock
 
     if finished(run_dir, digest):
         return True
@@ -75,12 +91,6 @@ def finished_elsewhere(run_dir: Path, digest: str) -> bool:
 def execute(job: Job, sweep: bool, parallel: bool = False) -> None:
     """One planned job in this process, as a Hydra job: Hydra's run_job makes its folder, opens its
     log and sets HydraConfig from the planned config; a single run's bug is raised again."""
-    from hydra._internal.callbacks import Callbacks
-    from hydra.core.utils import JobRuntime, setup_globals
-    from hydra.core.utils import run_job as hydra_run_job
-    from hydra.types import HydraContext
-
-    from sinkexp.config.identity import register_resolvers
 
     setup_globals()  # Hydra's resolvers, as in a Hydra app (a pool worker is not one)
     # sinkexp's too: a pool worker's fresh interpreter has none (config/follow.py's presets)
@@ -115,12 +125,6 @@ class PlannedJobs:
 
 def hydra_launch(planned: Plan, parallel: bool) -> None:
     """The plan's jobs through the Hydra launcher its config chose (joblib, submitit), in plan order."""
-    from hydra._internal.callbacks import Callbacks
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.plugins import Plugins
-    from hydra.types import HydraContext
-
-    from sinkexp.config.compose import initialized
 
     master = copy.deepcopy(planned.master)
     master.hydra.mode = RunMode.MULTIRUN
@@ -155,13 +159,6 @@ def run_job(job: Job, parallel: bool) -> None:
 
     A run that cannot go on ends with one line on stderr: in a sweep the other jobs go on, and
     `launch` counts the runs that did not finish."""
-    import torch
-
-    from sinkexp.evaluate.tables import format_summary
-    from sinkexp.jobs.runner import train_together
-    from sinkexp.machine.allocator import keep_freed_memory
-    from sinkexp.machine.threads import choose_threads
-    from sinkexp.rundir.files import status
 
     # A submitit job's pre-timeout signal checkpoints, then requeues (machine/preemption.py). watch() keeps
     # submitit's SIGTERM handler for the requeue to restore, so it comes before ours.
@@ -195,9 +192,6 @@ def run_job(job: Job, parallel: bool) -> None:
 
 def _stop(err: BaseException, dirs: list, sweep: bool) -> None:
     """A run that cannot go on: one line on stderr (a single run's bug: its traceback)."""
-    from sinkexp.errors import ConfigError
-    from sinkexp.rundir.files import RunBusy, RunDirError
-    from sinkexp.train.loop import Diverged
 
     where = ", ".join(map(str, dirs))
     if isinstance(err, RunBusy):  # another process trains it: not ours to mark (launch waits for it)
@@ -225,7 +219,6 @@ def _stop(err: BaseException, dirs: list, sweep: bool) -> None:
 def _on(cfg, device: str):
     """`cfg` with the GPU this job takes: the device kind the plan hashed stays (auto and cuda spread
     over GPUs only where CUDA is usable), and the GPU's index is not part of a run's hash."""
-    from dataclasses import replace
 
     return cfg if device == cfg.device else replace(cfg, device=device)
 
@@ -250,7 +243,6 @@ def job_argv(hydra_cfg, sweep: bool) -> list[str]:
 def spread_over_gpus(device: str, hydra_cfg) -> str:
     """A sweep's jobs on a machine with several GPUs take GPU (job number mod GPU count), among the
     GPUs CUDA_VISIBLE_DEVICES leaves (a SLURM allocation's); devices.job_device decides."""
-    from sinkexp.machine.devices import job_device, usable_gpus
 
     if hydra_cfg.mode != RunMode.MULTIRUN:
         return device
@@ -260,10 +252,6 @@ def spread_over_gpus(device: str, hydra_cfg) -> str:
 def hydra_main(argv: list[str], prog: str = "sinkexp train") -> None:
     """Hydra's own entry with `argv` as its command line, for what prints rather than trains
     (--cfg, --help, --info, -sc shell completion)."""
-    import hydra
-
-    from sinkexp.config.identity import register_resolvers
-    from sinkexp.config.schema import CONFIG_MODULE, register_schema
 
     register_schema()
     register_resolvers()

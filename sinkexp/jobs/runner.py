@@ -83,20 +83,22 @@ def train_together(
                     runs[i].fail(err)
                 raise
             summaries.update(zip(group, results))
-        if diverged:  # one error, with what each run's FAILED says (RunDir.fail's notes)
-            err = (
-                diverged[0]
-                if len(diverged) == 1
-                else Diverged(
-                    f"{len(diverged)} runs of the pack diverged, the others finished; the first: {diverged[0]}"
-                )
-            )
-            err.__notes__ = [text for each in diverged for text in getattr(each, "__notes__", ())]
-            raise err
+        if diverged:
+            raise one_divergence(diverged)
     finally:
         for run_dir in runs:
             run_dir.close()
     return [summaries[i] for i in range(len(cfgs))]
+
+
+def one_divergence(diverged: list[Diverged]) -> Diverged:
+    """The runs of a pack that diverged as one error, with what each run's FAILED says (RunDir.fail's notes)."""
+    if len(diverged) == 1:
+        err = diverged[0]
+    else:
+        err = Diverged(f"{len(diverged)} runs of the pack diverged, the others finished; the first: {diverged[0]}")
+    err.__notes__ = [text for each in diverged for text in getattr(each, "__notes__", ())]
+    return err
 
 
 def start_device(cfgs: list[Config], runs: list[RunDir]) -> torch.device | None:
@@ -169,6 +171,17 @@ def differing_keys(a: Config, b: Config) -> list[str]:
     return sorted(key for key in flat_a.keys() | flat_b.keys() if repr(flat_a.get(key)) != repr(flat_b.get(key)))
 
 
+def resume(trainer, runs: list[RunDir]) -> None:
+    """The trainer's state (each replica's) and the random state from the runs' checkpoints."""
+    states = [run_dir.state["trainer"] for run_dir in runs]
+    if isinstance(trainer, ReplicaTrainer):
+        trainer.load_state_dicts(states)
+    else:
+        trainer.load_state_dict(states[0])
+    torch.set_rng_state(runs[0].state["torch_rng"])
+    log.info("resuming %s from step %d", ", ".join(str(run_dir.path) for run_dir in runs), trainer.step)
+
+
 def train_and_evaluate(runs: list[RunDir], device: torch.device) -> list[dict]:
     """Train the runs' models together on `device` from where their checkpoints stopped; returns the summaries."""
     cfg = runs[0].cfg
@@ -178,13 +191,7 @@ def train_and_evaluate(runs: list[RunDir], device: torch.device) -> list[dict]:
     # Each run's own held-out batch: a pack's runs may draw different data (task.gamma, ...).
     eval_batches = [held_out_batch(task, cfg.eval.batch_size, cfg.eval.seed, device) for task in tasks]
     if runs[0].state:
-        states = [run_dir.state["trainer"] for run_dir in runs]
-        if isinstance(trainer, ReplicaTrainer):
-            trainer.load_state_dicts(states)
-        else:
-            trainer.load_state_dict(states[0])
-        torch.set_rng_state(runs[0].state["torch_rng"])
-        log.info("resuming %s from step %d", ", ".join(str(run_dir.path) for run_dir in runs), trainer.step)
+        resume(trainer, runs)
     for k, run_dir in enumerate(runs):
         run_dir.start(device, k, len(runs))
 

@@ -77,7 +77,7 @@ def watch() -> bool:
         except ValueError:  # not the main thread (some launchers): leave the default
             pass
         return False
-    from submitit import JobEnvironment
+    from submitit import JobEnvironment  # lazy: submitit comes with the slurm extra
 
     usr = JobEnvironment._usr_sig()
     current = signal.getsignal(usr)

@@ -6,8 +6,9 @@ validation checks names against these dicts directly.
 
 from sinkexp.model.attention import GATES, NORMALISERS, SLOTS
 from sinkexp.model.capture import capture, intervene, tap_names
+from sinkexp.model.parts import MLPS, NORMS, PLACEMENTS, POSITION_TARGETS, POSITIONS, PROJECTIONS
 from sinkexp.model.pathway import GLOBAL_PATHWAYS
-from sinkexp.model.transformer import MLPS, NORMS, PLACEMENTS, POSITION_TARGETS, POSITIONS, PROJECTIONS, Transformer
+from sinkexp.model.transformer import Transformer
 
 AXES = {
     "attn.normaliser": NORMALISERS,

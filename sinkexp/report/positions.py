@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib
+import matplotlib.pyplot as plt
 import pandas as pd
 
 
@@ -16,11 +18,7 @@ def position_grid(table: pd.DataFrame) -> pd.DataFrame:
 
 def position_figure(tables: dict[str, pd.DataFrame], path: Path, title: str) -> Path:
     """Write `path` (PNG): a heatmap per run ({label: position_profile table})."""
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rows = sum(t["layer"].nunique() for t in tables.values())
     fig, axes = plt.subplots(
         len(tables),

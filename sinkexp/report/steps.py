@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
 # (metric, query type, over: the model's row, or the mean or max of the layers' rows, title)
@@ -32,8 +33,6 @@ def measured_checkpoints(runs: pd.DataFrame, groups: list[str]) -> tuple[pd.Data
 
 def plot_checkpoints(rows: pd.DataFrame, colour: dict, path: Path) -> None:
     """rows: final values (layer, query_type, metric, value) with each run's `label` and `step`."""
-    import matplotlib.pyplot as plt
-
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.4 * len(PANELS) + 2.6, 3.6))
     for ax, (metric, query_type, over, title) in zip(axes, PANELS):
         chosen = rows[(rows["metric"] == metric) & (rows["query_type"] == query_type)]

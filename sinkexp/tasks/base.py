@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 
 from sinkexp.errors import ConfigError
@@ -58,8 +59,6 @@ BUILT_IN = {"kjv": "kjv.txt.xz"}
 def data_path(value: str) -> str:
     """The file a data-file setting names: a built-in file's packaged path, or the path itself."""
     if value in BUILT_IN:
-        from importlib.resources import files
-
         return str(files("sinkexp").joinpath("data", BUILT_IN[value]))
     return value
 

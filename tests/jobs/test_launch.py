@@ -1,11 +1,11 @@
 """The plan and the launch: each job composed and validated once per command, run from the plan
 without composing again, and run directories whose names outlive the code that wrote them."""
 
-import hydra
 import pytest
 from conftest import QUICK
 
 from sinkexp import cli
+from sinkexp.config import compose as compose_module
 from sinkexp.config import validate as validate_module
 from sinkexp.config.identity import config_hash
 from sinkexp.jobs.launch import execute
@@ -15,9 +15,9 @@ from sinkexp.rundir.files import CONFIG, finished, status
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Count Hydra's compositions and sinkexp's validations in this process."""
+    """Count Hydra's compositions (all in sinkexp/config/compose.py) and sinkexp's validations in this process."""
     calls = {"composed": 0, "validated": []}
-    compose, validate = hydra.compose, validate_module.validate
+    compose, validate = compose_module.hydra_compose, validate_module.validate
 
     def counting_compose(*args, **kwargs):
         calls["composed"] += 1
@@ -27,7 +27,7 @@ def counted(monkeypatch):
         calls["validated"].append((cfg.attn.name, cfg.seed))
         return validate(cfg)
 
-    monkeypatch.setattr(hydra, "compose", counting_compose)
+    monkeypatch.setattr(compose_module, "hydra_compose", counting_compose)
     monkeypatch.setattr(validate_module, "validate", counting_validate)
     return calls
 
@@ -48,7 +48,7 @@ def test_a_planned_job_runs_without_composing_again(tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("composed again")
 
-    monkeypatch.setattr(hydra, "compose", refuse)
+    monkeypatch.setattr(compose_module, "hydra_compose", refuse)
     monkeypatch.setattr(validate_module, "validate", refuse)
     (job,) = planned.jobs
     execute(job, sweep=True, parallel=True)

@@ -6,8 +6,7 @@ compiled, T = 256); fused and explicit attention agree in value and gradient; th
 determinism settings are recorded; a compiled lone run goes through the command line with
 evaluation, checkpoints, data chunks and a penalty; packs equal their lone runs; no training step
 waits for the GPU (lone, replicas, packs, after a resume); load_run of a GPU run reproduces its
-last evaluation; with two GPUs a sweep spreads and device=cuda:1 leaves GPU 0 alone; bench_gpu.py
-runs at a small size.
+last evaluation; bench_gpu.py runs at a small size. With two GPUs: tests/machine/test_two_gpus.py.
 """
 
 import io
@@ -32,7 +31,6 @@ from sinkexp.train.replicas import ReplicaTrainer
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 ON_CUDA = (*QUICK[:-1], "device=cuda")  # 30 steps, evaluated and checkpointed every 10
 ROOT = Path(__file__).parents[2]
-two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 
 
 @pytest.fixture(autouse=True)
@@ -231,48 +229,6 @@ def test_load_run_of_a_gpu_run_reproduces_its_last_evaluation(make_config, tmp_p
     assert [row[-1] for row in rows] == pytest.approx(metrics["value"].tolist(), rel=1e-6, abs=1e-9)
     recorded = loaded.losses[(loaded.losses["step"] == 30) & loaded.losses["split"].str.contains("/")]
     assert [loss for _, _, loss in losses] == pytest.approx(recorded["loss"].tolist(), rel=1e-6)
-
-
-@two_gpus
-def test_a_sweep_spreads_over_the_gpus(tmp_path):
-    args = [
-        "-m",
-        "seed=0,1",
-        "device=cuda",
-        "train.steps=10",
-        "eval.every=10",
-        "train.batch_size=16",
-        "eval.batch_size=32",
-        f"hydra.sweep.dir={tmp_path}",
-    ]
-    done = subprocess.run(
-        [sys.executable, "-m", "sinkexp.cli", "train", *args], capture_output=True, text=True, cwd=tmp_path, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    used = sorted(files.read_json(meta)["device"]["resolved"] for meta in tmp_path.rglob(files.META))
-    assert used == ["cuda:0", "cuda:1"]
-
-
-@two_gpus
-def test_cuda_1_leaves_gpu_0_without_a_context(tmp_path):
-    """A run on cuda:1, then NVML's list of the processes on each GPU (no CUDA context needed to ask)."""
-    script = f"""
-import os, pynvml, torch
-from sinkexp.config.compose import compose_config
-from sinkexp.jobs.runner import run
-run(compose_config("device=cuda:1", "train.steps=10", "eval.every=10", "train.batch_size=16",
-                   "eval.batch_size=32"), {str(tmp_path / "run")!r})
-pynvml.nvmlInit()
-pids = []
-for index in range(2):
-    handle = pynvml.nvmlDeviceGetHandleByUUID("GPU-" + str(torch.cuda.get_device_properties(index).uuid))
-    pids.append([p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)])
-print(os.getpid() in pids[0], os.getpid() in pids[1])
-"""
-    pytest.importorskip("pynvml")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split()[-2:] == ["False", "True"]
 
 
 def test_bench_gpu_runs_at_a_small_size(tmp_path):

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from sinkexp.config.schema import AttnConfig, ModelConfig
 from sinkexp.model import Transformer, capture, tap_names
-from sinkexp.model.transformer import DynamicTanh
+from sinkexp.model.parts import DynamicTanh
 from sinkexp.tasks.trigger import TriggerConfig, TriggerTask
 
 CONFIGS = Path(__file__).parents[2] / "configs"

@@ -1,0 +1,193 @@
+"""The figures of `sinkexp report` (sinkexp/report/runs.py): the sink by layer, its dynamics over
+training, one seed's attention maps and each head's sink score, one colour per setting throughout.
+
+Drawn from run directories' tables (docs/rundir.md), never from a model. matplotlib is imported here,
+at the top: this module is imported only by the commands that draw (report, reproduce's figures).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from sinkexp.rundir import files as rundir_files
+
+SHARE_LABEL = "share of attention on the sink"  # sink_share: the raw weight for softmax, row-normalised otherwise
+
+
+def setting_name(key: str) -> str:
+    """attn.name -> attn, task.name -> task; every other key keeps its full dotted name."""
+    return key.removesuffix(".name")
+
+
+def label_of(row: pd.Series, groups: list[str]) -> str:
+    return ", ".join(f"{setting_name(g)}={row[g]}" for g in groups) or "all runs"
+
+
+def with_labels(table: pd.DataFrame, runs: pd.DataFrame, groups: list[str]) -> pd.DataFrame:
+    """`table` (with a run column) plus each run's group label."""
+    labels = runs.set_index("run").apply(lambda row: label_of(row, groups), axis=1).rename("label")
+    return table.join(labels, on="run")
+
+
+def colours(labels) -> dict[str, str]:
+    """One colour per setting, the same in every panel and figure."""
+    return {label: f"C{i % 10}" for i, label in enumerate(sorted(set(labels)))}
+
+
+def compared(groups: list[str]) -> str:
+    return "compared: " + ", ".join(setting_name(g) for g in groups) if groups else "one setting"
+
+
+def plot_sink_by_layer(finals: pd.DataFrame, runs: pd.DataFrame, groups: list[str], path: Path) -> None:
+    """Final attention on the sink per layer and query type: each seed as a dot, mean +- std as a bar."""
+    rows = with_labels(finals, runs, groups)
+    rows = rows[(rows["metric"] == "sink_share") & (rows["layer"] >= 0) & (rows["query_type"] != "all")]
+    if rows.empty:
+        return
+    query_types, labels = sorted(rows["query_type"].unique()), sorted(rows["label"].unique())
+    colour = colours(labels)
+    layers = sorted(rows["layer"].unique())
+    fig, axes = plt.subplots(1, len(query_types), figsize=(4.6 * len(query_types) + 2.6, 3.8), squeeze=False)
+    width = 0.8 / len(labels)
+    for ax, query_type in zip(axes[0], query_types):
+        for i, label in enumerate(labels):
+            chosen = rows[(rows["query_type"] == query_type) & (rows["label"] == label)]
+            for layer, seeds in chosen.groupby("layer"):
+                x = layers.index(layer) - 0.4 + width * (i + 0.5)
+                ax.errorbar(
+                    x,
+                    seeds["value"].mean(),
+                    yerr=seeds["value"].std() if len(seeds) > 1 else 0,
+                    fmt="s",
+                    color=colour[label],
+                    capsize=4,
+                    markersize=7,
+                )
+                ax.scatter([x] * len(seeds), seeds["value"], color=colour[label], s=12, alpha=0.5)
+        ax.set(title=f"{query_type} queries", xlabel="layer", ylabel=SHARE_LABEL, ylim=(-0.05, 1.05))
+        ax.set_xticks(range(len(layers)), [str(layer) for layer in layers])
+        ax.set_xlim(-0.5, len(layers) - 0.5)
+    n = rows.groupby("label")["run"].nunique()
+    handles = [
+        plt.Line2D([], [], color=colour[label], marker="s", linestyle="", label=f"{label} (n={n[label]})")
+        for label in labels
+    ]
+    fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
+    fig.suptitle(
+        f"Final share of attention on the sink, mean ± std over seeds (dots: seeds); {compared(groups)}", fontsize=10
+    )
+    fig.tight_layout(rect=(0, 0, 1 - 2.6 / (4.6 * len(query_types) + 2.6), 0.95))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path) -> None:
+    """Attention on the sink over training per query type (a line per setting and layer, the band
+    spanning its seeds), and the held-out loss over training."""
+    curves, losses = [], []
+    for _, run in runs[runs["status"] == "done"].iterrows():
+        label = label_of(run, groups)
+        metrics = pd.read_csv(Path(root) / run["run"] / rundir_files.METRICS)
+        metrics = metrics[
+            (metrics["metric"] == "sink_share") & (metrics["query_type"] != "all") & (metrics["head"] >= 0)
+        ]
+        curves.append(
+            metrics.groupby(["step", "layer", "query_type"], as_index=False)["value"].mean().assign(label=label)
+        )
+        loss = pd.read_csv(Path(root) / run["run"] / rundir_files.LOSSES)
+        losses.append(loss[loss["split"] == "eval/all"].assign(label=label))
+    if not curves:
+        return
+    curves, losses = pd.concat(curves), pd.concat(losses)
+    query_types = sorted(curves["query_type"].unique())
+    colour = colours(curves["label"])
+    styles = ["-", "--", ":", "-."]
+    fig, axes = plt.subplots(1, len(query_types) + 1, figsize=(4.4 * (len(query_types) + 1) + 2.6, 3.8), squeeze=False)
+    for ax, query_type in zip(axes[0], query_types):
+        for (label, layer), curve in curves[curves["query_type"] == query_type].groupby(["label", "layer"]):
+            band = curve.groupby("step")["value"].agg(["mean", "min", "max"])
+            ax.plot(band.index, band["mean"], color=colour[label], linestyle=styles[layer % len(styles)])
+            ax.fill_between(band.index, band["min"], band["max"], color=colour[label], alpha=0.15)
+        ax.set(title=f"{query_type} queries", xlabel="step", ylabel=SHARE_LABEL, ylim=(-0.05, 1.05))
+    for label, curve in losses.groupby("label"):
+        band = curve.groupby("step")["loss"].agg(["mean", "min", "max"])
+        axes[0][-1].plot(band.index, band["mean"], color=colour[label])
+        axes[0][-1].fill_between(band.index, band["min"], band["max"], color=colour[label], alpha=0.15)
+    axes[0][-1].set(title="held-out loss (all queries)", xlabel="step", ylabel="loss", yscale="log")
+    handles = [plt.Line2D([], [], color=colour[label], label=label) for label in colour]
+    handles += [
+        plt.Line2D([], [], color="grey", linestyle=styles[layer % len(styles)], label=f"layer {layer}")
+        for layer in sorted(curves["layer"].unique())
+    ]
+    fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
+    fig.suptitle(
+        f"Sink formation over training: mean over seeds, band from the lowest to the highest seed; {compared(groups)}",
+        fontsize=10,
+    )
+    total = 4.4 * (len(query_types) + 1) + 2.6
+    fig.tight_layout(rect=(0, 0, 1 - 2.6 / total, 0.95))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_heatmaps(run: Path, label: str, path: Path) -> None:
+    """A layer x head grid of one run's mean attention maps (attention.npz), the sink column marked."""
+    maps = np.load(run / rundir_files.ATTENTION)
+    layers = sorted((name for name in maps.files if name.startswith("layer")), key=lambda name: int(name[5:]))
+    sink = int(maps["sink"]) if "sink" in maps.files else -1
+    n_heads = maps[layers[0]].shape[0]
+    fig, axes = plt.subplots(len(layers), n_heads, figsize=(3.6 * n_heads, 3.2 * len(layers)), squeeze=False)
+    for i, name in enumerate(layers):
+        for h in range(n_heads):
+            top = max(1.0, float(maps[name][h].max()))  # raw weights of unnormalised variants may pass 1
+            image = axes[i][h].imshow(maps[name][h], cmap="viridis", vmin=0, vmax=top)
+            if sink >= 0:
+                axes[i][h].axvline(sink, color="red", linestyle="--", linewidth=1)
+            axes[i][h].set(
+                title=f"layer {i}, head {h}",
+                xlabel="key" + (f" (sink: {sink}, dashed)" if sink >= 0 else ""),
+                ylabel="query",
+            )
+            fig.colorbar(image, ax=axes[i][h], fraction=0.046)
+    fig.suptitle(f"{label}\nmean attention over the held-out batch ({run.name})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_heads(run: Path, label: str, path: Path) -> None:
+    """For a model of several heads (an LM): each head's final sink score alpha_s, the share of
+    attention on the first token (a layer x head grid), and each layer's massive_ratio over training."""
+    metrics = pd.read_csv(run / rundir_files.METRICS)
+    final = metrics[(metrics["step"] == metrics["step"].max()) & (metrics["metric"] == "sink_score")]
+    grid = final.pivot_table(index="layer", columns="head", values="value")
+    massive = metrics[metrics["metric"] == "massive_ratio"].pivot_table(index="step", columns="layer", values="value")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(4 + 0.8 * grid.shape[1] + 5, 0.6 * grid.shape[0] + 3.2))
+    image = left.imshow(grid.values, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+    for (i, j), value in np.ndenumerate(grid.values):
+        left.text(j, i, f"{value:.2f}", ha="center", va="center", color="white" if value < 0.5 else "black", fontsize=8)
+    left.set(
+        xticks=range(grid.shape[1]),
+        yticks=range(grid.shape[0]),
+        xlabel="head",
+        ylabel="layer",
+        title=f"sink score alpha_s at step {metrics['step'].max()}",
+    )
+    fig.colorbar(image, ax=left, fraction=0.046)
+    for layer in massive.columns:
+        right.plot(massive.index, massive[layer], label=f"layer {layer}")
+    right.set(
+        xlabel="step",
+        ylabel="max |h| / median |h|",
+        yscale="log",
+        title="massive_ratio of the residual stream after each block",
+    )
+    right.legend(fontsize=8, frameon=False)
+    fig.suptitle(f"{label} ({run.name})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
