@@ -6,7 +6,7 @@ serves large blocks with fresh mappings, so the next step faults those pages in 
 kernel zeroes them (`sinkexp reproduce barbero2025`: 80 M minor page faults, 9% of its CPU time
 in the kernel). `keep_freed_memory()` raises both thresholds (mmap: glibc's maximum, 32 MiB; trim:
 1 GiB): where memory comes from changes, never what is computed. A process then keeps its peak heap
-instead of handing it back. README "Speed" has the measured effect (scripts/bench_malloc.py).
+instead of handing it back. docs/performance.md ("Memory") has the measured effect (scripts/bench_malloc.py).
 
 Left alone: SINKEXP_MALLOC=glibc, any MALLOC_*_ setting of the user's, and a C library that is
 not glibc.
