@@ -12,6 +12,7 @@ from hf_models import KINDS, tiny
 from test_cli import sinkexp
 
 from sinkexp.evaluate.tables import METRICS
+from sinkexp.hf.sources import file_digest
 
 
 def run_dir_of(result):
@@ -88,6 +89,36 @@ def test_measure_checkpoint_for_claims_on_named_checkpoints(tmp_path, monkeypatc
     summary = RunFiles(run).summary
     assert summary["step"] == -1 and set(summary["sink_rate"]) == {"0", "1", "model"}
     assert measure_checkpoint(str(folder), tmp_path / "run", n=3, seq_len=8) == run  # finished: reused
+
+
+def test_a_failed_measurement_writes_failed_and_the_rerun_ends_done(tmp_path, monkeypatch, capsys):
+    """The lifecycle training runs have (rundir/claim.py): FAILED with the reason, cleared by the
+    rerun, DONE last, meta.json opened with the standard fields and closed."""
+    from sinkexp.hf import command
+
+    folder = str(tiny("gpt2", tmp_path / "g"))
+
+    def broken(*args):
+        raise RuntimeError("no room for the model")
+
+    monkeypatch.setattr(command, "load_model", broken)
+    with pytest.raises(RuntimeError, match="the measurement did not finish"):
+        command.measure_checkpoint(folder, tmp_path / "run", n=3, seq_len=8)
+    assert capsys.readouterr().err == (
+        f"sinkexp: error: {tmp_path / 'run'}: RuntimeError: no room for the model (FAILED written)\n"
+    )
+    assert (tmp_path / "run/FAILED").read_text().startswith("RuntimeError: no room for the model\n")
+    assert json.loads((tmp_path / "run/meta.json").read_text())["end_time"] is None
+    monkeypatch.undo()
+    run = command.measure_checkpoint(folder, tmp_path / "run", n=3, seq_len=8)
+    assert sorted(path.name for path in run.iterdir()) == (
+        ".lock DONE config.yaml inputs.npz losses.csv meta.json metrics.csv summary.json".split()
+    )
+    meta = json.loads((run / "meta.json").read_text())
+    fields = "schema_version config_hash command model dtype device versions git argv start_time end_time wall_time_s"
+    assert list(meta) == fields.split()  # opening_meta's fields, with measure's command, model and dtype
+    assert meta["command"] == "measure" and meta["end_time"] >= meta["start_time"] and meta["wall_time_s"] > 0
+    assert meta["model"]["weights"] == {"model.safetensors": file_digest(tmp_path / "g/model.safetensors")}
 
 
 def not_a_causal_lm(tmp_path):
