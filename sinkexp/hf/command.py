@@ -75,10 +75,15 @@ def plan_job(cfg: hf_settings.MeasureConfig, multirun: bool, started: str) -> Jo
     return Job(cfg, folder, digest, where, inputs, step, hf_settings.as_written(cfg, step, config))
 
 
+def utc_stamp() -> str:
+    """The process's start as the default run directories name it (20261202T064301Z)."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
 def plan(argv: list[str]) -> tuple[bool, list[Job]]:
     """Every job of the command line, checked (ConfigError: one line naming the key)."""
     multirun, jobs = hf_settings.parse(argv)
-    started = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    started = utc_stamp()
     planned: dict[Path, Job] = {}
     for values in jobs:
         job = plan_job(hf_settings.typed(values), multirun, started)
@@ -165,15 +170,12 @@ def run_job(job: Job, quiet: bool = False) -> bool:
 def measure_checkpoint(model: str, run_dir: Path, revision: str | None = None, **settings) -> Path:
     """Measure one checkpoint into `run_dir` (nothing to do when a finished run of the same
     settings is there) and return it; read its tables with rundir.files.RunFiles(run_dir). For claims
-    on named open checkpoints (sinkexp reproduce): ConfigError when the model is not on the machine
-    (sources.on_disk says so first) or a setting is bad, RuntimeError when the measurement failed."""
-    argv = [
-        f"model={model}",
-        f"dir={run_dir}",
-        *([f"revision={revision}"] if revision else []),
-        *(f"{key}={value}" for key, value in settings.items()),
-    ]
-    _, (job,) = plan(argv)
+    on named open checkpoints (sinkexp reproduce): `settings` are MeasureConfig's keys with Python
+    values (n=8, dtype="bfloat16"), checked as the command line's are (hf_settings.checked), never
+    turned into text. ConfigError when the model is not on the machine (sources.on_disk says so
+    first) or a setting is bad, RuntimeError when the measurement failed."""
+    cfg = hf_settings.checked(dict(model=model, dir=str(run_dir), revision=revision or None, **settings))
+    job = plan_job(cfg, multirun=False, started=utc_stamp())
     if not run_job(job, quiet=True):
         raise RuntimeError(f"{job.run_dir}: the measurement did not finish (FAILED says why)")
     return job.run_dir

@@ -3,11 +3,13 @@ finished runs, named checkpoints are measured for the claims, and every bad inpu
 2, nothing written."""
 
 import json
+import re
 import sys
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from hf_models import KINDS, tiny
 from test_cli import sinkexp
 
@@ -89,6 +91,31 @@ def test_measure_checkpoint_for_claims_on_named_checkpoints(tmp_path, monkeypatc
     summary = RunFiles(run).summary
     assert summary["step"] == -1 and set(summary["sink_rate"]) == {"0", "1", "model"}
     assert measure_checkpoint(str(folder), tmp_path / "run", n=3, seq_len=8) == run  # finished: reused
+
+
+def test_measure_checkpoint_checks_python_values_without_turning_them_into_text(tmp_path):
+    """reproduce's settings are Python values: checked as the command line's are (one line, the key
+    named), nothing written; a value the command line would split (a comma) is just a value."""
+    from sinkexp.errors import ConfigError
+    from sinkexp.hf.command import measure_checkpoint
+
+    folder = str(tiny("gpt2", tmp_path / "g"))
+    for settings, words in (
+        ({"n": "8"}, "n='8' is not an integer"),
+        ({"n": True}, "n=True is not an integer"),
+        ({"n": 0}, "n=0 is not valid; it must be >= 1"),
+        ({"sequences": 5}, "key='sequences' is not valid; choose one of: model, revision"),
+        ({"dtype": "float8"}, "dtype='float8' is not valid; choose one of: float32, bfloat16, float16"),
+        ({"text": 3}, "text=3 is not a string"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(words)) as err:
+            measure_checkpoint(folder, tmp_path / "run", **settings)
+        assert "\n" not in str(err.value) and not (tmp_path / "run").exists()
+    text = tmp_path / "a,b.txt"  # the string path read this as a sweep of two texts
+    text.write_text(sinkexp_text()[:400].decode())
+    run = measure_checkpoint(folder, tmp_path / "run", text=str(text), n=3, seq_len=8, bos="FALSE")
+    written = yaml.safe_load((run / "config.yaml").read_text())
+    assert written["text"] == str(text) and written["n"] == 3 and written["bos"] == "false"
 
 
 def test_a_failed_measurement_writes_failed_and_the_rerun_ends_done(tmp_path, monkeypatch, capsys):
