@@ -11,13 +11,13 @@ Nothing outside this package imports transformers; cli.py imports it only for `m
 after `require_transformers` (docs/measure.md).
 """
 
+import importlib
+
 from sinkexp.errors import ConfigError
 
 
 def require_transformers() -> None:
     """ConfigError naming the extra to install when transformers cannot be imported."""
-    import importlib
-
     try:
         importlib.import_module("transformers")
     except ImportError:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import get_type_hints
 
+from sinkexp.config.compose import expand
+from sinkexp.config.compose import parse as parse_overrides
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.hf.sources import BOS_CHOICES
 
@@ -43,9 +45,6 @@ UNHASHED = ("step", "device", "dir", "name")  # a label and bookkeeping: the sam
 def parse(argv: list[str]) -> tuple[bool, list[dict[str, str]]]:
     """(multirun, one {key: value text} per job) from `[-m] [MODEL] [KEY=VALUE ...]`, read and
     expanded as `sinkexp train` reads its overrides (config/compose.py: Hydra's grammar and sweep order)."""
-    from sinkexp.config.compose import expand
-    from sinkexp.config.compose import parse as parse_overrides
-
     multirun = any(arg in ("-m", "--multirun") for arg in argv)
     args = [arg for arg in argv if arg not in ("-m", "--multirun")]
     bare = [arg for arg in args if "=" not in arg]
