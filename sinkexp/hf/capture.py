@@ -56,7 +56,7 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout=0
 
 def register() -> None:
     """Make ATTENTION a valid attn_implementation (its mask: the eager additive mask); idempotent."""
-    from transformers import AttentionInterface
+    from transformers import AttentionInterface  # lazy: transformers is the hf extra
     from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
     AttentionInterface.register(ATTENTION, attention)

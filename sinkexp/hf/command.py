@@ -3,14 +3,14 @@ one run directory per (model, revision), as `sinkexp train` writes them (docs/me
 
 `plan` checks every job before anything runs (the model is there and supported, the text is long
 enough, the directory holds no other config's run): a problem is one line and exit code 2, with
-nothing written. `run_job` then measures each job under rundir/lifecycle.py's rules: a finished run
-(DONE, same config hash) is skipped, the directory's lock keeps two processes apart, a failure
-writes FAILED and the sweep goes on, a rerun of the same command does what is left.
+nothing written. `run_job` then measures each job under the lifecycle every run shares with training
+(rundir/claim.py's RunClaim, which training's RunDir extends): a finished run (DONE, same config
+hash) is skipped, the directory's lock keeps two processes apart, a failure writes FAILED and the
+sweep goes on, DONE is written last, a rerun of the same command does what is left.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -21,9 +21,17 @@ import pandas as pd
 import torch
 
 from sinkexp.errors import ConfigError
+from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS, final_values, format_summary, summary
 from sinkexp.hf import settings as hf_settings
 from sinkexp.hf import sources
+from sinkexp.hf.measure import NextToken, load_model, measure
+from sinkexp.jobs.plan import check_run_dir
+from sinkexp.machine.devices import resolve_device
 from sinkexp.rundir import files as rundir_files
+from sinkexp.rundir.claim import RunClaim
+from sinkexp.rundir.files import RunBusy, RunDirError
+from sinkexp.rundir.provenance import opening_meta
+from sinkexp.tasks.base import data_digest
 
 USAGE = (
     """usage: sinkexp measure [-m] [MODEL] [KEY=VALUE ...]
@@ -56,10 +64,6 @@ def model_identity(folder: Path, cfg: hf_settings.MeasureConfig) -> str:
 
 
 def plan_job(cfg: hf_settings.MeasureConfig, multirun: bool, started: str) -> Job:
-    from sinkexp.jobs.plan import check_run_dir
-    from sinkexp.machine.devices import resolve_device
-    from sinkexp.tasks.base import data_digest
-
     folder = sources.resolve(cfg.model, cfg.revision)
     config, _ = sources.check_model(folder, cfg.model, cfg.seq_len)
     inputs = sources.sequences(sources.load_tokenizer(folder, cfg.model), config, cfg.text, cfg.n, cfg.seq_len, cfg.bos)
@@ -71,10 +75,15 @@ def plan_job(cfg: hf_settings.MeasureConfig, multirun: bool, started: str) -> Jo
     return Job(cfg, folder, digest, where, inputs, step, hf_settings.as_written(cfg, step, config))
 
 
+def utc_stamp() -> str:
+    """The process's start as the default run directories name it (20261202T064301Z)."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
 def plan(argv: list[str]) -> tuple[bool, list[Job]]:
     """Every job of the command line, checked (ConfigError: one line naming the key)."""
     multirun, jobs = hf_settings.parse(argv)
-    started = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    started = utc_stamp()
     planned: dict[Path, Job] = {}
     for values in jobs:
         job = plan_job(hf_settings.typed(values), multirun, started)
@@ -83,47 +92,30 @@ def plan(argv: list[str]) -> tuple[bool, list[Job]]:
 
 
 def start_meta(job: Job, device: torch.device) -> dict:
-    import transformers
+    """meta.json's opening fields (provenance.opening_meta) with what a measure run adds: the model
+    (its weights' digests once they are read), the dtype and transformers' version."""
+    import transformers  # lazy: transformers is the hf extra (cli.py checks for it first)
 
-    from sinkexp.rundir.files import SCHEMA_VERSION
-    from sinkexp.rundir.provenance import device_name, git_state, utc_now, versions
-
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "config_hash": job.digest,
-        "command": "measure",
-        "model": {"id": job.cfg.model, "revision": job.cfg.revision, "folder": str(job.folder), "weights": None},
-        "dtype": job.cfg.dtype,
-        "device": {
-            "requested": job.cfg.device,
-            "resolved": str(device),
-            "name": device_name(device),
-            "torch_threads": torch.get_num_threads(),
+    return opening_meta(
+        job.digest,
+        job.cfg.device,
+        device,
+        identity={
+            "command": "measure",
+            "model": {"id": job.cfg.model, "revision": job.cfg.revision, "folder": str(job.folder), "weights": None},
+            "dtype": job.cfg.dtype,
         },
-        "versions": {**versions(), "transformers": transformers.__version__},
-        "git": git_state(),
-        "argv": sys.argv,
-        "start_time": utc_now(),
-        "end_time": None,
-        "wall_time_s": None,
-    }
+        versions_extra={"transformers": transformers.__version__},
+    )
 
 
-def measure_into(job: Job) -> dict:
-    """Load, measure and write the run's files; DONE last. Returns the summary."""
-    from omegaconf import OmegaConf
-
-    from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS, final_values, summary
-    from sinkexp.hf.measure import NextToken, load_model, measure
-    from sinkexp.machine.devices import resolve_device
-    from sinkexp.rundir.provenance import utc_now
-
+def measure_into(job: Job, run: RunClaim) -> dict:
+    """Load, measure and write the run's files, under `run`'s claim (RunClaim: config.yaml and the
+    opening meta.json first, DONE last). Returns the summary."""
     began, device = time.perf_counter(), resolve_device(job.cfg.device)
-    meta = start_meta(job, device)
-    rundir_files.write_text(job.run_dir / rundir_files.CONFIG, OmegaConf.to_yaml(OmegaConf.create(job.written)))
-    rundir_files.write_json(job.run_dir / rundir_files.META, meta)
+    run.begin(job.written, start_meta(job, device))
     folder = sources.resolve(job.cfg.model, job.cfg.revision, weights=True)
-    meta["model"]["weights"] = {path.name: sources.file_digest(path) for path in sources.weight_files(folder)}
+    run.meta["model"]["weights"] = {path.name: sources.file_digest(path) for path in sources.weight_files(folder)}
     model = load_model(folder, job.cfg.dtype, device)
     metric_rows, loss_rows = measure(model, job.inputs, job.step, job.cfg.chunk)
     metrics, losses = pd.DataFrame(metric_rows, columns=METRIC_COLUMNS), pd.DataFrame(loss_rows, columns=LOSS_COLUMNS)
@@ -132,9 +124,7 @@ def measure_into(job: Job) -> dict:
     rundir_files.write_csv(job.run_dir / rundir_files.LOSSES, losses)
     rundir_files.write_arrays(job.run_dir / INPUTS, {"inputs": job.inputs.numpy()})
     rundir_files.write_json(job.run_dir / rundir_files.SUMMARY, result)
-    meta.update(end_time=utc_now(), wall_time_s=round(time.perf_counter() - began, 3))
-    rundir_files.write_json(job.run_dir / rundir_files.META, meta)
-    rundir_files.write_text(job.run_dir / rundir_files.DONE, utc_now() + "\n")
+    run.end(time.perf_counter() - began)
     return result
 
 
@@ -143,12 +133,9 @@ INPUTS = "inputs.npz"  # the measured token ids, (n, seq_len): what `sinkexp mea
 
 def run_job(job: Job, quiet: bool = False) -> bool:
     """Measure one job into its directory unless it is finished; True when it is finished."""
-    from sinkexp.evaluate.tables import format_summary
-    from sinkexp.rundir.files import RunBusy, RunDirError
-    from sinkexp.rundir.lifecycle import claim, existing_run, mark_failed
-
+    run = RunClaim(job.run_dir, job.digest, fix="dir or name")
     try:  # finished (now or by another process meanwhile), another config's run put there since the plan
-        lock, finished = claim(job.run_dir, lambda: existing_run(job.run_dir, job.digest, fix="dir or name"))
+        finished = run.take()
     except RunBusy as err:
         print(f"sinkexp: {err}", file=sys.stderr)
         return False
@@ -159,13 +146,12 @@ def run_job(job: Job, quiet: bool = False) -> bool:
         print(f"{job.run_dir}: finished already (DONE); skipped", file=sys.stderr if quiet else sys.stdout)
         return True
     try:
-        (job.run_dir / rundir_files.FAILED).unlink(missing_ok=True)
-        result = measure_into(job)
+        result = measure_into(job, run)
     except KeyboardInterrupt as err:
-        mark_failed(job.run_dir, err)
+        run.fail(err)
         raise
     except Exception as err:
-        mark_failed(job.run_dir, err)
+        run.fail(err)
         print(
             f"sinkexp: error: {job.run_dir}: {err.__class__.__name__}: "
             f"{str(err).splitlines()[0] if str(err) else ''} "
@@ -174,7 +160,7 @@ def run_job(job: Job, quiet: bool = False) -> bool:
         )
         return False
     finally:
-        os.close(lock)
+        run.close()
     if not quiet:
         print(format_summary(result).replace("on the held-out batch", "on the measured text"))
         print(f"run directory: {job.run_dir}")
@@ -184,15 +170,12 @@ def run_job(job: Job, quiet: bool = False) -> bool:
 def measure_checkpoint(model: str, run_dir: Path, revision: str | None = None, **settings) -> Path:
     """Measure one checkpoint into `run_dir` (nothing to do when a finished run of the same
     settings is there) and return it; read its tables with rundir.files.RunFiles(run_dir). For claims
-    on named open checkpoints (sinkexp reproduce): ConfigError when the model is not on the machine
-    (sources.on_disk says so first) or a setting is bad, RuntimeError when the measurement failed."""
-    argv = [
-        f"model={model}",
-        f"dir={run_dir}",
-        *([f"revision={revision}"] if revision else []),
-        *(f"{key}={value}" for key, value in settings.items()),
-    ]
-    _, (job,) = plan(argv)
+    on named open checkpoints (sinkexp reproduce): `settings` are MeasureConfig's keys with Python
+    values (n=8, dtype="bfloat16"), checked as the command line's are (hf_settings.checked), never
+    turned into text. ConfigError when the model is not on the machine (sources.on_disk says so
+    first) or a setting is bad, RuntimeError when the measurement failed."""
+    cfg = hf_settings.checked(dict(model=model, dir=str(run_dir), revision=revision or None, **settings))
+    job = plan_job(cfg, multirun=False, started=utc_stamp())
     if not run_job(job, quiet=True):
         raise RuntimeError(f"{job.run_dir}: the measurement did not finish (FAILED says why)")
     return job.run_dir

@@ -23,7 +23,11 @@ from pathlib import Path
 
 import torch
 
+from sinkexp.analysis.load import load_run
+from sinkexp.config.schema import value_of
+from sinkexp.config.validate import from_dictconfig
 from sinkexp.errors import ConfigError
+from sinkexp.rundir.files import CONFIG, META, RunFiles, finished, read_json
 
 # The run's settings a LlamaForCausalLM computes (anything else has no equivalent there).
 LLAMA = {
@@ -52,10 +56,6 @@ BOS_TOKEN = "<bos>"
 
 def check_run(run_dir: Path):
     """The finished run's config, if a LlamaForCausalLM computes its model (ConfigError otherwise)."""
-    from sinkexp.config.schema import value_of
-    from sinkexp.config.validate import from_dictconfig
-    from sinkexp.rundir.files import CONFIG, RunFiles, finished
-
     if not (run_dir / CONFIG).is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no {CONFIG})")
     if not finished(run_dir):
@@ -72,7 +72,7 @@ def check_run(run_dir: Path):
 
 
 def llama_config(cfg, task, step: int, run_dir: Path, digest: str):
-    from transformers import LlamaConfig
+    from transformers import LlamaConfig  # lazy: transformers is the hf extra
 
     m = cfg.model
     bos = 256 if cfg.task.name == "lm" else None
@@ -129,6 +129,7 @@ def llama_weights(state: dict, n_layers: int) -> dict:
 def byte_tokenizer(bos: bool):
     """Bytes as tokens (id = byte value) and <bos> = 256, put in front of every text when `bos`:
     task=lm's tokens. A byte-level BPE without merges: every byte is one token."""
+    # lazy: tokenizers and transformers are the hf extra
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import bytes_to_unicode
@@ -147,11 +148,8 @@ def byte_tokenizer(bos: bool):
 
 def export(run_dir: Path, out: Path) -> Path:
     """Write the run's model into `out` (a new folder, written whole or not at all)."""
-    from transformers import LlamaForCausalLM
+    from transformers import LlamaForCausalLM  # lazy: transformers is the hf extra
     from transformers.utils import logging
-
-    from sinkexp.analysis.load import load_run
-    from sinkexp.rundir.files import META, read_json
 
     logging.disable_progress_bar()
     run_dir = Path(run_dir).resolve()

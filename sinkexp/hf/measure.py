@@ -55,7 +55,7 @@ class NextToken:
 
 def load_model(folder, dtype: str, device: torch.device):
     """The model in eval mode, its attention through capture.ATTENTION."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # lazy: transformers is the hf extra
     from transformers.utils import logging
 
     register()

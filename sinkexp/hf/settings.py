@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import get_type_hints
 
+from sinkexp.config.compose import expand
+from sinkexp.config.compose import parse as parse_overrides
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.hf.sources import BOS_CHOICES
 
@@ -36,15 +38,13 @@ class MeasureConfig:
 
 
 KEYS = [field.name for field in dataclasses.fields(MeasureConfig)]
+HINTS = {key: str(hint) for key, hint in get_type_hints(MeasureConfig).items()}  # e.g. "int | None"
 UNHASHED = ("step", "device", "dir", "name")  # a label and bookkeeping: the same measurement
 
 
 def parse(argv: list[str]) -> tuple[bool, list[dict[str, str]]]:
     """(multirun, one {key: value text} per job) from `[-m] [MODEL] [KEY=VALUE ...]`, read and
     expanded as `sinkexp train` reads its overrides (config/compose.py: Hydra's grammar and sweep order)."""
-    from sinkexp.config.compose import expand
-    from sinkexp.config.compose import parse as parse_overrides
-
     multirun = any(arg in ("-m", "--multirun") for arg in argv)
     args = [arg for arg in argv if arg not in ("-m", "--multirun")]
     bare = [arg for arg in args if "=" not in arg]
@@ -62,21 +62,40 @@ def parse(argv: list[str]) -> tuple[bool, list[dict[str, str]]]:
 
 
 def typed(values: dict[str, str]) -> MeasureConfig:
-    """A checked MeasureConfig from {key: text}; ConfigError naming the key."""
-    hints = get_type_hints(MeasureConfig)
-    cfg = {}
+    """A checked MeasureConfig from the command line's {key: text} (parse): each text read once as
+    its key's type, then `checked`; ConfigError naming the key."""
+    cfg: dict = {}
     for key, text in values.items():
-        optional = "None" in str(hints[key])
-        if optional and text.lower() in ("null", "none"):
+        hint = HINTS.get(key, "")
+        if "None" in hint and text.lower() in ("null", "none"):
             cfg[key] = None
-        elif "int" in str(hints[key]):
+        elif "int" in hint:
             try:
                 cfg[key] = int(text)
             except ValueError:
                 raise ConfigError(f"{key}={text} is not an integer") from None
         else:
-            cfg[key] = text.lower() if key == "bos" else text
-    cfg = MeasureConfig(**cfg)
+            cfg[key] = text
+    return checked(cfg)
+
+
+def checked(values: dict) -> MeasureConfig:
+    """A MeasureConfig from {key: value} with Python values (typed's, or `sinkexp reproduce`'s
+    settings through command.measure_checkpoint), checked: the keys, the types, the ranges and the
+    choices; ConfigError naming the key."""
+    values = dict(values)
+    if isinstance(values.get("bos"), (bool, str)):  # in any case: True, "TRUE" and "true" alike
+        values["bos"] = str(values["bos"]).lower()
+    for key, value in values.items():
+        if key not in HINTS:
+            raise choices_error("key", key, KEYS)
+        if value is None and "None" in HINTS[key]:
+            continue
+        if "int" in HINTS[key] and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ConfigError(f"{key}={value!r} is not an integer")
+        if "str" in HINTS[key] and not isinstance(value, str):
+            raise ConfigError(f"{key}={value!r} is not a string")
+    cfg = MeasureConfig(**values)
     if not cfg.model:
         raise ConfigError("model is missing: sinkexp measure MODEL (a model folder or a hub id)")
     checks = [("n", cfg.n, 1), ("seq_len", cfg.seq_len, 2), ("chunk", cfg.chunk, 1), ("step", cfg.step, -1)]

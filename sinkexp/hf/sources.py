@@ -18,6 +18,8 @@ import torch
 
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.hf.families import FAMILIES
+from sinkexp.tasks.base import read_data_file
+from sinkexp.tasks.lm import decompressed
 
 SMALL_FILES = ["*.json", "*.txt", "*.model", "tokenizer*"]  # config and tokenizer: enough for the checks
 WEIGHT_FILES = ("*.safetensors", "*.bin")  # safetensors first, as from_pretrained prefers
@@ -48,7 +50,7 @@ def resolve(model: str, revision: str | None, weights: bool = False) -> Path:
 
 
 def _snapshot(model: str, revision: str | None, weights: bool) -> Path:
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download  # lazy: huggingface_hub comes with the hf extra
 
     at = f"model={model}" + (f" revision={revision}" if revision else "")
     patterns = [SMALL_FILES + [pattern] for pattern in WEIGHT_FILES] if weights else [SMALL_FILES]
@@ -73,7 +75,7 @@ def on_disk(model: str, revision: str | None = None) -> bool:
     """Whether `model` (a folder, or a hub id at `revision` in the Hugging Face cache) has its
     config and weights on this machine, without the network: what a claim on a named checkpoint
     checks before it runs ("not run" otherwise)."""
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download  # lazy: huggingface_hub comes with the hf extra
 
     path = Path(model).expanduser()
     if path.exists():
@@ -117,7 +119,7 @@ def folder_digest(folder: Path) -> str:
 def check_model(folder: Path, model: str, seq_len: int):
     """(its transformers config, its FAMILIES name): a causal LM of a supported type whose attention
     goes through transformers' attention interface, with a context of at least seq_len."""
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # lazy: transformers is the hf extra
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
     try:
@@ -147,7 +149,7 @@ def check_model(folder: Path, model: str, seq_len: int):
 
 
 def load_tokenizer(folder: Path, model: str):
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: transformers is the hf extra
 
     try:
         return AutoTokenizer.from_pretrained(folder)
@@ -176,9 +178,6 @@ def bos_prefix(tokenizer, config, bos: str) -> list[int]:
 
 def read_text(text: str) -> str:
     """The text a `text=` names: kjv (the built-in corpus of task=lm) or a file, .xz/.gz decompressed."""
-    from sinkexp.tasks.base import read_data_file
-    from sinkexp.tasks.lm import decompressed
-
     return decompressed("text", text, read_data_file("text", text)).decode("utf-8", errors="replace")
 
 

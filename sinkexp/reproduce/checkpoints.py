@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sinkexp.errors import ConfigError
+from sinkexp.hf import require_transformers
 from sinkexp.reproduce.declare import Paper
 from sinkexp.reproduce.experiment import Checkpoint
 from sinkexp.rundir.files import finished
@@ -37,7 +39,7 @@ def needs(exp: Checkpoint) -> str:
 
 def source(exp: Checkpoint, weights: Path | None, revision: str | None) -> str | None:
     """Where the checkpoint is on this machine (a folder, or the hub id the cache holds); None: not here."""
-    from sinkexp.hf.sources import on_disk
+    from sinkexp.hf.sources import on_disk  # lazy: hf/sources.py pulls in torch (~2.4 s); this module is torch-free
 
     folder = weights / f"{exp.model}{'@' + revision if revision else ''}" if weights is not None else None
     if folder is not None and on_disk(str(folder)):
@@ -48,9 +50,6 @@ def source(exp: Checkpoint, weights: Path | None, revision: str | None) -> str |
 def measure_checkpoints(papers: list[Paper], root: Path, weights: Path | None = None) -> dict[tuple[str, str], str]:
     """Measure every checkpoint of `papers` that is on this machine (a finished measurement is kept);
     returns, for each that is not, why its claims are not run."""
-    from sinkexp.errors import ConfigError
-    from sinkexp.hf import require_transformers
-
     missing, extra = {}, ""
     try:
         require_transformers()
@@ -68,7 +67,7 @@ def measure_checkpoints(papers: list[Paper], root: Path, weights: Path | None = 
             if where is None:
                 missing[paper.name, exp.name] = needs(exp)
                 continue
-            from sinkexp.hf.command import measure_checkpoint
+            from sinkexp.hf.command import measure_checkpoint  # lazy: torch (~2.4 s) and the hf extra
 
             print(f"== {paper.name} / {exp.name}: sinkexp measure {where}", flush=True)
             measure_checkpoint(

@@ -7,21 +7,17 @@
   checkpoint of the same config is resumed, anything of another config is refused; the lock keeps
   two processes from training it at once.
 
-The files themselves (names, atomic writes, the lock, reading back) are rundir/files.py's, which imports
-no torch; a fault on any of them is one line naming the file (rundir/faults.py).
-
-`DONE` is written last; a failed run writes `FAILED` with the error instead; a run with neither is
-incomplete (and resumable when it has a checkpoint).
+What every run shares with `sinkexp measure`'s (the claim and its lock, FAILED, DONE last, meta.json
+opened and closed) is rundir/claim.py's RunClaim, which RunDir extends with the checkpoint and the
+tables. The files themselves (names, atomic writes, the lock, reading back) are rundir/files.py's,
+which imports no torch; a fault on any of them is one line naming the file (rundir/faults.py).
 """
 
 from __future__ import annotations
 
 import io
 import logging
-import os
 import shutil
-import sys
-import traceback
 from pathlib import Path
 
 import pandas as pd
@@ -32,32 +28,28 @@ from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import Config, to_dict, value_of
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.machine.devices import device_kind
-from sinkexp.rundir.faults import note, run_file_error
+from sinkexp.rundir.claim import RunClaim
+from sinkexp.rundir.claim import existing_run as existing_run  # re-exported: jobs/plan.py imports it from here
 from sinkexp.rundir.files import (
     ATTENTION,
     CHECKPOINT,
-    CONFIG,
-    DONE,
-    FAILED,
     LOSSES,
     META,
     METRICS,
-    SCHEMA_VERSION,
     SUMMARY,
     RunDirError,
     _atomic,
-    finished,
     kept_checkpoint,
     read_json,
-    status,
-    take_lock,
     write_arrays,
     write_bytes,
     write_csv,
     write_json,
-    write_text,
 )
-from sinkexp.rundir.provenance import device_name, git_state, numerics, utc_now, versions
+from sinkexp.rundir.files import CONFIG as CONFIG  # re-exported, as FAILED and write_text: tests/report reads them here
+from sinkexp.rundir.files import FAILED as FAILED
+from sinkexp.rundir.files import write_text as write_text
+from sinkexp.rundir.provenance import numerics, opening_meta
 
 log = logging.getLogger(__name__)
 
@@ -79,12 +71,15 @@ def job_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[P
     return dirs
 
 
-class RunDir:
+class RunDir(RunClaim):
     """One run's directory and the tables it accumulates. `open()` returns the finished run's summary
-    (nothing touched), or takes the directory's lock (claim) and returns None, with the checkpoint to
-    resume from in `self.state` (None: start fresh). It raises RunDirError for anything of another
-    config or a checkpoint that cannot be loaded safely, and RunBusy when another live process holds
-    the lock. `close()` releases the lock (a dead process's lock is released by the kernel)."""
+    (nothing touched), or takes the directory's lock (RunClaim.take) and returns None, with the
+    checkpoint to resume from in `self.state` (None: start fresh). It raises RunDirError for anything
+    of another config or a checkpoint that cannot be loaded safely, and RunBusy when another live
+    process holds the lock. `notes` (launch.run_job's: threads, argv, allocator, followed) go into
+    meta.json after its own fields and into the log's first lines; the note `argv` is meta.json's
+    `argv` (a sweep's job records its own command, not the process's), and a note that names another
+    of meta.json's fields is refused (provenance.opening_meta)."""
 
     def __init__(
         self,
@@ -94,21 +89,20 @@ class RunDir:
         notes: dict | None = None,
         kind: str | None = None,
     ):
-        self.path, self.cfg, self.kind = Path(path), cfg, kind or device_kind(cfg.device)  # kind: cpu | cuda
-        self.digest = config_hash(cfg, self.kind)
+        kind = kind or device_kind(cfg.device)  # cpu | cuda
+        super().__init__(path, config_hash(cfg, kind), fix="hydra.run.dir (a sweep: name or hydra.sweep.dir)")
+        self.cfg, self.kind = cfg, kind
         self.hydra_files = hydra_files or {}  # .hydra/<name>: text, written when the run starts
-        self.notes = notes or {}  # into meta.json and the log's first lines
+        self.notes = notes or {}
         self.state: dict | None = None
         self.metric_rows: list = []
         self.loss_rows: list = []
         self.name = f"s{cfg.seed}"
-        self._lock: int | None = None
 
     def check(self) -> dict | None:
-        """Without touching anything: the finished run's summary, None if there is work to do, or
-        RunDirError if the directory belongs to another config."""
+        """RunClaim.check, naming a run of this config trained on the other device kind."""
         try:
-            return existing_run(self.path, self.digest, fix="hydra.run.dir (a sweep: name or hydra.sweep.dir)")
+            return super().check()
         except RunDirError:
             other = "cpu" if self.kind == "cuda" else "cuda"
             # this config, other kind
@@ -121,8 +115,7 @@ class RunDir:
             raise
 
     def open(self) -> dict | None:
-        self._lock, finished = claim(self.path, self.check)
-        if finished is not None:
+        if (finished := self.take()) is not None:
             return finished
         try:
             self.state = self.load_checkpoint(
@@ -135,11 +128,6 @@ class RunDir:
         state = self.state or {"metric_rows": [], "loss_rows": []}
         self.metric_rows, self.loss_rows = state["metric_rows"], state["loss_rows"]
         return None
-
-    def close(self) -> None:
-        if self._lock is not None:
-            os.close(self._lock)  # releases the flock
-            self._lock = None
 
     @property
     def resume_step(self) -> int:
@@ -172,35 +160,26 @@ class RunDir:
 
     def start(self, device: torch.device, replica: int, replicas: int) -> None:
         """Clear a previous failure and write config.yaml, Hydra's files and the opening meta.json."""
-        (self.path / FAILED).unlink(missing_ok=True)
-        self.meta = {
-            "schema_version": SCHEMA_VERSION,
-            "config_hash": self.digest,
-            "seed": self.cfg.seed,
-            "device": {
-                "requested": self.cfg.device,
-                "resolved": str(device),
-                "name": device_name(device),
-                "torch_threads": torch.get_num_threads(),
-                "precision": numerics(),
+        notes = dict(self.notes)
+        argv = notes.pop("argv", None)
+        meta = opening_meta(
+            self.digest,
+            self.cfg.device,
+            device,
+            identity={"seed": self.cfg.seed},
+            device_extra={"precision": numerics()},
+            fields={
+                "steps_per_s": None,
+                "resumed_from_step": self.resume_step if self.state else None,
+                "replica": {"index": replica, "of": replicas},
             },
-            "versions": versions(),
-            "git": git_state(),
-            "argv": sys.argv,
-            "start_time": utc_now(),
-            "end_time": None,
-            "wall_time_s": None,
-            "steps_per_s": None,
-            "resumed_from_step": self.resume_step if self.state else None,
-            "replica": {"index": replica, "of": replicas},
-            **self.notes,
-        }
+            notes=notes,
+            argv=argv,
+        )
         for key, value in self.notes.items():
             log.info("%s %s: %s", self.name, key, value)
-        write_text(self.path / CONFIG, OmegaConf.to_yaml(OmegaConf.create(to_dict(self.cfg))))
-        for name, text in self.hydra_files.items():
-            write_text(self.path / ".hydra" / name, text)
-        write_json(self.path / META, self.meta)
+        files = {f".hydra/{name}": text for name, text in self.hydra_files.items()}
+        self.begin(to_dict(self.cfg), meta, files)
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         return (
@@ -251,55 +230,4 @@ class RunDir:
             )
         write_arrays(self.path / ATTENTION, attention)
         write_json(self.path / SUMMARY, summary)
-        self.meta.update(end_time=utc_now(), wall_time_s=round(wall_time_s, 3), steps_per_s=round(steps_per_s, 2))
-        write_json(self.path / META, self.meta)
-        write_text(self.path / DONE, utc_now() + "\n")
-
-    def fail(self, err: BaseException) -> None:
-        """FAILED with the reason first and the traceback after; never next to DONE (mark_failed)."""
-        mark_failed(self.path, err)
-
-
-def claim(path: Path, check) -> tuple[int | None, dict | None]:
-    """(the lock of run directory `path`, None), a killed write's temporary files cleared; or (None, the
-    summary) when `check()` (existing_run, RunDir.check) finds the run finished, before the lock or since."""
-    if (finished := check()) is not None:
-        return None, finished
-    path.mkdir(parents=True, exist_ok=True)
-    lock = take_lock(path)
-    try:
-        if (finished := check()) is None:  # else finished by another process since the first look
-            for stale in path.glob(".*.tmp"):
-                stale.unlink(missing_ok=True)
-            return lock, None
-    except BaseException:
-        os.close(lock)
-        raise
-    os.close(lock)
-    return None, finished
-
-
-def existing_run(path: Path, digest: str, fix: str = "hydra.run.dir or name") -> dict | None:
-    """Without touching anything: the summary of the finished run (rundir.files.finished) of config hash
-    `digest` in `path`, None if there is work to do, or RunDirError if the directory belongs to
-    another config (`fix`: the keys that choose another directory; `dir or name` for measure runs)."""
-    if path.exists() and not path.is_dir():
-        raise RunDirError(f"{path} is a file, not a run directory")
-    recorded = read_json(path / META).get("config_hash") if (path / META).exists() else None
-    if recorded not in (None, digest):
-        raise RunDirError(
-            f"{path} holds {'a finished run' if status(path) == 'done' else 'a run'} of another "
-            f"config (hash {recorded}, this one {digest}); refusing to touch it: choose another {fix}"
-        )
-    return read_json(path / SUMMARY) if finished(path, digest) else None
-
-
-def mark_failed(path: Path, err: BaseException) -> None:
-    """FAILED with the reason first and the traceback after; never next to DONE. `err` carries a
-    note saying whether FAILED was written (faults.marked: launch._stop's line says it)."""
-    try:
-        if status(path) != "done":
-            write_text(path / FAILED, f"{err.__class__.__name__}: {err}\n\n" + "".join(traceback.format_exception(err)))
-            note(err, "FAILED written")
-    except OSError as fault:  # a full disk has no room for the marker either
-        note(err, f"FAILED could not be written either: {run_file_error(fault).cause}")
+        self.end(wall_time_s, steps_per_s=round(steps_per_s, 2))

@@ -1,15 +1,75 @@
 """What meta.json records about where and with what a run ran: the time, the source tree's commit,
-the package versions and the device's name (docs/rundir.md lists meta.json's fields)."""
+the package versions and the device's name; `opening_meta` defines meta.json's fields, for training
+and `sinkexp measure` alike (docs/rundir.md lists them).
+"""
 
 from __future__ import annotations
 
 import os
 import platform
 import subprocess
+import sys
 from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import torch
+
+from sinkexp.rundir.files import SCHEMA_VERSION
+
+
+def opening_meta(
+    digest: str,
+    requested: str,
+    device: torch.device,
+    *,
+    identity: dict,
+    device_extra: dict | None = None,
+    versions_extra: dict | None = None,
+    fields: dict | None = None,
+    notes: dict | None = None,
+    argv: list[str] | None = None,
+) -> dict:
+    """meta.json as a run opens it: the schema version and config hash `digest`, then `identity`
+    (what the run is: training's seed; measure's command, model, dtype), the device (`requested`,
+    the resolved `device`, its name, torch's threads, and `device_extra`: training's precision), the
+    versions (with `versions_extra`: measure's transformers), git, `argv` (default sys.argv: this
+    process's command line), the times (end_time and wall_time_s: None until RunClaim.end), then
+    the caller's `fields` (training's steps_per_s, resumed_from_step, replica) and `notes` (launch's
+    threads, allocator, followed). A field given twice is a ValueError: nothing overwrites another."""
+    device_fields = {
+        "requested": requested,
+        "resolved": str(device),
+        "name": device_name(device),
+        "torch_threads": torch.get_num_threads(),
+    }
+    parts = [
+        {"schema_version": SCHEMA_VERSION, "config_hash": digest},
+        identity,
+        {
+            "device": merged(device_fields, device_extra or {}, where="meta.json's device"),
+            "versions": merged(versions(), versions_extra or {}, where="meta.json's versions"),
+            "git": git_state(),
+            "argv": list(sys.argv if argv is None else argv),
+            "start_time": utc_now(),
+            "end_time": None,
+            "wall_time_s": None,
+        },
+        fields or {},
+        notes or {},
+    ]
+    return merged(*parts, where="meta.json")
+
+
+def merged(*parts: dict, where: str) -> dict:
+    """The dicts' entries in order; ValueError naming a key that two of them give."""
+    out: dict = {}
+    for part in parts:
+        clash = sorted(set(out) & set(part))
+        if clash:
+            raise ValueError(f"{where} field {', '.join(clash)} given twice (rundir/provenance.py: opening_meta)")
+        out.update(part)
+    return out
 
 
 def utc_now() -> str:
@@ -39,8 +99,6 @@ def git_state() -> dict:
 
 
 def versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
     found = {"python": platform.python_version()}
     for package in ("torch", "sinkexp", "hydra-core", "omegaconf", "pandas"):
         try:

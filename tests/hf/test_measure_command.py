@@ -3,15 +3,18 @@ finished runs, named checkpoints are measured for the claims, and every bad inpu
 2, nothing written."""
 
 import json
+import re
 import sys
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from hf_models import KINDS, tiny
 from test_cli import sinkexp
 
 from sinkexp.evaluate.tables import METRICS
+from sinkexp.hf.sources import file_digest
 
 
 def run_dir_of(result):
@@ -88,6 +91,61 @@ def test_measure_checkpoint_for_claims_on_named_checkpoints(tmp_path, monkeypatc
     summary = RunFiles(run).summary
     assert summary["step"] == -1 and set(summary["sink_rate"]) == {"0", "1", "model"}
     assert measure_checkpoint(str(folder), tmp_path / "run", n=3, seq_len=8) == run  # finished: reused
+
+
+def test_measure_checkpoint_checks_python_values_without_turning_them_into_text(tmp_path):
+    """reproduce's settings are Python values: checked as the command line's are (one line, the key
+    named), nothing written; a value the command line would split (a comma) is just a value."""
+    from sinkexp.errors import ConfigError
+    from sinkexp.hf.command import measure_checkpoint
+
+    folder = str(tiny("gpt2", tmp_path / "g"))
+    for settings, words in (
+        ({"n": "8"}, "n='8' is not an integer"),
+        ({"n": True}, "n=True is not an integer"),
+        ({"n": 0}, "n=0 is not valid; it must be >= 1"),
+        ({"sequences": 5}, "key='sequences' is not valid; choose one of: model, revision"),
+        ({"dtype": "float8"}, "dtype='float8' is not valid; choose one of: float32, bfloat16, float16"),
+        ({"text": 3}, "text=3 is not a string"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(words)) as err:
+            measure_checkpoint(folder, tmp_path / "run", **settings)
+        assert "\n" not in str(err.value) and not (tmp_path / "run").exists()
+    text = tmp_path / "a,b.txt"  # the string path read this as a sweep of two texts
+    text.write_text(sinkexp_text()[:400].decode())
+    run = measure_checkpoint(folder, tmp_path / "run", text=str(text), n=3, seq_len=8, bos="FALSE")
+    written = yaml.safe_load((run / "config.yaml").read_text())
+    assert written["text"] == str(text) and written["n"] == 3 and written["bos"] == "false"
+
+
+def test_a_failed_measurement_writes_failed_and_the_rerun_ends_done(tmp_path, monkeypatch, capsys):
+    """The lifecycle training runs have (rundir/claim.py): FAILED with the reason, cleared by the
+    rerun, DONE last, meta.json opened with the standard fields and closed."""
+    from sinkexp.hf import command
+
+    folder = str(tiny("gpt2", tmp_path / "g"))
+
+    def broken(*args):
+        raise RuntimeError("no room for the model")
+
+    monkeypatch.setattr(command, "load_model", broken)
+    with pytest.raises(RuntimeError, match="the measurement did not finish"):
+        command.measure_checkpoint(folder, tmp_path / "run", n=3, seq_len=8)
+    assert capsys.readouterr().err == (
+        f"sinkexp: error: {tmp_path / 'run'}: RuntimeError: no room for the model (FAILED written)\n"
+    )
+    assert (tmp_path / "run/FAILED").read_text().startswith("RuntimeError: no room for the model\n")
+    assert json.loads((tmp_path / "run/meta.json").read_text())["end_time"] is None
+    monkeypatch.undo()
+    run = command.measure_checkpoint(folder, tmp_path / "run", n=3, seq_len=8)
+    assert sorted(path.name for path in run.iterdir()) == (
+        ".lock DONE config.yaml inputs.npz losses.csv meta.json metrics.csv summary.json".split()
+    )
+    meta = json.loads((run / "meta.json").read_text())
+    fields = "schema_version config_hash command model dtype device versions git argv start_time end_time wall_time_s"
+    assert list(meta) == fields.split()  # opening_meta's fields, with measure's command, model and dtype
+    assert meta["command"] == "measure" and meta["end_time"] >= meta["start_time"] and meta["wall_time_s"] > 0
+    assert meta["model"]["weights"] == {"model.safetensors": file_digest(tmp_path / "g/model.safetensors")}
 
 
 def not_a_causal_lm(tmp_path):

@@ -69,8 +69,6 @@ def test_a_requeue_signal_checkpoints_where_the_run_is_and_resumes_to_the_same_t
     """The scheduler's pre-timeout signal (machine/preemption.py) at step 13 of 4-step data chunks: the run
     trains on to step 14 (no data drawn ahead), checkpoints there, stops neither FAILED nor DONE, and
     its resumed run ends with an uninterrupted run's tables and kept checkpoints."""
-    import torch
-
     from sinkexp.machine import preemption
 
     cfg = make_config(*QUICK, "train.data_chunk=4", "train.keep_checkpoints=true")
@@ -194,8 +192,6 @@ class Marker:
 
 
 def test_a_crafted_checkpoint_is_never_executed(make_config, tmp_path):
-    import torch
-
     cfg = make_config(*QUICK)
     marker = tmp_path / "executed"
     torch.save({"config_hash": config_hash(cfg), "trainer": Marker(marker)}, tmp_path / files.CHECKPOINT)
@@ -223,46 +219,6 @@ def test_a_truncated_checkpoint_is_called_so_in_whole_sentences(make_config, tmp
     )
 
 
-def test_waiting_for_a_lock_returns_once_its_holder_lets_go(make_config, tmp_path):
-    import threading
-    import time
-
-    files.wait_for_lock(tmp_path, lambda holder: pytest.fail("no lock file, nothing to wait for"))
-    holder = rundir_lifecycle.RunDir(tmp_path, make_config(*QUICK))
-    assert holder.open() is None  # this process holds the lock (another open file)
-    threading.Timer(0.5, holder.close).start()
-    waited, started = [], time.monotonic()
-    files.wait_for_lock(tmp_path, waited.append)
-    assert waited == [f"pid {__import__('os').getpid()} on {__import__('platform').node()}"]
-    assert time.monotonic() - started >= 0.4
-    files.wait_for_lock(tmp_path, lambda holder: pytest.fail("released: nothing to wait for"))
-
-
-def test_a_directory_in_use_is_skipped_not_trained_twice(make_config, tmp_path):
-    cfg = make_config(*QUICK)
-    holder = rundir_lifecycle.RunDir(tmp_path, cfg)
-    assert holder.open() is None  # this process now holds the lock
-    with pytest.raises(files.RunBusy, match=f"pid {__import__('os').getpid()}"):
-        run(cfg, tmp_path)
-    assert not (tmp_path / files.FAILED).exists() and not (tmp_path / files.METRICS).exists()
-    holder.close()  # released (as a dead process's lock is)
-    run(cfg, tmp_path)
-    assert files.status(tmp_path) == "done"
-
-
-def test_a_file_system_without_flock_stops_the_run_with_one_line(make_config, tmp_path, monkeypatch):
-    import errno
-
-    def no_flock(fd, operation):
-        raise OSError(errno.ENOLCK, "No locks available")
-
-    monkeypatch.setattr(files.fcntl, "flock", no_flock)
-    with pytest.raises(RunDirError, match="cannot lock .*No locks available.*does not support flock") as err:
-        run(make_config(*QUICK), tmp_path)
-    assert "\n" not in str(err.value)
-    assert not (tmp_path / files.METRICS).exists() and not (tmp_path / files.FAILED).exists()
-
-
 def test_divergence_stops_the_run_with_failed_and_no_done(make_config, tmp_path):
     from sinkexp.train.loop import Diverged
 
@@ -270,23 +226,6 @@ def test_divergence_stops_the_run_with_failed_and_no_done(make_config, tmp_path)
         run(make_config(*QUICK, "train.lr=1e6"), tmp_path)
     assert files.status(tmp_path) == "failed" and not (tmp_path / files.SUMMARY).exists()
     assert (tmp_path / files.FAILED).read_text().startswith("Diverged: diverged")
-
-
-def test_done_and_failed_never_coexist_and_stale_temporary_files_go(make_config, tmp_path, kill_at_step):
-    from sinkexp.train.loop import Trainer
-
-    cfg = make_config(*QUICK)
-    kill_at_step(Trainer, 15)
-    with pytest.raises(KeyboardInterrupt):
-        run(cfg, tmp_path)
-    kill_at_step(Trainer, None)
-    stale = tmp_path / ".metrics.csv.abc123.tmp"  # a write killed half-way
-    stale.write_text("half")
-    run(cfg, tmp_path)
-    assert not stale.exists()
-    assert files.status(tmp_path) == "done" and not (tmp_path / files.FAILED).exists()
-    rundir_lifecycle.RunDir(tmp_path, cfg).fail(RuntimeError("late"))  # a finished run is never marked failed
-    assert not (tmp_path / files.FAILED).exists()
 
 
 def test_json_is_strict(tmp_path):
@@ -298,20 +237,3 @@ def test_json_is_strict(tmp_path):
     loaded = json.loads(text, parse_constant=lambda name: pytest.fail(f"non-strict JSON constant {name}"))
     assert loaded["loss"] == {"all": None, "x": 1.0} and loaded["steps"] == [None]
     assert loaded["non_finite"] == {"loss.all": "nan", "steps[0]": "inf"}
-
-
-@pytest.mark.parametrize("precision, matmul, tf32", [("exact", "highest", False), ("tf32", "high", True)])
-def test_meta_records_the_float32_matmul_settings_the_run_trained_with(make_config, tmp_path, precision, matmul, tf32):
-    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
-    try:
-        run(make_config("train.steps=2", "eval.every=2", "eval.batch_size=8", f"precision={precision}"), tmp_path)
-    finally:
-        torch.set_float32_matmul_precision(before[0])
-        torch.backends.cudnn.allow_tf32 = before[1]
-    assert files.read_json(tmp_path / files.META)["device"]["precision"] == {
-        "float32_matmul_precision": matmul,
-        "cuda_matmul_allow_tf32": tf32,
-        "cudnn_allow_tf32": tf32,
-        "deterministic_algorithms": False,
-        "cublas_workspace_config": ":4096:8",
-    }  # deterministic on CUDA only

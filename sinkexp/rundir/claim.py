@@ -1,0 +1,133 @@
+"""A run directory's life from the claim to DONE or FAILED, whatever writes the run: training
+(rundir/lifecycle.py's RunDir builds on it) and `sinkexp measure` (hf/command.py). What
+docs/rundir.md ("What may happen to it") promises of every run is kept here, once:
+
+- a finished run (rundir.files.finished: DONE and the same config hash) is left untouched, and a
+  directory holding another config's run is refused (`existing_run`);
+- the process that writes a run holds the directory's lock (`claim`), and the temporary files of a
+  killed write go;
+- `RunClaim.begin` clears a previous FAILED and writes config.yaml and the opening meta.json
+  (rundir/provenance.py's `opening_meta` defines its fields); `RunClaim.end` writes the closing
+  meta.json, then DONE, last; `RunClaim.fail` writes FAILED, never next to DONE.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from sinkexp.rundir.faults import note, run_file_error
+from sinkexp.rundir.files import (
+    CONFIG,
+    DONE,
+    FAILED,
+    META,
+    SUMMARY,
+    RunDirError,
+    finished,
+    read_json,
+    status,
+    take_lock,
+    write_json,
+    write_text,
+)
+from sinkexp.rundir.provenance import utc_now
+
+
+class RunClaim:
+    """One process's claim on the run directory `path` of config hash `digest`. `take()` returns the
+    finished run's summary (nothing touched), or takes the directory's lock and returns None; it
+    raises RunDirError when the directory holds another config's run (`fix`: the keys that choose
+    another directory) and RunBusy when another live process holds the lock. `close()` releases the
+    lock (a dead process's lock is released by the kernel)."""
+
+    def __init__(self, path: Path, digest: str, fix: str = "hydra.run.dir or name"):
+        self.path, self.digest, self.fix = Path(path), digest, fix
+        self.meta: dict = {}  # meta.json as `begin` wrote it; `end` closes it
+        self._lock: int | None = None
+
+    def check(self) -> dict | None:
+        """Without touching anything: the finished run's summary, None if there is work to do, or
+        RunDirError if the directory belongs to another config."""
+        return existing_run(self.path, self.digest, fix=self.fix)
+
+    def take(self) -> dict | None:
+        self._lock, done = claim(self.path, self.check)
+        return done
+
+    def close(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)  # releases the flock
+            self._lock = None
+
+    def begin(self, config: dict, meta: dict, files: dict[str, str] | None = None) -> None:
+        """Clear a previous failure; write config.yaml, `files` ({relative path: text}, e.g. training's
+        .hydra/) and the opening meta.json (provenance.opening_meta)."""
+        (self.path / FAILED).unlink(missing_ok=True)
+        self.meta = meta
+        write_text(self.path / CONFIG, OmegaConf.to_yaml(OmegaConf.create(config)))
+        for name, text in (files or {}).items():
+            write_text(self.path / name, text)
+        write_json(self.path / META, self.meta)
+
+    def end(self, wall_time_s: float, **closing) -> None:
+        """The closing meta.json (end time, wall time, and `closing`: fields the opening meta.json has,
+        e.g. training's steps_per_s), then DONE, last. The run's tables are the caller's, written before."""
+        unknown = sorted(set(closing) - set(self.meta))
+        if unknown:
+            raise ValueError(f"meta.json has no field {', '.join(unknown)} to close (provenance.opening_meta)")
+        self.meta.update(end_time=utc_now(), wall_time_s=round(wall_time_s, 3), **closing)
+        write_json(self.path / META, self.meta)
+        write_text(self.path / DONE, utc_now() + "\n")
+
+    def fail(self, err: BaseException) -> None:
+        """FAILED with the reason first and the traceback after; never next to DONE (mark_failed)."""
+        mark_failed(self.path, err)
+
+
+def claim(path: Path, check) -> tuple[int | None, dict | None]:
+    """(the lock of run directory `path`, None), a killed write's temporary files cleared; or (None, the
+    summary) when `check()` (existing_run, RunClaim.check) finds the run finished, before the lock or since."""
+    if (done := check()) is not None:
+        return None, done
+    path.mkdir(parents=True, exist_ok=True)
+    lock = take_lock(path)
+    try:
+        if (done := check()) is None:  # else finished by another process since the first look
+            for stale in path.glob(".*.tmp"):
+                stale.unlink(missing_ok=True)
+            return lock, None
+    except BaseException:
+        os.close(lock)
+        raise
+    os.close(lock)
+    return None, done
+
+
+def existing_run(path: Path, digest: str, fix: str = "hydra.run.dir or name") -> dict | None:
+    """Without touching anything: the summary of the finished run (rundir.files.finished) of config hash
+    `digest` in `path`, None if there is work to do, or RunDirError if the directory belongs to
+    another config (`fix`: the keys that choose another directory; `dir or name` for measure runs)."""
+    if path.exists() and not path.is_dir():
+        raise RunDirError(f"{path} is a file, not a run directory")
+    recorded = read_json(path / META).get("config_hash") if (path / META).exists() else None
+    if recorded not in (None, digest):
+        raise RunDirError(
+            f"{path} holds {'a finished run' if status(path) == 'done' else 'a run'} of another "
+            f"config (hash {recorded}, this one {digest}); refusing to touch it: choose another {fix}"
+        )
+    return read_json(path / SUMMARY) if finished(path, digest) else None
+
+
+def mark_failed(path: Path, err: BaseException) -> None:
+    """FAILED with the reason first and the traceback after; never next to DONE. `err` carries a
+    note saying whether FAILED was written (faults.marked: launch._stop's line says it)."""
+    try:
+        if status(path) != "done":
+            write_text(path / FAILED, f"{err.__class__.__name__}: {err}\n\n" + "".join(traceback.format_exception(err)))
+            note(err, "FAILED written")
+    except OSError as fault:  # a full disk has no room for the marker either
+        note(err, f"FAILED could not be written either: {run_file_error(fault).cause}")

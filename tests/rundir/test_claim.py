@@ -1,0 +1,162 @@
+"""What every run directory's life shares, training's and `sinkexp measure`'s (rundir/claim.py):
+the lock, a finished run left alone, FAILED and DONE never together, and meta.json's fields,
+defined once (rundir/provenance.py: opening_meta) so that nothing a caller adds overwrites one."""
+
+import errno
+import os
+import platform
+import sys
+import threading
+import time
+
+import pytest
+import torch
+from conftest import QUICK
+
+from sinkexp.jobs.runner import run
+from sinkexp.rundir import files, lifecycle
+from sinkexp.rundir.claim import RunClaim
+from sinkexp.rundir.files import RunDirError
+from sinkexp.rundir.provenance import opening_meta
+from sinkexp.train.loop import Trainer
+
+CPU = torch.device("cpu")
+
+
+def test_a_claim_without_training_goes_from_the_lock_to_done(tmp_path):
+    """What `sinkexp measure` runs through: FAILED of an earlier try cleared, config.yaml and meta.json
+    opened, DONE last with the closing meta.json, and then the run left alone."""
+    path = tmp_path / "m"
+    path.mkdir()
+    (path / files.FAILED).write_text("RuntimeError: an earlier try\n")
+    claim = RunClaim(path, "abcd1234", fix="dir or name")
+    assert claim.take() is None
+    with pytest.raises(files.RunBusy, match=f"pid {os.getpid()}"):  # one process at a time
+        RunClaim(path, "abcd1234").take()
+    meta = opening_meta("abcd1234", "cpu", CPU, identity={"command": "measure"})
+    claim.begin({"command": "measure", "seq_len": 8}, meta)
+    assert not (path / files.FAILED).exists() and files.status(path) == "incomplete"
+    assert (path / files.CONFIG).read_text() == "command: measure\nseq_len: 8\n"
+    assert files.read_json(path / files.META)["end_time"] is None
+    with pytest.raises(ValueError, match="meta.json has no field steps to close"):
+        claim.end(1.0, steps=3)
+    assert not (path / files.DONE).exists()
+    files.write_json(path / files.SUMMARY, {"step": 0})
+    claim.end(1.23456)
+    claim.close()
+    meta = files.read_json(path / files.META)
+    assert files.status(path) == "done" and meta["wall_time_s"] == 1.235 and meta["end_time"] is not None
+    assert RunClaim(path, "abcd1234").take() == {"step": 0}  # finished: its summary, nothing touched
+    with pytest.raises(RunDirError, match="holds a finished run of another config .*choose another dir or name"):
+        RunClaim(path, "ffff0000", fix="dir or name").take()
+    claim.fail(RuntimeError("late"))  # a finished run is never marked failed
+    assert not (path / files.FAILED).exists()
+
+
+def test_meta_json_fields_are_defined_once_and_nothing_overwrites_one():
+    meta = opening_meta(
+        "h", "auto", CPU, identity={"seed": 3}, fields={"replica": 1}, notes={"threads": "1"}, argv=["sinkexp", "x"]
+    )
+    standard = ["schema_version", "config_hash", "device", "versions", "git", "argv", "start_time", "end_time"]
+    assert list(meta) == [*standard[:2], "seed", *standard[2:], "wall_time_s", "replica", "threads"]
+    assert meta["argv"] == ["sinkexp", "x"] and meta["seed"] == 3 and meta["threads"] == "1"
+    assert meta["device"]["requested"] == "auto" and meta["device"]["resolved"] == "cpu"
+    assert opening_meta("h", "cpu", CPU, identity={})["argv"] == sys.argv  # by default, this process's command
+    for clash, field in (
+        ({"notes": {"start_time": "x"}}, "meta.json field start_time"),
+        ({"identity": {"argv": []}}, "meta.json field argv"),
+        ({"identity": {"seed": 0}, "fields": {"seed": 1}}, "meta.json field seed"),
+        ({"versions_extra": {"torch": "0"}}, "meta.json's versions field torch"),
+        ({"device_extra": {"name": "mine"}}, "meta.json's device field name"),
+    ):
+        with pytest.raises(ValueError, match=f"{field} given twice"):
+            opening_meta("h", "cpu", CPU, **{"identity": {}, **clash})
+
+
+def test_a_training_runs_notes_go_after_its_fields_and_argv_is_the_jobs_own(make_config, tmp_path):
+    """launch.run_job's notes: `argv` is the job's command (meta.json's argv), the others come last;
+    a note named as another field is refused, not written over it."""
+    cfg = make_config(*QUICK)
+    notes = {"threads": "1 (a test)", "argv": ["sinkexp", "train", "seed=0"], "allocator": "default"}
+    opened = lifecycle.RunDir(tmp_path / "a", cfg, notes=notes)
+    assert opened.open() is None
+    opened.start(CPU, 0, 1)
+    opened.close()
+    meta = files.read_json(tmp_path / "a" / files.META)
+    assert meta["argv"] == ["sinkexp", "train", "seed=0"] and meta["seed"] == cfg.seed
+    assert list(meta)[-5:] == ["steps_per_s", "resumed_from_step", "replica", "threads", "allocator"]
+    assert meta["replica"] == {"index": 0, "of": 1} and meta["threads"] == "1 (a test)"
+    assert notes["argv"] == ["sinkexp", "train", "seed=0"]  # the caller's notes, shared by its runs, unchanged
+    refused = lifecycle.RunDir(tmp_path / "b", cfg, notes={"seed": 7})
+    assert refused.open() is None
+    with pytest.raises(ValueError, match="meta.json field seed given twice"):
+        refused.start(CPU, 0, 1)
+    refused.close()
+    assert not (tmp_path / "b" / files.META).exists()
+
+
+def test_waiting_for_a_lock_returns_once_its_holder_lets_go(make_config, tmp_path):
+    files.wait_for_lock(tmp_path, lambda holder: pytest.fail("no lock file, nothing to wait for"))
+    holder = lifecycle.RunDir(tmp_path, make_config(*QUICK))
+    assert holder.open() is None  # this process holds the lock (another open file)
+    threading.Timer(0.5, holder.close).start()
+    waited, started = [], time.monotonic()
+    files.wait_for_lock(tmp_path, waited.append)
+    assert waited == [f"pid {os.getpid()} on {platform.node()}"]
+    assert time.monotonic() - started >= 0.4
+    files.wait_for_lock(tmp_path, lambda holder: pytest.fail("released: nothing to wait for"))
+
+
+def test_a_directory_in_use_is_skipped_not_trained_twice(make_config, tmp_path):
+    cfg = make_config(*QUICK)
+    holder = lifecycle.RunDir(tmp_path, cfg)
+    assert holder.open() is None  # this process now holds the lock
+    with pytest.raises(files.RunBusy, match=f"pid {os.getpid()}"):
+        run(cfg, tmp_path)
+    assert not (tmp_path / files.FAILED).exists() and not (tmp_path / files.METRICS).exists()
+    holder.close()  # released (as a dead process's lock is)
+    run(cfg, tmp_path)
+    assert files.status(tmp_path) == "done"
+
+
+def test_a_file_system_without_flock_stops_the_run_with_one_line(make_config, tmp_path, monkeypatch):
+    def no_flock(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(files.fcntl, "flock", no_flock)
+    with pytest.raises(RunDirError, match="cannot lock .*No locks available.*does not support flock") as err:
+        run(make_config(*QUICK), tmp_path)
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / files.METRICS).exists() and not (tmp_path / files.FAILED).exists()
+
+
+def test_done_and_failed_never_coexist_and_stale_temporary_files_go(make_config, tmp_path, kill_at_step):
+    cfg = make_config(*QUICK)
+    kill_at_step(Trainer, 15)
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, tmp_path)
+    kill_at_step(Trainer, None)
+    stale = tmp_path / ".metrics.csv.abc123.tmp"  # a write killed half-way
+    stale.write_text("half")
+    run(cfg, tmp_path)
+    assert not stale.exists()
+    assert files.status(tmp_path) == "done" and not (tmp_path / files.FAILED).exists()
+    lifecycle.RunDir(tmp_path, cfg).fail(RuntimeError("late"))  # a finished run is never marked failed
+    assert not (tmp_path / files.FAILED).exists()
+
+
+@pytest.mark.parametrize("precision, matmul, tf32", [("exact", "highest", False), ("tf32", "high", True)])
+def test_meta_records_the_float32_matmul_settings_the_run_trained_with(make_config, tmp_path, precision, matmul, tf32):
+    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    try:
+        run(make_config("train.steps=2", "eval.every=2", "eval.batch_size=8", f"precision={precision}"), tmp_path)
+    finally:
+        torch.set_float32_matmul_precision(before[0])
+        torch.backends.cudnn.allow_tf32 = before[1]
+    assert files.read_json(tmp_path / files.META)["device"]["precision"] == {
+        "float32_matmul_precision": matmul,
+        "cuda_matmul_allow_tf32": tf32,
+        "cudnn_allow_tf32": tf32,
+        "deterministic_algorithms": False,
+        "cublas_workspace_config": ":4096:8",
+    }  # deterministic on CUDA only
