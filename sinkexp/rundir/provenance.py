@@ -17,6 +17,8 @@ import torch
 
 from sinkexp.rundir.files import SCHEMA_VERSION
 
+SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the checkout holding sinkexp/ and configs/
+
 
 def opening_meta(
     digest: str,
@@ -76,26 +78,21 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def git_state() -> dict:
-    """Commit and dirty flag of the sinkexp source tree (None outside a git checkout)."""
-    source = Path(__file__).resolve().parent.parent
+def git_state(root: Path = SOURCE_ROOT) -> dict:
+    """Commit of the checkout at `root` and whether its code (sinkexp/, configs/) has uncommitted
+    changes; None for both outside a git checkout."""
     try:
-        commit = subprocess.run(
-            ["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = (
-            subprocess.run(
-                ["git", "-C", str(source), "status", "--porcelain", "--", "sinkexp", "configs"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=True,
-            ).stdout.strip()
-            != ""
-        )
+        commit = git(root, "rev-parse", "HEAD")
+        dirty = git(root, "status", "--porcelain", "--", "sinkexp", "configs") != ""
         return {"commit": commit, "dirty": dirty}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10, check=True
+    ).stdout.strip()
 
 
 def versions() -> dict:

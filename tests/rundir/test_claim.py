@@ -5,19 +5,21 @@ defined once (rundir/provenance.py: opening_meta) so that nothing a caller adds 
 import errno
 import os
 import platform
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
 from conftest import QUICK
 
 from sinkexp.jobs.runner import run
-from sinkexp.rundir import files, lifecycle
+from sinkexp.rundir import files, lifecycle, provenance
 from sinkexp.rundir.claim import RunClaim
 from sinkexp.rundir.files import RunDirError
-from sinkexp.rundir.provenance import opening_meta
+from sinkexp.rundir.provenance import SOURCE_ROOT, git_state, opening_meta
 from sinkexp.train.loop import Trainer
 
 CPU = torch.device("cpu")
@@ -160,3 +162,27 @@ def test_meta_records_the_float32_matmul_settings_the_run_trained_with(make_conf
         "deterministic_algorithms": False,
         "cublas_workspace_config": ":4096:8",
     }  # deterministic on CUDA only
+
+
+def test_the_dirty_flag_follows_changes_to_the_code_and_configs_alone(tmp_path):
+    """git_state's flag reads sinkexp/ and configs/ of the checkout (outputs/ and notes do not count)."""
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+    for name in ("sinkexp/a.py", "configs/b.yaml", "notes.md"):
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text("x\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    flags = []
+    for name in ("notes.md", "configs/b.yaml", "sinkexp/a.py"):
+        (repo / name).write_text("changed\n")
+        flags.append(git_state(repo)["dirty"])
+        git("checkout", "-q", "--", name)
+    assert flags == [False, True, True] and git_state(repo)["dirty"] is False
+    outside.mkdir()
+    assert git_state(outside) == {"commit": None, "dirty": None}
+    assert SOURCE_ROOT / "sinkexp" / "rundir" / "provenance.py" == Path(provenance.__file__).resolve()
