@@ -111,23 +111,16 @@ class Claim:
     measure: Measure
     criterion: Criterion
     among: Condition | None = None  # count only the selected runs that meet it (the others are listed)
-    requires: str | tuple[str, ...] = ""  # earlier claim(s) of the paper that must hold first (premises), or ""
+    # The three fields naming other claims take one name, several, or none; each reads as a tuple of names.
+    requires: str | tuple[str, ...] = ()  # earlier claim(s) of the paper that must hold first (premises)
     forms: bool = False  # the claim is that a phenomenon forms (a sink, a spike, a solved task)
-    reached: str | tuple[str, ...] = ""  # for `forms`: earlier claim(s) whose holding shows the size sufficed
-    contrast: str | tuple[str, ...] = ""  # earlier claim(s) on the same task that hold, and fail untrained
+    reached: str | tuple[str, ...] = ()  # for `forms`: earlier claim(s) whose holding shows the size sufficed
+    contrast: str | tuple[str, ...] = ()  # earlier claim(s) on the same task that hold, and fail untrained
     note: str = ""  # what the claim is, where it is not the paper's own
 
-    @property
-    def premises(self) -> tuple[str, ...]:
-        return names(self.requires)
-
-    @property
-    def reach_evidence(self) -> tuple[str, ...]:
-        return names(self.reached)
-
-    @property
-    def contrasts(self) -> tuple[str, ...]:
-        return names(self.contrast)
+    def __post_init__(self) -> None:
+        for name in ("requires", "reached", "contrast"):  # "x" -> ("x",), "" -> ()
+            object.__setattr__(self, name, names(getattr(self, name)))
 
     @property
     def own_experiments(self) -> tuple[str, ...]:
@@ -145,11 +138,11 @@ class Claim:
         return (
             (f", among runs with {self.among}" if self.among else "")
             + (
-                f", given that {' and '.join(self.premises)} hold{'s' * (len(self.premises) == 1)}"
-                if self.premises
+                f", given that {' and '.join(self.requires)} hold{'s' * (len(self.requires) == 1)}"
+                if self.requires
                 else ""
             )
-            + (f", beside {' and '.join(self.contrasts)}" if self.contrasts else "")
+            + (f", beside {' and '.join(self.contrast)}" if self.contrast else "")
         )
 
 
@@ -190,7 +183,7 @@ COMPARISONS = ("difference", "ratio")
 
 
 def names(given: str | tuple[str, ...]) -> tuple[str, ...]:
-    """A claim field naming other claims: one name, several, or none ("")."""
+    """A claim field naming other claims as a tuple: one name, several, or none ("" or ())."""
     return (given,) if isinstance(given, str) and given else tuple(given) if not isinstance(given, str) else ()
 
 
@@ -230,8 +223,8 @@ class Paper:
                 str(c.criterion),
                 c.note,
                 c.forms,
-                c.reach_evidence,
-                c.contrasts,
+                c.reached,
+                c.contrast,
             )
             for c in self.claims
         ]
@@ -275,19 +268,19 @@ def reference_problem(paper: Paper, claim: Claim, earlier: list[str]) -> str:
     if claim.kind not in KINDS:
         return f"kind={claim.kind!r}; choose one of: {', '.join(KINDS)}"
     for field_name, named in (
-        ("requires", claim.premises),
-        ("reached", claim.reach_evidence),
-        ("contrast", claim.contrasts),
+        ("requires", claim.requires),
+        ("reached", claim.reached),
+        ("contrast", claim.contrast),
     ):
         for other in named:
             if other not in earlier:
                 return f"{field_name}={other!r} is not an earlier claim; earlier: {', '.join(earlier) or 'none'}"
-    if claim.reach_evidence and not claim.forms:
+    if claim.reached and not claim.forms:
         return "reached= is for a claim that a phenomenon forms (forms=True)"
     missing = [name for name in claim.experiments if name not in names]
     if missing:
         return f"experiment {missing[0]!r} is not declared; experiments: {', '.join(names)}"
-    for other in claim.contrasts:  # the same setting: a claim on runs of the same task
+    for other in claim.contrast:  # the same setting: a claim on runs of the same task
         theirs = {paper.experiment(e).task for e in paper.claim(other).own_experiments}
         mine = {paper.experiment(e).task for e in claim.own_experiments}
         if not theirs & mine:
