@@ -6,7 +6,7 @@ For every experiment of the papers (all by default), each distinct job of its sw
 timed at one thread, as a parallel-launcher job runs it (seeds, structure draws and the other
 settings a pack may vary aside: they cost the same): the training step (the project's own Trainer,
 data drawn inside) and one evaluation (all captures and metrics), best of --reps, and the matmul
-FLOPs of one step, forward and backward. The timing, FLOPs and jobs are `sinkexp reproduce --plan`'s
+FLOPs of one step, forward and backward. The timing, FLOPs and jobs are `sinkexp reproduce --estimate`'s
 (sinkexp/reproduce/estimate.py); this script adds the floor and the measured runs beside them.
 From those, per experiment:
 

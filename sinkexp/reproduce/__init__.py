@@ -8,7 +8,7 @@ claims of three kinds, criteria) and measures.py. The command works in these roo
     run.py       `reproduce()`: plan, run, judge, write
     declare.py   what a paper may say; references are checked when the paper is imported
     execute.py   every job planned (checked) first, then each experiment's sweep run through launch
-    estimate.py  --plan: the planned jobs, their FLOPs and a predicted wall time from a short calibration
+    estimate.py  --estimate: the planned jobs, their FLOPs and a predicted wall time from a short calibration
     verdicts.py  each claim's value on every run it selects, and its verdict
     write.py     claims.csv, REPORT.md, figures, and with --docs the results page and README headline
 

@@ -2,7 +2,7 @@
 overrides, and every input error as one line with exit code 2 (docs/reproduce.md).
 
     sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--docs DIR] [--pack|--no-pack]
-    sinkexp reproduce PAPER|all [KEY=VALUE ...] --plan [--recalibrate]
+    sinkexp reproduce PAPER|all [KEY=VALUE ...] --estimate [--recalibrate]
     sinkexp reproduce --list
     sinkexp reproduce --docs DIR
 """
@@ -21,7 +21,7 @@ from sinkexp.reproduce.run import OUTPUT_ROOT, estimate_papers, exit_code, repro
 
 USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--docs DIR] [--pack|--no-pack]
            (overrides apply to every run)
-       sinkexp reproduce PAPER|all [KEY=VALUE ...] --plan [--recalibrate]
+       sinkexp reproduce PAPER|all [KEY=VALUE ...] --estimate [--recalibrate]
            (the jobs, FLOPs and predicted wall time; nothing trains)
        sinkexp reproduce --list
        sinkexp reproduce --docs DIR       (DIR/results.md and the README headline again, from DIR/claims.csv)"""
@@ -39,8 +39,9 @@ class Parser(argparse.ArgumentParser):
 def parser() -> Parser:
     parse = Parser(prog="sinkexp reproduce", add_help=False, allow_abbrev=False)
     parse.add_argument("words", nargs="*", help="PAPER|all, then KEY=VALUE overrides and weights=DIR")
-    parse.add_argument("--plan", action="store_true", help="the cost estimate: jobs, FLOPs, predicted time")
-    parse.add_argument("--recalibrate", action="store_true", help="with --plan: time the plan's jobs again")
+    parse.add_argument("--estimate", action="store_true", help="the cost estimate: jobs, FLOPs, predicted time")
+    parse.add_argument("--recalibrate", action="store_true", help="with --estimate: time the planned jobs again")
+    parse.add_argument("--plan", action="store_true", help=argparse.SUPPRESS)  # the old name: refused, naming the new
     packing = parse.add_mutually_exclusive_group()  # default (None): pack on a GPU only
     packing.add_argument("--pack", dest="pack", action="store_const", const=True, default=None)
     packing.add_argument("--no-pack", dest="pack", action="store_const", const=False)
@@ -100,6 +101,8 @@ def main(argv: list[str]) -> int:
         args = parser().parse_intermixed_args(argv)
     except BadArguments as err:
         return fail(str(err))
+    if args.plan:  # docs/glossary.md: a plan is the checked list of jobs; the flag prints a cost estimate
+        return fail("--plan is now --estimate (the cost estimate: jobs, FLOPs, predicted time; nothing trains)")
     try:  # a paper file's declaration mistake is found here, on import
         from sinkexp.reproduce.papers import PAPERS
     except DeclarationError as err:
@@ -121,15 +124,17 @@ def main(argv: list[str]) -> int:
     if name != "all" and name not in PAPERS:
         return fail(f"unknown paper {name!r}; choose one of: all, {', '.join(PAPERS)}")
     papers = list(PAPERS.values()) if name == "all" else [PAPERS[name]]
-    if args.recalibrate and not args.plan:
-        return fail("--recalibrate goes with --plan (it times the plan's jobs again)")
-    return plan_or_reproduce(args, papers, overrides, weights)
+    if args.recalibrate and not args.estimate:
+        return fail("--recalibrate goes with --estimate (it times the planned jobs again)")
+    return estimate_or_reproduce(args, papers, overrides, weights)
 
 
-def plan_or_reproduce(args: argparse.Namespace, papers: list[Paper], overrides: list[str], weights: Path | None) -> int:
-    """--plan's estimate, or the papers reproduced (and with --docs the results page written)."""
+def estimate_or_reproduce(
+    args: argparse.Namespace, papers: list[Paper], overrides: list[str], weights: Path | None
+) -> int:
+    """--estimate's cost estimate, or the papers reproduced (and with --docs the results page written)."""
     try:
-        if args.plan:
+        if args.estimate:
             from sinkexp.reproduce.estimate import format_estimate
 
             print(format_estimate(*estimate_papers(papers, overrides, args.pack, args.recalibrate)))

@@ -1,4 +1,4 @@
-"""`sinkexp reproduce PAPER|all --plan`: what a reproduction trains and what it will cost, before
+"""`sinkexp reproduce PAPER|all --estimate`: what a reproduction trains and what it will cost, before
 anything trains; and the predicted seconds behind `reproduce`'s time left.
 
 It reads the jobs `reproduce` would run (execute.plan_experiments: the plan of every experiment,
@@ -24,7 +24,7 @@ timed beside two training processes predicted sun2026 at 10.3 h) serve this plan
 and are not kept.
 
 Timings are kept in CALIBRATIONS (the user's cache folder) by job, for one device, torch version,
-thread count and sinkexp source: a second --plan times nothing, an edit to sinkexp's code times
+thread count and sinkexp source: a second --estimate times nothing, an edit to sinkexp's code times
 again, and `--recalibrate` measures afresh.
 """
 
@@ -174,7 +174,7 @@ class Calibrations:
         if self.measured and self.busy < QUIET:
             try:  # timings of other code are dropped
                 write_json(self.path, {key: value for key, value in self.kept.items() if self.source in key})
-            except OSError:  # a read-only home: the next --plan measures again
+            except OSError:  # a read-only home: the next --estimate measures again
                 pass
 
 
@@ -284,7 +284,7 @@ def format_estimate(table: pd.DataFrame, totals: dict) -> str:
     busy = (
         (
             f" while other processes kept {totals['busy']:.1f} cores busy (so the times are likely long, and not "
-            "kept: --plan again on a quiet machine)"
+            "kept: --estimate again on a quiet machine)"
         )
         if totals.get("busy", 0.0) >= QUIET
         else ""

@@ -85,7 +85,7 @@ def plan_experiments(
     papers: list[Paper], overrides: list[str], root: Path, pack: bool = False, check_memory: bool = True
 ) -> dict[tuple[str, str], Plan]:
     """Every experiment's checked plan, by (paper, experiment); ConfigError on the first bad job
-    (with `check_memory` False, a job too large for its device is planned: --plan says so)."""
+    (with `check_memory` False, a job too large for its device is planned: --estimate says so)."""
     return {
         (paper.name, exp.name): plan(
             experiment_overrides(exp, root / paper.name / exp.name, overrides, pack),

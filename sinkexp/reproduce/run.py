@@ -1,5 +1,5 @@
 """`reproduce()`: every experiment of some papers planned, run (or resumed) and judged, and the
-claims table written; `estimate_papers` plans them for `--plan`'s cost estimate. The command line
+claims table written; `estimate_papers` plans them for `--estimate`'s cost estimate. The command line
 is command.py's."""
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def estimate_papers(
     recalibrate: bool = False,
     root: Path = OUTPUT_ROOT,
 ) -> tuple[pd.DataFrame, dict]:
-    """`--plan`: every experiment planned, and the jobs' predicted cost (estimate.py); nothing trains."""
+    """`--estimate`: every experiment planned, and the jobs' predicted cost (estimate.py); nothing trains."""
     from sinkexp.reproduce.estimate import estimate
     from sinkexp.reproduce.execute import packs_pay, plan_experiments
 

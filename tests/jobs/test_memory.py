@@ -172,7 +172,7 @@ def test_the_pool_gives_each_gpu_as_many_workers_as_its_memory_holds(make_config
 
 
 def test_reproduce_sizes_its_pool_by_the_gpus_and_else_by_the_cores(make_config, monkeypatch):
-    """run_pool and --plan's estimate take one worker per GPU slot (memory.pool_gpus), the CPU pool one per core."""
+    """run_pool and --estimate take one worker per GPU slot (memory.pool_gpus), the CPU pool one per core."""
     from types import SimpleNamespace
 
     from sinkexp.reproduce import execute

@@ -1,4 +1,4 @@
-"""`sinkexp reproduce --plan` (reproduce/estimate.py): FLOPs as torch counts them, the pool's wall time
+"""`sinkexp reproduce --estimate` (reproduce/estimate.py): FLOPs as torch counts them, the pool's wall time
 in closed form, and a plan that trains nothing."""
 
 import json
@@ -57,7 +57,7 @@ def calibrations(monkeypatch, tmp_path):
 
 def test_timings_taken_on_a_busy_machine_serve_the_plan_are_said_to_be_long_and_are_not_kept(monkeypatch, calibrations):
     """Other processes keeping 1.5 cores busy while the jobs are timed: the plan uses the timings and
-    says so, and the cache stays as it was, so the next --plan on a quiet machine times them again."""
+    says so, and the cache stays as it was, so the next --estimate on a quiet machine times them again."""
     from sinkexp.reproduce.estimate import format_estimate
 
     monkeypatch.setattr(estimate, "calibrate", lambda cfg, device: (0.01, 0.5))
@@ -142,15 +142,20 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
     assert table.iloc[0]["s/job"] == pytest.approx(ratio * (big.train.steps * 0.01 + estimate.evaluations(big) * 0.5))
 
     monkeypatch.chdir(tmp_path)
-    assert main(["gu2025", "--plan"]) == 0  # the calibration above stands in: no model is timed
+    assert main(["gu2025", "--estimate"]) == 0  # the calibration above stands in: no model is timed
     printed = capsys.readouterr().out
     assert "predicted wall time" in printed and "nothing trained" in printed and "lm_attention" in printed
     assert not (tmp_path / "outputs").exists()
-    assert main(["gu2025", "--recalibrate"]) == 2 and "--recalibrate goes with --plan" in capsys.readouterr().err
+    assert main(["gu2025", "--recalibrate"]) == 2 and "--recalibrate goes with --estimate" in capsys.readouterr().err
     for bad, says in (("model.n_layrs=2", "model.n_layrs: unknown key"), ("model.n_layers=[1", "cannot parse")):
-        assert main(["gu2025", "--plan", bad]) == 2
+        assert main(["gu2025", "--estimate", bad]) == 2
         error = capsys.readouterr().err
         assert says in error and len(error.strip().splitlines()) == 1
+    assert main(["gu2025", "--plan", "--recalibrate"]) == 2  # the flag's old name: refused, naming the new one
+    assert capsys.readouterr() == (
+        "",
+        "sinkexp: error: --plan is now --estimate (the cost estimate: jobs, FLOPs, predicted time; nothing trains)\n",
+    )
 
 
 def test_a_resumed_command_prices_only_what_is_left(monkeypatch, tmp_path, calibrations):
@@ -198,7 +203,7 @@ def test_an_interrupted_run_is_priced_from_its_checkpoint(tmp_path):
 
 
 def test_a_plan_states_what_does_not_fit_the_device_instead_of_refusing(monkeypatch, tmp_path):
-    """--plan plans a job larger than the device (training it is refused, memory.check_plan) and
+    """--estimate plans a job larger than the device (training it is refused, memory.check_plan) and
     says which experiments need more than the device has, with each job's memory floor."""
     from sinkexp.errors import ConfigError
     from sinkexp.jobs import memory
