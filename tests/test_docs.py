@@ -122,6 +122,7 @@ def test_reproduce_md_is_reference_without_dated_sections():
 
 
 def test_ci_runs_exactly_the_readmes_test_command():
-    command = "bash scripts/setup.sh && .venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/python -m pytest"
+    lint = ".venv/bin/ruff check . && .venv/bin/ruff format --check ."
+    command = f"bash scripts/setup.sh && {lint} && .venv/bin/python -m pytest"
     assert f"```\n{command}\n```" in (REPO / "README.md").read_text()
     assert (REPO / ".ci" / "run").read_text().splitlines()[-1] == command
