@@ -6,7 +6,7 @@ claims of three kinds, criteria) and measures.py. The command works in these roo
 
     command.py   the command line (one argument parser)
     run.py       `reproduce()`: plan, run, judge, write
-    declare.py   what a paper may say; references are checked when the paper is imported
+    declare.py   what a paper may say (claims.py: claims and criteria); references are checked on import
     execute.py   every job planned (checked) first, then each experiment's sweep run through launch
     estimate.py  --estimate: the planned jobs, their FLOPs and a predicted wall time from a short calibration
     verdicts.py  each claim's value on every run it selects, and its verdict

@@ -19,7 +19,7 @@ from typing import Callable
 
 import pandas as pd
 
-from sinkexp.reproduce.declare import Measure
+from sinkexp.reproduce.claims import Measure
 from sinkexp.rundir.files import ATTENTION, RunFiles, setting
 
 

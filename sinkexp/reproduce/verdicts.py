@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from sinkexp.reproduce.declare import Claim, Paired, Paper, Trend
+from sinkexp.reproduce.claims import Claim, Paired, Trend
+from sinkexp.reproduce.declare import Paper
 from sinkexp.reproduce.measures import FinishedRun, MissingValue
 from sinkexp.rundir.files import collect, setting
 
