@@ -18,6 +18,8 @@ import pandas as pd
 from sinkexp.errors import ConfigError
 from sinkexp.reproduce.declare import DeclarationError, Paper
 from sinkexp.reproduce.run import OUTPUT_ROOT, estimate_papers, exit_code, reproduce
+from sinkexp.reproduce.verdicts import VERDICTS
+from sinkexp.reproduce.write import CLAIMS, passing, write_docs
 
 USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--docs DIR] [--pack|--no-pack]
            (overrides apply to every run)
@@ -60,8 +62,6 @@ def last_verdicts(names, root: Path = OUTPUT_ROOT) -> pd.DataFrame:
     """The verdicts of the last `reproduce` at the CPU sizes below `root` (root/claims.csv and
     root/<paper>/claims.csv for the papers `names`, not another scale's root/<scale>/claims.csv;
     the newest row of a claim wins), for `--list`; empty before any."""
-    from sinkexp.reproduce.write import CLAIMS
-
     tables = [path for path in (root / CLAIMS, *(root / name / CLAIMS for name in names)) if path.is_file()]
     tables = sorted(tables, key=lambda path: path.stat().st_mtime)
     rows = [pd.read_csv(path) for path in tables]
@@ -73,9 +73,6 @@ def last_verdicts(names, root: Path = OUTPUT_ROOT) -> pd.DataFrame:
 def list_papers(papers: dict[str, Paper], root: Path = OUTPUT_ROOT) -> str:
     """Every claim with its source and criterion, and its verdict in the last run below `root`,
     counted per kind for each paper."""
-    from sinkexp.reproduce.verdicts import VERDICTS
-    from sinkexp.reproduce.write import passing
-
     last = last_verdicts(papers, root).set_index(["paper", "claim"])
     lines = []
     width = max(len(c.name) for paper in papers.values() for c in paper.claims)
@@ -103,13 +100,11 @@ def main(argv: list[str]) -> int:
         return fail(str(err))
     if args.plan:  # docs/glossary.md: a plan is the checked list of jobs; the flag prints a cost estimate
         return fail("--plan is now --estimate (the cost estimate: jobs, FLOPs, predicted time; nothing trains)")
-    try:  # a paper file's declaration mistake is found here, on import
+    try:  # imported here, not at the top: a paper file's declaration mistake is found on import, told in one line
         from sinkexp.reproduce.papers import PAPERS
     except DeclarationError as err:
         return fail(str(err))
     if args.docs is not None and not args.words and not args.list:
-        from sinkexp.reproduce.write import write_docs
-
         print(f"written: {write_docs(args.docs)}")
         return 0
     if args.help or not (args.words or args.list):
@@ -135,6 +130,7 @@ def estimate_or_reproduce(
     """--estimate's cost estimate, or the papers reproduced (and with --docs the results page written)."""
     try:
         if args.estimate:
+            # lazy: estimate.py pulls in torch (~2.4 s); --list, --help and input errors answer without it
             from sinkexp.reproduce.estimate import format_estimate
 
             print(format_estimate(*estimate_papers(papers, overrides, args.pack, args.recalibrate)))
@@ -145,7 +141,5 @@ def estimate_or_reproduce(
     except ConfigError as err:
         return fail(str(err))
     if args.docs is not None:
-        from sinkexp.reproduce.write import write_docs
-
         print(f"written: {write_docs(args.docs, rows)}")
     return exit_code(rows)
