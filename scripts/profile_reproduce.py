@@ -6,7 +6,7 @@ For every experiment of the papers (all by default), each distinct job of its sw
 timed at one thread, as a parallel-launcher job runs it (seeds, structure draws and the other
 settings a pack may vary aside: they cost the same): the training step (the project's own Trainer,
 data drawn inside) and one evaluation (all captures and metrics), best of --reps, and the matmul
-FLOPs of one step, forward and backward. The timing, FLOPs and jobs are `sinkexp reproduce --plan`'s
+FLOPs of one step, forward and backward. The timing, FLOPs and jobs are `sinkexp reproduce --estimate`'s
 (sinkexp/reproduce/estimate.py); this script adds the floor and the measured runs beside them.
 From those, per experiment:
 
@@ -34,7 +34,8 @@ from sinkexp.jobs.cost import training_flops
 from sinkexp.machine.allocator import keep_freed_memory
 from sinkexp.machine.benchmark import matmul_peak
 from sinkexp.machine.threads import busy_cores
-from sinkexp.reproduce import estimate
+from sinkexp.reproduce.calibration import Calibrations
+from sinkexp.reproduce.estimate import evaluations
 from sinkexp.reproduce.execute import plan_experiments
 from sinkexp.reproduce.papers import PAPERS
 
@@ -44,6 +45,26 @@ def measured_seconds(folder: Path) -> tuple[float, int]:
     walls = [json.loads(m.read_text()).get("wall_time_s") for m in folder.rglob("meta.json")]
     walls = [w for w in walls if w is not None]
     return sum(walls), len(walls)
+
+
+def experiment_row(paper, exp, timings: Calibrations, peak: float, args: argparse.Namespace) -> dict:
+    """One experiment's runs, predicted job-seconds (training and evaluation), GFLOP and floor, and with
+    --measured its runs' own job-seconds."""
+    zeros = dict.fromkeys(("predicted_s", "train_s", "eval_s", "gflop"), 0.0)
+    row = {"experiment": f"{paper.name}/{exp.name}", "runs": 0, **zeros}
+    planned = plan_experiments([paper], [], Path(tempfile.mkdtemp()), pack=False)[paper.name, exp.name]
+    for job in planned.jobs:
+        cfg, runs = job.config, len(job.run_dirs)
+        step_s, eval_s = timings.timings(cfg)
+        row["runs"] += runs
+        row["train_s"] += runs * cfg.train.steps * step_s
+        row["eval_s"] += runs * evaluations(cfg) * eval_s
+        row["gflop"] += runs * cfg.train.steps * training_flops(cfg) / 1e9
+    row["predicted_s"] = row["train_s"] + row["eval_s"]
+    row["floor_s"] = row["gflop"] / (peak * args.cores)
+    if args.measured:
+        row["measured_s"], row["measured_runs"] = measured_seconds(args.measured / paper.name / exp.name)
+    return row
 
 
 def main() -> None:
@@ -62,33 +83,13 @@ def main() -> None:
         f"other processes' load {load:.2f} cores"
     )
 
-    timings = estimate.Calibrations(torch.device("cpu"), Path(tempfile.mkdtemp()) / "calibration.json", fresh=True)
+    timings = Calibrations(torch.device("cpu"), Path(tempfile.mkdtemp()) / "calibration.json", fresh=True)
     papers = list(PAPERS.values()) if args.papers == ["all"] else [PAPERS[name] for name in args.papers]
     rows = []
     for paper in papers:
         for exp in paper.experiments:
-            row = {
-                "experiment": f"{paper.name}/{exp.name}",
-                "runs": 0,
-                "predicted_s": 0.0,
-                "train_s": 0.0,
-                "eval_s": 0.0,
-                "gflop": 0.0,
-            }
-            planned = plan_experiments([paper], [], Path(tempfile.mkdtemp()), pack=False)[paper.name, exp.name]
-            for job in planned.jobs:
-                cfg, runs = job.config, len(job.run_dirs)
-                step_s, eval_s = timings.timings(cfg)
-                row["runs"] += runs
-                row["train_s"] += runs * cfg.train.steps * step_s
-                row["eval_s"] += runs * estimate.evaluations(cfg) * eval_s
-                row["gflop"] += runs * cfg.train.steps * training_flops(cfg) / 1e9
-            row["predicted_s"] = row["train_s"] + row["eval_s"]
-            row["floor_s"] = row["gflop"] / (peak * args.cores)
-            if args.measured:
-                row["measured_s"], done = measured_seconds(args.measured / paper.name / exp.name)
-                row["measured_runs"] = done
-            rows.append(row)
+            rows.append(experiment_row(paper, exp, timings, peak, args))
+            row = rows[-1]
             print(f"  {row['experiment']}: {row['runs']} runs, predicted {row['predicted_s']:.0f} job-s", flush=True)
     table = pd.DataFrame(rows).set_index("experiment")
     table["matmul_share"] = table["floor_s"] * args.cores / table["predicted_s"]

@@ -8,8 +8,8 @@ import tempfile
 import pytest
 
 os.environ.setdefault("TQDM_DISABLE", "1")  # before tqdm is imported: commands run in-process print no bars
-# reproduce --plan's timings (and reproduce's time left) go to a folder of the test session's own,
-# never the user's cache (sinkexp/reproduce/estimate.py reads XDG_CACHE_HOME when imported).
+# reproduce --estimate's timings (and reproduce's time left) go to a folder of the test session's own,
+# never the user's cache (sinkexp/reproduce/calibration.py reads XDG_CACHE_HOME when imported).
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="sinkexp-tests-cache-")
 atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], ignore_errors=True)
 

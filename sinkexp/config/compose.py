@@ -99,7 +99,7 @@ def compose(overrides: list[str]) -> DictConfig:
 
 def compose_config(*overrides: str) -> Config:
     """A validated Config from KEY=VALUE overrides, composed as `sinkexp train` composes a job,
-    without running anything (for tests, scripts and `reproduce --plan`)."""
+    without running anything (for tests, scripts and `reproduce --estimate`)."""
     from sinkexp.config.validate import from_dictconfig  # lazy: imports torch; compose stays torch-free
 
     with initialized():

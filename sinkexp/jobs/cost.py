@@ -1,6 +1,6 @@
 """What a config costs in work: the FLOPs of a training step.
 
-`training_flops` x steps is how much work a run is (the plan's FLOPs, `reproduce --plan`'s scaling,
+`training_flops` x steps is how much work a run is (the plan's FLOPs, `reproduce --estimate`'s scaling,
 the benchmarks' utilisation). The memory a job needs is sinkexp/jobs/memory.py's (`bytes_needed`).
 """
 

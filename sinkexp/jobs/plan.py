@@ -10,7 +10,7 @@ train.replicas (schema.run_configs), each into the directory it would have alone
 first job runs, every job of a sweep is composed (config/compose.py) and validated (config/validate.py) once; it
 must fit the device's memory and have run directories that can be created and hold no other
 config's run. Any problem is a ConfigError: one line naming the key, and nothing written.
-Everything downstream reads the plan: the launchers, `sinkexp reproduce`'s pool and its `--plan`.
+Everything downstream reads the plan: the launchers, `sinkexp reproduce`'s pool and its `--estimate`.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def is_hydra_override(key: str) -> bool:
 
 def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Plan:
     """Compose and check every job `overrides` describe (ConfigError: one line naming the key);
-    `check_memory` False leaves out whether each job fits its device (`reproduce --plan` states it)."""
+    `check_memory` False leaves out whether each job fits its device (`reproduce --estimate` states it)."""
     overrides = [as_hydra_override(o) for o in overrides]
     overrides += pack_first_values(overrides)
     parsed = parse(overrides)

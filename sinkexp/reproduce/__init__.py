@@ -6,9 +6,10 @@ claims of three kinds, criteria) and measures.py. The command works in these roo
 
     command.py   the command line (one argument parser)
     run.py       `reproduce()`: plan, run, judge, write
-    declare.py   what a paper may say; references are checked when the paper is imported
-    execute.py   every job planned (checked) first, then each experiment's sweep run through launch
-    estimate.py  --plan: the planned jobs, their FLOPs and a predicted wall time from a short calibration
+    declare.py   what a paper may say (claims.py: claims and criteria); references are checked on import
+    execute.py   every job planned (checked) once, first; with a launcher, each experiment's sweep run through it
+    pool.py      every planned job of every experiment through one pool of processes, one progress line
+    estimate.py  --estimate: the planned jobs, their FLOPs and a predicted wall time (calibration.py: the timings)
     verdicts.py  each claim's value on every run it selects, and its verdict
     write.py     claims.csv, REPORT.md, figures, and with --docs the results page and README headline
 

@@ -2,7 +2,7 @@
 overrides, and every input error as one line with exit code 2 (docs/reproduce.md).
 
     sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--docs DIR] [--pack|--no-pack]
-    sinkexp reproduce PAPER|all [KEY=VALUE ...] --plan [--recalibrate]
+    sinkexp reproduce PAPER|all [KEY=VALUE ...] --estimate [--recalibrate]
     sinkexp reproduce --list
     sinkexp reproduce --docs DIR
 """
@@ -18,10 +18,12 @@ import pandas as pd
 from sinkexp.errors import ConfigError
 from sinkexp.reproduce.declare import DeclarationError, Paper
 from sinkexp.reproduce.run import OUTPUT_ROOT, estimate_papers, exit_code, reproduce
+from sinkexp.reproduce.verdicts import VERDICTS
+from sinkexp.reproduce.write import CLAIMS, passing, write_docs
 
 USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--docs DIR] [--pack|--no-pack]
            (overrides apply to every run)
-       sinkexp reproduce PAPER|all [KEY=VALUE ...] --plan [--recalibrate]
+       sinkexp reproduce PAPER|all [KEY=VALUE ...] --estimate [--recalibrate]
            (the jobs, FLOPs and predicted wall time; nothing trains)
        sinkexp reproduce --list
        sinkexp reproduce --docs DIR       (DIR/results.md and the README headline again, from DIR/claims.csv)"""
@@ -39,8 +41,9 @@ class Parser(argparse.ArgumentParser):
 def parser() -> Parser:
     parse = Parser(prog="sinkexp reproduce", add_help=False, allow_abbrev=False)
     parse.add_argument("words", nargs="*", help="PAPER|all, then KEY=VALUE overrides and weights=DIR")
-    parse.add_argument("--plan", action="store_true", help="the cost estimate: jobs, FLOPs, predicted time")
-    parse.add_argument("--recalibrate", action="store_true", help="with --plan: time the plan's jobs again")
+    parse.add_argument("--estimate", action="store_true", help="the cost estimate: jobs, FLOPs, predicted time")
+    parse.add_argument("--recalibrate", action="store_true", help="with --estimate: time the planned jobs again")
+    parse.add_argument("--plan", action="store_true", help=argparse.SUPPRESS)  # the old name: refused, naming the new
     packing = parse.add_mutually_exclusive_group()  # default (None): pack on a GPU only
     packing.add_argument("--pack", dest="pack", action="store_const", const=True, default=None)
     packing.add_argument("--no-pack", dest="pack", action="store_const", const=False)
@@ -59,8 +62,6 @@ def last_verdicts(names, root: Path = OUTPUT_ROOT) -> pd.DataFrame:
     """The verdicts of the last `reproduce` at the CPU sizes below `root` (root/claims.csv and
     root/<paper>/claims.csv for the papers `names`, not another scale's root/<scale>/claims.csv;
     the newest row of a claim wins), for `--list`; empty before any."""
-    from sinkexp.reproduce.write import CLAIMS
-
     tables = [path for path in (root / CLAIMS, *(root / name / CLAIMS for name in names)) if path.is_file()]
     tables = sorted(tables, key=lambda path: path.stat().st_mtime)
     rows = [pd.read_csv(path) for path in tables]
@@ -72,9 +73,6 @@ def last_verdicts(names, root: Path = OUTPUT_ROOT) -> pd.DataFrame:
 def list_papers(papers: dict[str, Paper], root: Path = OUTPUT_ROOT) -> str:
     """Every claim with its source and criterion, and its verdict in the last run below `root`,
     counted per kind for each paper."""
-    from sinkexp.reproduce.verdicts import VERDICTS
-    from sinkexp.reproduce.write import passing
-
     last = last_verdicts(papers, root).set_index(["paper", "claim"])
     lines = []
     width = max(len(c.name) for paper in papers.values() for c in paper.claims)
@@ -100,13 +98,13 @@ def main(argv: list[str]) -> int:
         args = parser().parse_intermixed_args(argv)
     except BadArguments as err:
         return fail(str(err))
-    try:  # a paper file's declaration mistake is found here, on import
+    if args.plan:  # docs/glossary.md: a plan is the checked list of jobs; the flag prints a cost estimate
+        return fail("--plan is now --estimate (the cost estimate: jobs, FLOPs, predicted time; nothing trains)")
+    try:  # imported here, not at the top: a paper file's declaration mistake is found on import, told in one line
         from sinkexp.reproduce.papers import PAPERS
     except DeclarationError as err:
         return fail(str(err))
     if args.docs is not None and not args.words and not args.list:
-        from sinkexp.reproduce.write import write_docs
-
         print(f"written: {write_docs(args.docs)}")
         return 0
     if args.help or not (args.words or args.list):
@@ -121,15 +119,18 @@ def main(argv: list[str]) -> int:
     if name != "all" and name not in PAPERS:
         return fail(f"unknown paper {name!r}; choose one of: all, {', '.join(PAPERS)}")
     papers = list(PAPERS.values()) if name == "all" else [PAPERS[name]]
-    if args.recalibrate and not args.plan:
-        return fail("--recalibrate goes with --plan (it times the plan's jobs again)")
-    return plan_or_reproduce(args, papers, overrides, weights)
+    if args.recalibrate and not args.estimate:
+        return fail("--recalibrate goes with --estimate (it times the planned jobs again)")
+    return estimate_or_reproduce(args, papers, overrides, weights)
 
 
-def plan_or_reproduce(args: argparse.Namespace, papers: list[Paper], overrides: list[str], weights: Path | None) -> int:
-    """--plan's estimate, or the papers reproduced (and with --docs the results page written)."""
+def estimate_or_reproduce(
+    args: argparse.Namespace, papers: list[Paper], overrides: list[str], weights: Path | None
+) -> int:
+    """--estimate's cost estimate, or the papers reproduced (and with --docs the results page written)."""
     try:
-        if args.plan:
+        if args.estimate:
+            # lazy: estimate.py pulls in torch (~2.4 s); --list, --help and input errors answer without it
             from sinkexp.reproduce.estimate import format_estimate
 
             print(format_estimate(*estimate_papers(papers, overrides, args.pack, args.recalibrate)))
@@ -140,7 +141,5 @@ def plan_or_reproduce(args: argparse.Namespace, papers: list[Paper], overrides: 
     except ConfigError as err:
         return fail(str(err))
     if args.docs is not None:
-        from sinkexp.reproduce.write import write_docs
-
         print(f"written: {write_docs(args.docs, rows)}")
     return exit_code(rows)

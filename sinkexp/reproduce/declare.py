@@ -1,20 +1,7 @@
-"""The vocabulary a paper file declares itself in: experiments (experiment.py), claims, criteria.
+"""The vocabulary a paper file declares itself in: experiments (experiment.py), claims and criteria
+(claims.py), and the `Paper` that holds them; a paper file imports them all from here.
 
-    Value(name="softmax_sinks", kind="paper", statement="...", source="Thm. 1", paper_value="~1",
-          experiment="one_layer", where={"attn.name": "softmax"},
-          measure=final("sink_attn", 0, "non_trigger"), criterion=at_least(0.9))
-
-Every field is named. A claim says what it is (`kind`: the paper's own claim, sinkexp's extension,
-or a control; KINDS), and is one of three types, each with a criterion that means one thing:
-- `Value`: the measure on each selected run;
-- `Paired`: the measure on each selected run compared (difference or ratio) with the `against`
-  run of the same seed and structure seed;
-- `Trend`: per draw (seed, structure seed), Spearman's rho of the measure against `key`.
-What decides its verdict (verdicts.py): `requires` (premises: earlier claims that must hold),
-`forms` (the claim is that a phenomenon forms; failing, it is "not reached" unless the `reached`
-claims show the size sufficed), `contrast` (claims on the same task that hold trained and fail
-untrained: a claim that also holds untrained is evidence only beside them). Experiments and their
-sizes per scale: experiment.py.
+    Paper(name="fesser2026", title="...", experiments=(Experiment(...), ...), claims=(Value(...), ...))
 
 `Paper(...)` checks its references when the paper file is imported, before anything trains: the
 claims and experiments a claim names, the metrics its measure reads (the registry in
@@ -27,171 +14,49 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable
 
 from sinkexp.evaluate.tables import METRICS
+from sinkexp.reproduce.claims import (
+    COMPARISONS,
+    KINDS,
+    Claim,
+    Condition,
+    Criterion,
+    Measure,
+    Paired,
+    Trend,
+    Value,
+    at_least,
+    at_most,
+    between,
+)
 from sinkexp.reproduce.experiment import Checkpoint, Experiment, override_value
 from sinkexp.reproduce.keys import key_problem
+
+__all__ = [  # what a paper file imports
+    "Checkpoint",
+    "Claim",
+    "Condition",
+    "Criterion",
+    "DeclarationError",
+    "Experiment",
+    "KINDS",
+    "Measure",
+    "Paired",
+    "Paper",
+    "Trend",
+    "Value",
+    "at_least",
+    "at_most",
+    "between",
+    "override_value",
+]
 
 
 class DeclarationError(ValueError):
     """A paper declares something that does not exist; one line naming the claim and the key."""
-
-
-@dataclass(frozen=True)
-class Criterion:
-    low: float = -math.inf
-    high: float = math.inf
-
-    def holds(self, value: float) -> bool:
-        return self.low <= value <= self.high  # NaN fails
-
-    def __str__(self) -> str:
-        if math.isinf(self.high):
-            return f">= {self.low:g}"
-        if math.isinf(self.low):
-            return f"<= {self.high:g}"
-        return f"in [{self.low:g}, {self.high:g}]"
-
-
-def at_least(x: float) -> Criterion:
-    return Criterion(low=x)
-
-
-def at_most(x: float) -> Criterion:
-    return Criterion(high=x)
-
-
-def between(low: float, high: float) -> Criterion:
-    return Criterion(low, high)
-
-
-@dataclass(frozen=True)
-class Measure:
-    """What a claim measures on one run: a description (printed with the claim), the function of a
-    finished run (measures.py), and the metrics it reads (checked against the registry)."""
-
-    describe: str
-    of: Callable
-    metrics: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Condition:
-    """Which selected runs a claim counts: those whose measure meets the criterion (e.g. the task
-    solved, as a theorem about solutions presupposes). The others are listed with the verdict, not
-    counted either way."""
-
-    measure: Measure
-    criterion: Criterion
-
-    def __str__(self) -> str:
-        return f"{self.measure.describe} {self.criterion}"
-
-
-KINDS = {
-    "paper": "the source's statement, in its direction, with its figure",
-    "extension": "a question sinkexp asks beyond the source (its own experiment, mitigation or trend)",
-    "control": "a setting that cannot form the effect, run beside the ones that should",
-}
-
-
-@dataclass(frozen=True, kw_only=True)
-class Claim:
-    name: str  # short id, unique within the paper
-    kind: str  # paper | extension | control (KINDS): counted apart in every report
-    statement: str  # what the paper says (kind "paper") or what sinkexp asks, in one sentence
-    source: str  # where: theorem, figure, table or notebook
-    paper_value: str  # the source's figure, as the source states it
-    experiment: str | tuple[str, ...]  # the experiment(s) whose runs `where` selects
-    where: dict = field(default_factory=dict)  # settings the runs must have, e.g. {"attn.name": "softmax"}
-    measure: Measure
-    criterion: Criterion
-    among: Condition | None = None  # count only the selected runs that meet it (the others are listed)
-    requires: str | tuple[str, ...] = ""  # earlier claim(s) of the paper that must hold first (premises), or ""
-    forms: bool = False  # the claim is that a phenomenon forms (a sink, a spike, a solved task)
-    reached: str | tuple[str, ...] = ""  # for `forms`: earlier claim(s) whose holding shows the size sufficed
-    contrast: str | tuple[str, ...] = ""  # earlier claim(s) on the same task that hold, and fail untrained
-    note: str = ""  # what the claim is, where it is not the paper's own
-
-    @property
-    def premises(self) -> tuple[str, ...]:
-        return names(self.requires)
-
-    @property
-    def reach_evidence(self) -> tuple[str, ...]:
-        return names(self.reached)
-
-    @property
-    def contrasts(self) -> tuple[str, ...]:
-        return names(self.contrast)
-
-    @property
-    def own_experiments(self) -> tuple[str, ...]:
-        return (self.experiment,) if isinstance(self.experiment, str) else tuple(self.experiment)
-
-    @property
-    def experiments(self) -> tuple[str, ...]:
-        """Every experiment the claim reads."""
-        return self.own_experiments
-
-    def describe(self) -> str:
-        return self.measure.describe + self.counted()
-
-    def counted(self) -> str:
-        return (
-            (f", among runs with {self.among}" if self.among else "")
-            + (
-                f", given that {' and '.join(self.premises)} hold{'s' * (len(self.premises) == 1)}"
-                if self.premises
-                else ""
-            )
-            + (f", beside {' and '.join(self.contrasts)}" if self.contrasts else "")
-        )
-
-
-@dataclass(frozen=True, kw_only=True)
-class Value(Claim):
-    """The criterion holds for the measure on every selected run."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Paired(Claim):
-    """The criterion holds for measure(run) - measure(against run), or their ratio, on every
-    selected run; the against run has the same seed and structure seed."""
-
-    against: dict  # settings of the runs compared with
-    against_in: str | None = None  # the experiment they come from (default: the claim's own)
-    compare: str = "difference"  # "difference" or "ratio"
-
-    @property
-    def experiments(self) -> tuple[str, ...]:
-        own = self.own_experiments
-        return own + ((self.against_in,) if self.against_in and self.against_in not in own else ())
-
-    def describe(self) -> str:
-        return f"{self.measure.describe} (paired {self.compare} against {self.against}){self.counted()}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Trend(Claim):
-    """The criterion holds for Spearman's rho of the measure against `key`, per draw."""
-
-    key: str
-
-    def describe(self) -> str:
-        return f"Spearman rho of {self.measure.describe} against {self.key}{self.counted()}"
-
-
-COMPARISONS = ("difference", "ratio")
-
-
-def names(given: str | tuple[str, ...]) -> tuple[str, ...]:
-    """A claim field naming other claims: one name, several, or none ("")."""
-    return (given,) if isinstance(given, str) and given else tuple(given) if not isinstance(given, str) else ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -230,8 +95,8 @@ class Paper:
                 str(c.criterion),
                 c.note,
                 c.forms,
-                c.reach_evidence,
-                c.contrasts,
+                c.reached,
+                c.contrast,
             )
             for c in self.claims
         ]
@@ -275,19 +140,19 @@ def reference_problem(paper: Paper, claim: Claim, earlier: list[str]) -> str:
     if claim.kind not in KINDS:
         return f"kind={claim.kind!r}; choose one of: {', '.join(KINDS)}"
     for field_name, named in (
-        ("requires", claim.premises),
-        ("reached", claim.reach_evidence),
-        ("contrast", claim.contrasts),
+        ("requires", claim.requires),
+        ("reached", claim.reached),
+        ("contrast", claim.contrast),
     ):
         for other in named:
             if other not in earlier:
                 return f"{field_name}={other!r} is not an earlier claim; earlier: {', '.join(earlier) or 'none'}"
-    if claim.reach_evidence and not claim.forms:
+    if claim.reached and not claim.forms:
         return "reached= is for a claim that a phenomenon forms (forms=True)"
     missing = [name for name in claim.experiments if name not in names]
     if missing:
         return f"experiment {missing[0]!r} is not declared; experiments: {', '.join(names)}"
-    for other in claim.contrasts:  # the same setting: a claim on runs of the same task
+    for other in claim.contrast:  # the same setting: a claim on runs of the same task
         theirs = {paper.experiment(e).task for e in paper.claim(other).own_experiments}
         mine = {paper.experiment(e).task for e in claim.own_experiments}
         if not theirs & mine:

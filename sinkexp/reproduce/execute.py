@@ -1,33 +1,29 @@
-"""Running a paper's experiments: each one sweep into outputs/reproduce/<paper>/<experiment>/.
+"""Planning a paper's experiments, each one sweep into outputs/reproduce/<paper>/<experiment>/.
 
-`plan_experiments` checks every job of every experiment (sinkexp/jobs/plan.py: composed and validated
-once) before anything trains, so a bad override stops the whole command at once. `run_pool` then
-runs every planned job of every experiment through one pool of processes (one per core; on GPUs,
-each worker pinned to one GPU, as many per GPU as its free memory holds), longest first, so no
-core idles at an experiment's end, and keeps one progress line for the whole command; each worker
-runs the planned job itself (launch.execute), nothing composed again. With a launcher the user
-chose (hydra/launcher=slurm, ...), `run_experiment` hands each experiment's plan to launch
-instead. A rerun skips finished runs and resumes interrupted ones.
+`plan_papers` checks every job of every experiment (sinkexp/jobs/plan.py: composed and validated
+once) before anything trains, so a bad override stops the whole command at once, and hands its
+`Planned` down: to the pool (pool.py: reproduce's own, every job of every experiment), to the cost
+estimate (estimate.py), and with a launcher the user chose (hydra/launcher=slurm, ...) to
+`run_experiment`, which hands each experiment's plan to launch. Runs another experiment has
+finished already (the same config and seed) are copied, not trained again. A rerun skips finished
+runs and resumes interrupted ones.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import multiprocessing
 import os
 import shutil
-import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from sinkexp.config.compose import key_of, last_value
-from sinkexp.config.schema import task_of
+from sinkexp.config.schema import packable_keys, task_of
+from sinkexp.evaluate.penalties import PENALTIES
 from sinkexp.jobs.launch import launch
-from sinkexp.jobs.plan import Job, Plan, plan
-from sinkexp.machine.preemption import Interrupted, sigterm_stops_children
-from sinkexp.machine.threads import usable_cores
+from sinkexp.jobs.plan import Plan, plan
+from sinkexp.machine.devices import device_kind
 from sinkexp.reproduce.declare import Experiment, Paper
 from sinkexp.reproduce.experiment import Checkpoint
 from sinkexp.rundir.files import DONE, finished
@@ -41,9 +37,6 @@ def scale_of(overrides: list[str]) -> str:
 def packed_keys(exp: Experiment, given: set[str]) -> tuple[str, ...]:
     """The grid keys a job of `exp` can train together (schema.packable_keys), unless the user set
     them; none where a penalty is on (penalties are not per replica)."""
-    from sinkexp.config.schema import packable_keys
-    from sinkexp.evaluate.penalties import PENALTIES
-
     if any(f"train.{key}" in {**exp.overrides, **exp.grid} for key in PENALTIES):
         return ()
     return tuple(key for key in exp.grid if key in packable_keys(task_of(exp.task)) and key not in given)
@@ -53,20 +46,7 @@ def packs_pay(overrides: list[str]) -> bool:
     """Whether reproduce packs its grids by default: on a GPU, where a step over many small models
     costs about what one does. On the CPU it does not pay (docs/performance.md: 0.91-1.02x the
     model-steps/s of one run at a time, measured on reproduce's own grids)."""
-    from sinkexp.machine.devices import device_kind
-
     return device_kind(last_value(overrides, "device", "auto")) == "cuda"
-
-
-def chosen_jobs(overrides: list[str]) -> int | None:
-    """hydra.launcher.n_jobs=N as the size of reproduce's own pool (None: not given)."""
-    chosen = int(last_value(overrides, "hydra.launcher.n_jobs", "0"))
-    return chosen if chosen > 0 else None
-
-
-def workers_for(overrides: list[str]) -> int:
-    """Jobs at once in reproduce's pool: hydra.launcher.n_jobs=N if given, else one per usable core."""
-    return chosen_jobs(overrides) or usable_cores()
 
 
 def experiment_overrides(exp: Experiment, folder: Path, overrides: list[str], pack: bool = False) -> list[str]:
@@ -85,7 +65,7 @@ def plan_experiments(
     papers: list[Paper], overrides: list[str], root: Path, pack: bool = False, check_memory: bool = True
 ) -> dict[tuple[str, str], Plan]:
     """Every experiment's checked plan, by (paper, experiment); ConfigError on the first bad job
-    (with `check_memory` False, a job too large for its device is planned: --plan says so)."""
+    (with `check_memory` False, a job too large for its device is planned: --estimate says so)."""
     return {
         (paper.name, exp.name): plan(
             experiment_overrides(exp, root / paper.name / exp.name, overrides, pack),
@@ -96,6 +76,36 @@ def plan_experiments(
         for exp in paper.experiments
         if not isinstance(exp, Checkpoint)
     }
+
+
+@dataclass
+class Planned:
+    """A command's plans, made once and handed down: every experiment's checked plan by (paper,
+    experiment), with the packing decided once; `at_cpu`: the same experiments' plans at scale=cpu,
+    whose jobs the cost estimate times for a larger scale's (estimate.py): the plans themselves at
+    scale=cpu, and at another scale planned when first asked for (a launcher of the user's never does)."""
+
+    papers: list[Paper]
+    overrides: list[str]
+    root: Path
+    pack: bool
+    plans: dict[tuple[str, str], Plan]
+
+    @cached_property
+    def at_cpu(self) -> dict[tuple[str, str], Plan]:
+        if scale_of(self.overrides) == "cpu":
+            return self.plans
+        at_cpu = [o for o in self.overrides if key_of(o) != "scale"]
+        return plan_experiments(self.papers, at_cpu, self.root, self.pack)
+
+
+def plan_papers(
+    papers: list[Paper], overrides: list[str], root: Path, pack: bool | None = None, check_memory: bool = True
+) -> Planned:
+    """Every experiment of `papers` planned (plan_experiments), packed where `pack` says (None: where
+    packs_pay)."""
+    pack = packs_pay(overrides) if pack is None else pack
+    return Planned(papers, overrides, root, pack, plan_experiments(papers, overrides, root, pack, check_memory))
 
 
 def planned_dirs(planned: Plan) -> set[Path]:
@@ -143,171 +153,3 @@ def run_experiment(paper: Paper, exp: Experiment, planned: Plan, root: Path) -> 
 def chose_launcher(overrides: list[str]) -> bool:
     keys = map(key_of, overrides)
     return any(key.startswith(("hydra/launcher", "hydra.launcher.")) and key != "hydra.launcher.n_jobs" for key in keys)
-
-
-def _quiet_worker(gpus: list[str], counter) -> None:
-    """A pool worker's start: no progress bars (tqdm reads TQDM_DISABLE when imported), and on GPUs
-    the next GPU of `gpus` as the only one it sees (devices.pin_worker)."""
-    from sinkexp.machine.devices import pin_worker
-
-    os.environ["TQDM_DISABLE"] = "1"
-    pin_worker(gpus, counter)
-
-
-def pool_workers(overrides: list[str], jobs: list[Job]) -> tuple[list[str], int]:
-    """The GPU of each of the pool's workers and how many workers it has: on a machine with GPUs one
-    per GPU slot (memory.pool_gpus: as many per GPU as its free memory holds for the largest job's
-    floor, or hydra.launcher.n_jobs in all); on the CPU, or for one named GPU, none and workers_for."""
-    from sinkexp.jobs.memory import pool_gpus
-
-    gpus = pool_gpus(last_value(overrides, "device", "auto"), [job.config for job in jobs], chosen_jobs(overrides))
-    return gpus, len(gpus) or workers_for(overrides)
-
-
-_stopped = False  # in a pool worker: a run of it was stopped by Ctrl-C or SIGTERM
-
-
-def _run_job(job: Job) -> tuple[float, str]:
-    """One planned job in a pool worker, as a job of a sweep (one torch thread unless `threads=` is
-    set); returns (seconds, what it wrote to stderr: one line per problem) once each of its runs
-    has ended here or, skipped because another process trains it, there (as launch waits), so the
-    pool counts every run by how it ended. Its own output (tables, log lines) is in each run's train.log."""
-    from sinkexp.jobs.launch import execute
-    from sinkexp.rundir.files import wait_for_lock
-
-    global _stopped
-    err = io.StringIO()
-    started = time.perf_counter()
-    if _stopped:  # the pool is stopping: the jobs it had queued for this worker do not start
-        return 0.0, ""
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        try:
-            execute(job, sweep=True, parallel=True)
-        except SystemExit:  # Ctrl-C or SIGTERM: the job wrote FAILED and said so
-            _stopped = True
-        else:
-            for run_dir, _ in job.runs:  # one another process trains (skipped here): it holds a core meanwhile
-                wait_for_lock(run_dir)
-    return time.perf_counter() - started, err.getvalue()
-
-
-class Progress:
-    """One line for the whole command: runs done of all, failures, elapsed time and the time left:
-    the predicted job-seconds still to run (estimate.py), over the workers, times how long the
-    finished jobs took against their prediction. Rewritten in place on a terminal; elsewhere (a log
-    file) printed at most once a minute and at the end."""
-
-    def __init__(self, total_runs: int, done_runs: int, predicted: float, workers: int):
-        self.total, self.done, self.failed = total_runs, done_runs, 0
-        self.predicted, self.workers = predicted, workers  # job-seconds of the jobs to run
-        self.predicted_done = self.took = 0.0  # of the jobs finished: predicted, measured
-        self.started = self.printed = time.perf_counter()
-        self.tty = sys.stderr.isatty()
-
-    def finished(self, predicted: float, took: float) -> None:
-        self.predicted_done += predicted
-        self.took += took
-
-    def line(self) -> str:
-        elapsed = time.perf_counter() - self.started
-        pace = self.took / self.predicted_done if self.predicted_done > 0 else 1.0
-        left = (self.predicted - self.predicted_done) * pace / self.workers
-        left = f", about {left / 60:.0f} min left" if self.predicted > 0 and left > 0 else ""
-        failed = f", {self.failed} not finished" if self.failed else ""
-        return f"reproduce: {self.done} of {self.total} runs done{failed}, {elapsed / 60:.0f} min elapsed{left}"
-
-    def show(self, final: bool = False) -> None:
-        now = time.perf_counter()
-        if self.tty:
-            print("\r\033[K" + self.line(), end="\n" if final else "", file=sys.stderr, flush=True)
-        elif final or now - self.printed >= 60:
-            print(self.line(), file=sys.stderr, flush=True)
-            self.printed = now
-
-    def say(self, text: str) -> None:
-        """A line above the progress line (a job's error)."""
-        print(("\r\033[K" if self.tty else "") + text, file=sys.stderr, flush=True)
-        self.show()
-
-
-def _jobs_to_run(jobs: dict[tuple[str, str], Plan]) -> tuple[list[tuple[tuple[str, str], Job]], list[Job], int]:
-    """The jobs to start, by experiment; the jobs whose runs another job trains (copied after it);
-    and how many runs are finished already."""
-    todo, twins, done_runs, queued = [], [], 0, set()
-    for key, planned in jobs.items():
-        for job in planned.jobs:
-            names = {run_dir.name for run_dir, _ in job.runs}
-            if all(finished(run_dir, digest) for run_dir, digest in job.runs):
-                done_runs += len(job.runs)
-            elif names <= queued and not any(run_dir.exists() for run_dir, _ in job.runs):
-                twins.append(job)  # another experiment's job trains the same runs: copied after it
-            else:
-                todo.append((key, job))
-                queued |= names
-    return todo, twins, done_runs
-
-
-def run_pool(
-    jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str], predicted: dict[str, float] | None = None
-) -> dict[tuple[str, str], float]:
-    """Every job of every experiment's plan through one pool of `workers_for(overrides)` processes,
-    longest first (by `predicted`, else by FLOPs), with one progress line (`predicted`: run
-    directory name -> the predicted seconds of its job, plan.plan_table's; without it no time left
-    is shown). Returns the job-seconds each experiment took. Jobs whose runs are all finished are
-    not started; a job whose runs another experiment's job trains too (the same names: the same
-    config and seed) copies them after it, unless it has started them itself (an interrupted
-    command), which it then resumes."""
-    for planned in jobs.values():
-        copy_finished_runs(planned_dirs(planned), root)
-    todo, twins, done_runs = _jobs_to_run(jobs)
-    predicted = predicted or {}
-
-    def prediction(job: Job) -> float:
-        return max(predicted.get(run_dir.name, 0.0) for run_dir, _ in job.runs)
-
-    todo.sort(key=lambda item: (-prediction(item[1]), -item[1].flops))  # the longest first, as the plan assumes
-    gpus, workers = pool_workers(overrides, [job for _, job in todo])
-    progress = Progress(
-        done_runs + sum(len(job.runs) for _, job in todo) + sum(len(job.runs) for job in twins),
-        done_runs,
-        sum(prediction(job) for _, job in todo),
-        workers,
-    )
-    seconds = {key: 0.0 for key in jobs}
-    progress.show()
-    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked OpenMP or CUDA state
-    with (
-        sigterm_stops_children(),
-        ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_quiet_worker, initargs=(gpus, context.Value("i", 0))
-        ) as pool,
-    ):  # GPUs in turn
-        futures = {pool.submit(_run_job, job): (key, job) for key, job in todo}
-        try:
-            for future in as_completed(futures):
-                key, job = futures[future]
-                took, errors = future.result()
-                seconds[key] += took
-                progress.finished(prediction(job), took)
-                progress.done += len(job.runs)
-                progress.failed += sum(not finished(run_dir, digest) for run_dir, digest in job.runs)
-                for line in errors.splitlines():
-                    if line.startswith("sinkexp"):
-                        progress.say(line)
-                progress.show()
-        except KeyboardInterrupt as err:  # the workers got Ctrl-C (or SIGTERM) too: each marks its run FAILED
-            pool.shutdown(wait=True, cancel_futures=True)
-            stop = Interrupted.at(err)
-            progress.show(final=True)
-            print(
-                f"sinkexp: reproduce {stop}; its running runs are marked FAILED, and the same command resumes "
-                "them from their last checkpoints",
-                file=sys.stderr,
-            )
-            raise SystemExit(128 + stop.signum) from None
-    for planned in jobs.values():
-        copy_finished_runs(planned_dirs(planned), root)
-    progress.done += sum(len(job.runs) for job in twins)
-    progress.failed += sum(not finished(run_dir, digest) for job in twins for run_dir, digest in job.runs)
-    progress.show(final=True)
-    return seconds

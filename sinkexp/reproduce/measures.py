@@ -17,10 +17,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
-from sinkexp.reproduce.declare import Measure
-from sinkexp.rundir.files import ATTENTION, RunFiles, setting
+from sinkexp.evaluate.tables import final_values
+from sinkexp.reproduce.claims import Measure
+from sinkexp.rundir.files import ATTENTION, RunFiles, collect, finished, setting
 
 
 class MissingValue(LookupError):
@@ -64,8 +66,6 @@ class FinishedRun:
     def initial(self) -> "FinishedRun":
         """The same run untrained: its step-0 evaluation (every run writes one) and its model
         rebuilt from the seed, for measuring whether a claim's criterion could have failed."""
-        from sinkexp.evaluate.tables import final_values
-
         if self.settings.get("command") == "measure":  # a checkpoint: its untrained revision, if measured
             return self.untrained_checkpoint()
         m, losses = self.files.metrics, self.files.losses
@@ -76,8 +76,6 @@ class FinishedRun:
 
     def untrained_checkpoint(self) -> "FinishedRun":
         """The measured untrained revision beside a checkpoint's run (reproduce/checkpoints.py)."""
-        from sinkexp.rundir.files import collect, finished
-
         folder = self.path.parent / "untrained"
         if not finished(folder):
             raise MissingValue(f"no untrained revision of {self.settings.get('model')} was measured")
@@ -87,9 +85,8 @@ class FinishedRun:
     def attention(self) -> dict:
         """The attention maps averaged over the held-out batch, per layer ({"layer0": (H, T, T)}):
         attention.npz for the trained run, computed from the rebuilt model for its step 0."""
-        import numpy as np
-
         if self.untrained:
+            # lazy: pulls in torch (~2.4 s); --list and the declarations load measures.py without it
             from sinkexp.evaluate.evaluator import mean_attention
 
             return mean_attention(self.loaded.model, self.loaded.batch)
@@ -111,6 +108,7 @@ class FinishedRun:
 
     @cached_property
     def loaded(self):  # the trained model and held-out batch (sinkexp.analysis.load.load_run)
+        # lazy: pulls in torch (~2.4 s); --list and the declarations load measures.py without it
         from sinkexp.analysis.load import load_run
 
         return load_run(self.path, step=0 if self.untrained else None)
@@ -214,6 +212,7 @@ def intervention(name: str, layer: int, query_type: str = "all") -> Measure:
     """Loss with one causal intervention on `layer` over the unchanged model's loss (1: no effect)."""
 
     def ratio(run: FinishedRun) -> float:
+        # lazy: pulls in torch (~2.4 s); --list and the declarations load measures.py without it
         from sinkexp.analysis.interventions import run_interventions
 
         table = run.analysis(run_interventions, layer).set_index(["intervention", "query_type"])["loss"]
@@ -228,6 +227,7 @@ def position_sink(how: str, query_type: str, before: str | None = None) -> Measu
     from_table = {"some": "strongest_position", "every": "weakest_position_of_best_layer"}[how]
 
     def value(run: FinishedRun) -> float:
+        # lazy: pulls in torch (~2.4 s); --list and the declarations load measures.py without it
         from sinkexp.analysis import positions
 
         return getattr(positions, from_table)(run.analysis(positions.position_profile, query_type, before))
@@ -242,6 +242,7 @@ def payload_transfer(key: str, layer: int) -> Measure:
     the sink of `layer` (sinkexp.analysis.interventions.payload_transfer)."""
 
     def value(run: FinishedRun) -> float:
+        # lazy: pulls in torch (~2.4 s); --list and the declarations load measures.py without it
         from sinkexp.analysis.interventions import payload_transfer as transfer
 
         return run.analysis(transfer, layer)[key]
@@ -254,6 +255,7 @@ def bos_removed(key: str) -> Measure:
     (sinkexp.analysis.interventions.without_bos)."""
 
     def ratio(run: FinishedRun) -> float:
+        # lazy: pulls in torch (~2.4 s); --list and the declarations load measures.py without it
         from sinkexp.analysis.interventions import without_bos
 
         values = run.analysis(without_bos)

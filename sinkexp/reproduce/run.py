@@ -1,6 +1,6 @@
 """`reproduce()`: every experiment of some papers planned, run (or resumed) and judged, and the
-claims table written; `estimate_papers` plans them for `--plan`'s cost estimate. The command line
-is command.py's."""
+claims table written; `estimate_papers` plans them for `--estimate`'s cost estimate. Each plans
+once (execute.plan_papers) and hands the plan down. The command line is command.py's."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from sinkexp.reproduce.checkpoints import measure_checkpoints, planned_runs
 from sinkexp.reproduce.declare import Paper
+from sinkexp.reproduce.verdicts import check_claims
+from sinkexp.reproduce.write import figures, passing, table_text, write_claims_report
 
 OUTPUT_ROOT = Path("outputs/reproduce")
 
@@ -27,23 +30,14 @@ def reproduce(
     Every job is checked before the first one trains (ConfigError on the first bad one). `pack`:
     train each job's seeds and hyper-parameter values together (None: on a GPU only, execute.packs_pay).
     Checkpoints are measured where their weights are here (checkpoints.py; `weights`: a folder of them)."""
-    # Imported here, not at the top: execute reaches torch (through launch), and `--list`, `--docs`
-    # and a declaration error should answer without it.
-    from sinkexp.reproduce.checkpoints import measure_checkpoints, planned_runs
-    from sinkexp.reproduce.execute import (
-        chose_launcher,
-        packs_pay,
-        plan_experiments,
-        planned_dirs,
-        run_experiment,
-        run_pool,
-        scale_of,
-    )
-    from sinkexp.reproduce.verdicts import check_claims
-    from sinkexp.reproduce.write import figures, passing, table_text, write_claims_report
+    # lazy: estimate, execute and pool pull in torch (~2.4 s); --list, --docs and declaration errors answer without it
+    from sinkexp.reproduce.estimate import estimate
+    from sinkexp.reproduce.execute import chose_launcher, plan_papers, planned_dirs, run_experiment, scale_of
+    from sinkexp.reproduce.pool import run_pool
 
-    plans = plan_experiments(papers, overrides, root, packs_pay(overrides) if pack is None else pack)
-    planned = {key: planned_dirs(plan) for key, plan in plans.items()}  # claims read only these runs
+    planned = plan_papers(papers, overrides, root, pack)  # planned once: the pool, the estimate and the claims read it
+    plans = planned.plans
+    claimed = {key: planned_dirs(plan) for key, plan in plans.items()}  # claims read only these runs
     started, seconds, reports, results = time.perf_counter(), {}, {}, []
     if not plans:  # checkpoints only: nothing to train
         pass
@@ -53,16 +47,14 @@ def reproduce(
                 if (paper.name, exp.name) in plans:  # a checkpoint is measured, not trained
                     seconds[paper.name, exp.name] = run_experiment(paper, exp, plans[paper.name, exp.name], root)
     else:  # every job through one pool, one progress line
-        from sinkexp.reproduce.estimate import estimate
-
-        predicted = estimate(plans, overrides, root, cpu_plans=cpu_twins(papers, plans, overrides, root, pack))
+        predicted = estimate(planned)
         seconds = run_pool(plans, root, overrides, predicted[1]["job_seconds"])  # for the time left
     missing = measure_checkpoints(papers, root, weights)
     for paper in papers:
         for name, path in figures(paper, root).items():
             reports[paper.name, name] = path
-        planned.update(planned_runs(paper, root))
-        results += [result.row(paper) for result in check_claims(paper, root, planned, missing)]
+        claimed.update(planned_runs(paper, root))
+        results += [result.row(paper) for result in check_claims(paper, root, claimed, missing)]
     rows = pd.DataFrame(results)
     out = root / papers[0].name if len(papers) == 1 else root
     if scale_of(overrides) != "cpu":  # another scale's verdicts beside the CPU sizes', not over them
@@ -73,18 +65,6 @@ def reproduce(
     return rows
 
 
-def cpu_twins(papers: list[Paper], plans: dict, overrides: list[str], root: Path, pack: bool | None) -> dict:
-    """The experiments planned at scale=cpu, whose jobs the estimate times for a larger scale's
-    (estimate.py); the plans themselves at scale=cpu."""
-    from sinkexp.config.compose import key_of
-    from sinkexp.reproduce.execute import packs_pay, plan_experiments, scale_of
-
-    if scale_of(overrides) == "cpu":
-        return plans
-    at_cpu = [o for o in overrides if key_of(o) != "scale"]
-    return plan_experiments(papers, at_cpu, root, packs_pay(overrides) if pack is None else pack)
-
-
 def estimate_papers(
     papers: list[Paper],
     overrides: list[str],
@@ -92,13 +72,13 @@ def estimate_papers(
     recalibrate: bool = False,
     root: Path = OUTPUT_ROOT,
 ) -> tuple[pd.DataFrame, dict]:
-    """`--plan`: every experiment planned, and the jobs' predicted cost (estimate.py); nothing trains."""
+    """`--estimate`: every experiment planned, and the jobs' predicted cost (estimate.py); nothing trains."""
+    # lazy: estimate and execute pull in torch (~2.4 s); `--list` answers without it
     from sinkexp.reproduce.estimate import estimate
-    from sinkexp.reproduce.execute import packs_pay, plan_experiments
+    from sinkexp.reproduce.execute import plan_papers
 
-    pack = packs_pay(overrides) if pack is None else pack
-    plans = plan_experiments(papers, overrides, root, pack, check_memory=False)  # estimate says what does not fit
-    return estimate(plans, overrides, root, recalibrate, cpu_twins(papers, plans, overrides, root, pack))
+    # check_memory False: a job too large for its device is planned, and the estimate says it does not fit
+    return estimate(plan_papers(papers, overrides, root, pack, check_memory=False), recalibrate)
 
 
 def exit_code(rows: pd.DataFrame) -> int:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from sinkexp.reproduce.declare import Claim, Paired, Paper, Trend
+from sinkexp.reproduce.claims import Claim, Paired, Trend
+from sinkexp.reproduce.declare import Paper
 from sinkexp.reproduce.measures import FinishedRun, MissingValue
 from sinkexp.rundir.files import collect, setting
 
@@ -221,7 +222,7 @@ def judge(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> Result:
 
 def decide(claim: Claim, result: Result, done: dict[str, Result]) -> tuple[str, str]:
     """(verdict, why) of a measured claim, given the verdicts of the earlier claims it names."""
-    unmet = [p for p in claim.premises if done[p].verdict != "holds"]
+    unmet = [p for p in claim.requires if done[p].verdict != "holds"]
     if unmet:
         verdict = done[unmet[0]].verdict
         if verdict == "not run":  # an unmeasured premise leaves this claim unmeasured, for the same reason
@@ -231,14 +232,14 @@ def decide(claim: Claim, result: Result, done: dict[str, Result]) -> tuple[str, 
         return ("not reached" if result.unsolved else "not run"), result.problem
     if result.passed:
         if result.passed_initially:
-            beside = [c for c in claim.contrasts if done[c].verdict == "holds" and done[c].passed_initially is False]
+            beside = [c for c in claim.contrast if done[c].verdict == "holds" and done[c].passed_initially is False]
             if beside:
                 return "holds", f"untrained too, but beside {beside[0]}, which holds only trained"
             return "cannot fail", "its criterion holds on the untrained model too (step 0)"
         return "holds", result.initial_problem
     if claim.forms:
-        evidence = [c for c in claim.reach_evidence if done[c].verdict == "holds"]
-        if claim.reach_evidence and len(evidence) == len(claim.reach_evidence):
+        evidence = [c for c in claim.reached if done[c].verdict == "holds"]
+        if claim.reached and len(evidence) == len(claim.reached):
             return "contradicted", f"did not form although {' and '.join(evidence)} did at this size"
         return "not reached", "it did not form at the size run; nothing here tells too small from absent"
     return "contradicted", ""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from sinkexp.report.runs import write_report as report_folder
 from sinkexp.reproduce.declare import Paper
 from sinkexp.reproduce.verdicts import VERDICTS
 from sinkexp.rundir.files import write_csv, write_text
@@ -89,8 +90,6 @@ def provenance_lines(rows: pd.DataFrame) -> list[str]:
 
 def figures(paper: Paper, root: Path) -> dict[str, Path]:
     """`sinkexp report` of each experiment folder (summary.csv and figures in <folder>/report/)."""
-    from sinkexp.report.runs import write_report as report_folder
-
     return {
         exp.name: report_folder(root / paper.name / exp.name)[0]
         for exp in paper.experiments

@@ -61,7 +61,7 @@ def test_a_pool_worker_returns_once_a_run_another_process_trains_has_ended(tmp_p
     process lets go, so the pool counts the run by how it ended there (as launch does)."""
     import threading
 
-    from sinkexp.reproduce.execute import _run_job
+    from sinkexp.reproduce.pool import _run_job
     from sinkexp.rundir.lifecycle import RunDir
 
     (job,) = plan([f"hydra.sweep.dir={tmp_path}", *QUICK], multirun=True).jobs

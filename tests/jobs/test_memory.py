@@ -172,10 +172,10 @@ def test_the_pool_gives_each_gpu_as_many_workers_as_its_memory_holds(make_config
 
 
 def test_reproduce_sizes_its_pool_by_the_gpus_and_else_by_the_cores(make_config, monkeypatch):
-    """run_pool and --plan's estimate take one worker per GPU slot (memory.pool_gpus), the CPU pool one per core."""
+    """run_pool and --estimate take one worker per GPU slot (memory.pool_gpus), the CPU pool one per core."""
     from types import SimpleNamespace
 
-    from sinkexp.reproduce import execute
+    from sinkexp.reproduce import pool
 
     monkeypatch.setattr(memory, "usable_gpus", lambda: 2)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
@@ -183,8 +183,8 @@ def test_reproduce_sizes_its_pool_by_the_gpus_and_else_by_the_cores(make_config,
     cfg = make_config(*QUICK)
     monkeypatch.setattr(memory, "available", lambda device: 3 * (memory.bytes_needed(cfg) + CONTEXT_BYTES))
     jobs = [SimpleNamespace(config=cfg)] * 4
-    assert execute.pool_workers([], jobs) == (["5", "7"] * 3, 6)
-    assert execute.pool_workers(["hydra.launcher.n_jobs=3"], jobs) == (["5", "7", "5"], 3)
-    assert execute.pool_workers(["device=cpu", "hydra.launcher.n_jobs=3"], jobs) == ([], 3)
+    assert pool.pool_workers([], jobs) == (["5", "7"] * 3, 6)
+    assert pool.pool_workers(["hydra.launcher.n_jobs=3"], jobs) == (["5", "7", "5"], 3)
+    assert pool.pool_workers(["device=cpu", "hydra.launcher.n_jobs=3"], jobs) == ([], 3)
     monkeypatch.setattr(memory, "usable_gpus", lambda: 0)
-    assert execute.pool_workers([], jobs) == ([], execute.workers_for([]))
+    assert pool.pool_workers([], jobs) == ([], pool.workers_for([]))

@@ -1,4 +1,4 @@
-"""`sinkexp reproduce --plan` (reproduce/estimate.py): FLOPs as torch counts them, the pool's wall time
+"""`sinkexp reproduce --estimate` (reproduce/estimate.py): FLOPs as torch counts them, the pool's wall time
 in closed form, and a plan that trains nothing."""
 
 import json
@@ -13,7 +13,7 @@ from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import run_configs
 from sinkexp.jobs.cost import training_flops
 from sinkexp.model import Transformer
-from sinkexp.reproduce import estimate, estimate_papers, main
+from sinkexp.reproduce import calibration, estimate, estimate_papers, main
 from sinkexp.reproduce.declare import Experiment
 from sinkexp.reproduce.execute import plan_experiments
 from sinkexp.tasks import TASKS
@@ -50,31 +50,31 @@ def test_the_pool_takes_the_longest_jobs_first():
 def calibrations(monkeypatch, tmp_path):
     """Timings kept in the test's folder, never in the user's cache; the machine reads as quiet (the
     other xdist worker would otherwise count as load)."""
-    monkeypatch.setattr(estimate, "CALIBRATIONS", tmp_path / "cache" / "calibration.json")
-    monkeypatch.setattr(estimate, "busy_cores", lambda seconds=0.3: 0.0)
-    return estimate.CALIBRATIONS
+    monkeypatch.setattr(calibration, "CALIBRATIONS", tmp_path / "cache" / "calibration.json")
+    monkeypatch.setattr(calibration, "busy_cores", lambda seconds=0.3: 0.0)
+    return calibration.CALIBRATIONS
 
 
 def test_timings_taken_on_a_busy_machine_serve_the_plan_are_said_to_be_long_and_are_not_kept(monkeypatch, calibrations):
     """Other processes keeping 1.5 cores busy while the jobs are timed: the plan uses the timings and
-    says so, and the cache stays as it was, so the next --plan on a quiet machine times them again."""
+    says so, and the cache stays as it was, so the next --estimate on a quiet machine times them again."""
     from sinkexp.reproduce.estimate import format_estimate
 
-    monkeypatch.setattr(estimate, "calibrate", lambda cfg, device: (0.01, 0.5))
+    monkeypatch.setattr(calibration, "calibrate", lambda cfg, device: (0.01, 0.5))
     paper = SimpleNamespace(
         name="p",
         experiments=[
             Experiment(name="e", overrides={"task": "trigger"}, grid={"seed": (0, 1)}, cpu={"train.steps": 10})
         ],
     )
-    monkeypatch.setattr(estimate, "busy_cores", lambda seconds=0.3: 1.5)
+    monkeypatch.setattr(calibration, "busy_cores", lambda seconds=0.3: 1.5)
     table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
     assert totals["busy"] == 1.5 and totals["measured"] == 1 and not calibrations.exists()
     assert (
         "timed while other processes kept 1.5 cores busy (so the times are likely long, and not kept"
         in format_estimate(table, totals)
     )
-    monkeypatch.setattr(estimate, "busy_cores", lambda seconds=0.3: 0.0)
+    monkeypatch.setattr(calibration, "busy_cores", lambda seconds=0.3: 0.0)
     table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
     assert totals["measured"] == 1 and calibrations.exists() and "cores busy" not in format_estimate(table, totals)
     assert estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)[1]["measured"] == 0  # kept now
@@ -88,7 +88,7 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
         cpu={"train.steps": 100, "eval.every": 50},
     )
     paper = SimpleNamespace(name="p", experiments=[exp])
-    real = estimate.calibrate(compose_config("train.batch_size=8", "pack={seed:[0,1]}"), torch.device("cpu"))
+    real = calibration.calibrate(compose_config("train.batch_size=8", "pack={seed:[0,1]}"), torch.device("cpu"))
     assert all(seconds > 0 for seconds in real)  # a pack of two: one step, two evaluations, timed
     calibrated = []
 
@@ -96,7 +96,7 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
         calibrated.append(len(run_configs(cfg)))
         return 0.01, 0.5 * calibrated[-1]
 
-    monkeypatch.setattr(estimate, "calibrate", calibrate)
+    monkeypatch.setattr(calibration, "calibrate", calibrate)
     twice = SimpleNamespace(
         name="q", experiments=[Experiment(name="again", overrides=exp.overrides, grid=exp.grid, cpu=exp.cpu)]
     )
@@ -126,7 +126,7 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
     assert calibrated == [1, 1]  # the timings kept: nothing timed again
     estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False, recalibrate=True)
     assert calibrated == [1, 1] * 2
-    monkeypatch.setattr(estimate, "source_digest", lambda: "edited")
+    monkeypatch.setattr(calibration, "source_digest", lambda: "edited")
     estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
     assert calibrated == [1, 1] * 3  # other code: its own timings, and only those kept
     assert len(json.loads(calibrations.read_text())) == 2
@@ -142,15 +142,24 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
     assert table.iloc[0]["s/job"] == pytest.approx(ratio * (big.train.steps * 0.01 + estimate.evaluations(big) * 0.5))
 
     monkeypatch.chdir(tmp_path)
-    assert main(["gu2025", "--plan"]) == 0  # the calibration above stands in: no model is timed
+    assert main(["gu2025", "--estimate"]) == 0  # the calibration above stands in: no model is timed
     printed = capsys.readouterr().out
     assert "predicted wall time" in printed and "nothing trained" in printed and "lm_attention" in printed
     assert not (tmp_path / "outputs").exists()
-    assert main(["gu2025", "--recalibrate"]) == 2 and "--recalibrate goes with --plan" in capsys.readouterr().err
+    assert main(["gu2025", "--recalibrate"]) == 2 and "--recalibrate goes with --estimate" in capsys.readouterr().err
     for bad, says in (("model.n_layrs=2", "model.n_layrs: unknown key"), ("model.n_layers=[1", "cannot parse")):
-        assert main(["gu2025", "--plan", bad]) == 2
+        assert main(["gu2025", "--estimate", bad]) == 2
         error = capsys.readouterr().err
         assert says in error and len(error.strip().splitlines()) == 1
+
+
+def test_the_old_name_of_the_flag_is_refused_naming_the_new_one(capsys):
+    """--estimate was --plan, which docs/glossary.md keeps for the checked list of jobs."""
+    assert main(["gu2025", "--plan", "--recalibrate"]) == 2
+    assert capsys.readouterr() == (
+        "",
+        "sinkexp: error: --plan is now --estimate (the cost estimate: jobs, FLOPs, predicted time; nothing trains)\n",
+    )
 
 
 def test_a_resumed_command_prices_only_what_is_left(monkeypatch, tmp_path, calibrations):
@@ -161,7 +170,7 @@ def test_a_resumed_command_prices_only_what_is_left(monkeypatch, tmp_path, calib
         cpu={"train.steps": 100, "eval.every": 50},
     )
     paper = SimpleNamespace(name="p", experiments=[exp])
-    monkeypatch.setattr(estimate, "calibrate", lambda cfg, device: (0.01, 0.5))  # a run: 100 x 0.01 + 3 x 0.5 s
+    monkeypatch.setattr(calibration, "calibrate", lambda cfg, device: (0.01, 0.5))  # a run: 100 x 0.01 + 3 x 0.5 s
     # A run an earlier command finished (its directory anywhere below the root) costs nothing.
     finished = compose_config("task=trigger", "attn=softmax", "train.steps=100", "eval.every=50", "seed=1")
     run_dir = tmp_path / "root" / "p" / "e" / "somewhere" / f"s1-{config_hash(finished)}"
@@ -198,14 +207,14 @@ def test_an_interrupted_run_is_priced_from_its_checkpoint(tmp_path):
 
 
 def test_a_plan_states_what_does_not_fit_the_device_instead_of_refusing(monkeypatch, tmp_path):
-    """--plan plans a job larger than the device (training it is refused, memory.check_plan) and
+    """--estimate plans a job larger than the device (training it is refused, memory.check_plan) and
     says which experiments need more than the device has, with each job's memory floor."""
     from sinkexp.errors import ConfigError
     from sinkexp.jobs import memory
     from sinkexp.reproduce.estimate import format_estimate
     from sinkexp.reproduce.execute import plan_experiments
 
-    monkeypatch.setattr(estimate, "calibrate", lambda cfg, device: (0.01, 0.5))
+    monkeypatch.setattr(calibration, "calibrate", lambda cfg, device: (0.01, 0.5))
     exp = Experiment(name="e", overrides={"task": "trigger"}, grid={"seed": (0, 1)}, cpu={"train.steps": 10})
     paper = SimpleNamespace(name="p", experiments=[exp])
     floor = memory.bytes_needed(compose_config("task=trigger", "train.steps=10"))
@@ -229,7 +238,9 @@ def test_a_larger_scales_job_is_timed_as_its_own_cpu_twin(monkeypatch, calibrati
         cpu={"train.steps": 100, "eval.every": 50},
         reach={"train.steps": 200, "seed": (0,)},
     )
-    monkeypatch.setattr(estimate, "calibrate", lambda cfg, device: (0.01 if cfg.attn.name == "softmax" else 0.03, 0.5))
+    monkeypatch.setattr(
+        calibration, "calibrate", lambda cfg, device: (0.01 if cfg.attn.name == "softmax" else 0.03, 0.5)
+    )
     table, totals = estimate_papers([SimpleNamespace(name="p", experiments=[exp])], ["scale=reach"], pack=False)
     # softmax 200 x 0.01 + 5 evaluations x 0.5 = 4.5 s; relu 200 x 0.03 + 2.5 = 8.5 s (the FLOPs of a step alike)
     assert (table.iloc[0]["jobs"], table.iloc[0]["job_s"]) == (2, pytest.approx(13.0))

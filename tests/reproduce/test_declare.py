@@ -69,6 +69,13 @@ def test_a_sound_declaration_is_accepted():
     assert [c.name for c in paper.claims] == ["c", "d"]
 
 
+def test_the_fields_naming_other_claims_read_as_tuples_of_names():
+    """requires, reached and contrast take one name, several or none; each reads as a tuple once made."""
+    claim = value(requires="a", reached=("b", "c"), contrast="", forms=True)
+    assert (claim.requires, claim.reached, claim.contrast) == (("a",), ("b", "c"), ())
+    assert dataclasses.replace(claim, contrast="d").contrast == ("d",) and value().requires == ()
+
+
 @pytest.mark.parametrize(
     "claim,says",
     [

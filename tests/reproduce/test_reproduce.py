@@ -191,7 +191,7 @@ def test_runs_another_experiment_finished_are_copied_not_trained(plumbed, tmp_pa
 
 
 def test_the_time_left_is_the_plans_prediction_at_the_pace_of_the_finished_jobs():
-    from sinkexp.reproduce.execute import Progress
+    from sinkexp.reproduce.pool import Progress
 
     progress = Progress(total_runs=10, done_runs=2, predicted=6000.0, workers=2)
     assert progress.line().endswith("2 of 10 runs done, 0 min elapsed, about 50 min left")  # 6000 s / 2 workers

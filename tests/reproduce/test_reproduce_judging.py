@@ -8,13 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from plumbing import claim, plumbing_paper
 
-from sinkexp.reproduce import reproduce
-from sinkexp.reproduce.declare import Measure, Paired, Paper, Trend, at_least, at_most, between
-from sinkexp.reproduce.measures import FinishedRun, final, intervention
+from sinkexp.analysis.interventions import run_interventions
+from sinkexp.analysis.load import load_run
+from sinkexp.reproduce import last_verdicts, main, reproduce
+from sinkexp.reproduce.declare import Condition, Measure, Paired, Paper, Trend, at_least, at_most, between
+from sinkexp.reproduce.measures import FinishedRun, MissingValue, final, intervention, pooled_peak
 from sinkexp.reproduce.papers import PAPERS
 from sinkexp.reproduce.verdicts import check_claims, judge, load_runs, selects, spearman
 from sinkexp.reproduce.write import headline, results_page, write_docs
@@ -31,8 +34,6 @@ def test_an_unfinished_runs_claims_are_not_run_with_the_reason(plumbed, tmp_path
 
 def test_list_shows_the_cpu_sizes_verdicts_not_another_scales(plumbed, tmp_path):
     """reproduce writes another scale's claims.csv into <paper>/<scale>/; --list reads the CPU sizes'."""
-    from sinkexp.reproduce import last_verdicts
-
     shutil.copytree(plumbed[0], tmp_path, dirs_exist_ok=True)
     reach = pd.read_csv(tmp_path / "plumbing" / "claims.csv").assign(verdict="holds")
     (tmp_path / "plumbing" / "reach").mkdir()
@@ -62,9 +63,6 @@ def test_a_claim_whose_runs_cannot_be_told_apart_is_refused(plumbed):
 
 
 def test_an_intervention_measure_is_the_loss_ratio_of_the_runs_interventions(plumbed):
-    from sinkexp.analysis.interventions import run_interventions
-    from sinkexp.analysis.load import load_run
-
     runs, _ = load_runs(plumbed[0] / "plumbing" / "tiny")
     one = runs[0]
     table = run_interventions(load_run(one.path), 0).set_index(["intervention", "query_type"])["loss"]
@@ -207,8 +205,6 @@ def test_the_committed_results_page_and_headline_are_what_claims_csv_gives():
 
 
 def test_docs_are_regenerated_from_claims_csv_and_only_the_headline_changes(plumbed, tmp_path, capsys):
-    from sinkexp.reproduce import main
-
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- results-headline: generated -->\nold\n<!-- /results-headline -->\nrest\n")
     rows = pd.read_csv(plumbed[0] / "plumbing" / "claims.csv")
@@ -239,10 +235,6 @@ def test_docs_for_one_paper_replace_only_that_papers_rows(plumbed, tmp_path):
 def test_the_pooled_peak_is_the_dynamics_notebooks_sink_score(tmp_path):
     """max over keys of the attention pooled over queries and sequences, mean over heads: a head
     with all attention on key 2 scores 1, a uniform one 1/4; a layer the run lacks is missing."""
-    import numpy as np
-
-    from sinkexp.reproduce.measures import MissingValue, pooled_peak
-
     on_key_2 = np.zeros((4, 4))
     on_key_2[:, 2] = 1.0
     np.savez(tmp_path / "attention.npz", layer0=np.stack([on_key_2, np.full((4, 4), 0.25)]), sink=np.array(0))
@@ -253,8 +245,6 @@ def test_the_pooled_peak_is_the_dynamics_notebooks_sink_score(tmp_path):
 
 
 def test_a_claim_whose_premise_does_not_hold_is_not_reached_with_its_values_shown(plumbed):
-    from sinkexp.reproduce.verdicts import check_claims
-
     base = plumbing_paper()
     bos, softmax = final("sink_attn", 0, "non_trigger"), {"attn.name": "softmax"}
     paper = Paper(
@@ -287,8 +277,6 @@ def test_a_claim_whose_premise_does_not_hold_is_not_reached_with_its_values_show
 
 
 def test_a_claim_among_solved_runs_lists_the_others_and_does_not_count_them():
-    from sinkexp.reproduce.declare import Condition
-
     solved = {0: 0.02, 1: 1.0, 2: 0.05}  # seed 1 collapsed to the zero predictor
     sink = {0: 0.99, 1: 1.0, 2: 0.95}
     runs = [FinishedRun(Path(f"s{seed}"), {"seed": seed}, pd.DataFrame(), experiment="tiny") for seed in solved]

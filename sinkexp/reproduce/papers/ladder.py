@@ -4,7 +4,7 @@ Where does this machine's reach end? `task=lm` (model=llama) at sizes above the 
 the measures the LM claims of sun2026, gu2025 and barbero2025 read, three seeds per rung. The rungs
 and their order are sinkexp's choice: the defaults (sun2026's pre-norm LM runs, copied where
 `reproduce sun2026` has finished them), then Gu et al.'s training recipe at the same compute, then
-that recipe with 4x the steps or twice the width (training FLOPs per run: `reproduce ladder --plan`).
+that recipe with 4x the steps or twice the width (training FLOPs per run: `reproduce ladder --estimate`).
 Gu et al.'s recipe is read from their code (sail-sg/Attention-Sink): every config sets min_lr equal
 to learning_rate, so after the warm-up the rate is constant (their text says cosine); weight decay
 0.5 gave their largest sink rate (41% against 18% at 0.1, their Table 2).

@@ -1,0 +1,170 @@
+"""Claims and their criteria, the words of a paper file's `claims` (declare.py re-exports them):
+
+    Value(name="softmax_sinks", kind="paper", statement="...", source="Thm. 1", paper_value="~1",
+          experiment="one_layer", where={"attn.name": "softmax"},
+          measure=final("sink_attn", 0, "non_trigger"), criterion=at_least(0.9))
+
+Every field is named. A claim says what it is (`kind`: the paper's own claim, sinkexp's extension,
+or a control; KINDS), and is one of three types, each with a criterion that means one thing:
+- `Value`: the measure on each selected run;
+- `Paired`: the measure on each selected run compared (difference or ratio) with the `against`
+  run of the same seed and structure seed;
+- `Trend`: per draw (seed, structure seed), Spearman's rho of the measure against `key`.
+What decides its verdict (verdicts.py): `requires` (premises: earlier claims that must hold),
+`forms` (the claim is that a phenomenon forms; failing, it is "not reached" unless the `reached`
+claims show the size sufficed), `contrast` (claims on the same task that hold trained and fail
+untrained: a claim that also holds untrained is evidence only beside them). Each of the three
+takes one claim's name or several, and reads as a tuple of names.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Criterion:
+    low: float = -math.inf
+    high: float = math.inf
+
+    def holds(self, value: float) -> bool:
+        return self.low <= value <= self.high  # NaN fails
+
+    def __str__(self) -> str:
+        if math.isinf(self.high):
+            return f">= {self.low:g}"
+        if math.isinf(self.low):
+            return f"<= {self.high:g}"
+        return f"in [{self.low:g}, {self.high:g}]"
+
+
+def at_least(x: float) -> Criterion:
+    return Criterion(low=x)
+
+
+def at_most(x: float) -> Criterion:
+    return Criterion(high=x)
+
+
+def between(low: float, high: float) -> Criterion:
+    return Criterion(low, high)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """What a claim measures on one run: a description (printed with the claim), the function of a
+    finished run (measures.py), and the metrics it reads (checked against the registry)."""
+
+    describe: str
+    of: Callable
+    metrics: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Condition:
+    """Which selected runs a claim counts: those whose measure meets the criterion (e.g. the task
+    solved, as a theorem about solutions presupposes). The others are listed with the verdict, not
+    counted either way."""
+
+    measure: Measure
+    criterion: Criterion
+
+    def __str__(self) -> str:
+        return f"{self.measure.describe} {self.criterion}"
+
+
+KINDS = {
+    "paper": "the source's statement, in its direction, with its figure",
+    "extension": "a question sinkexp asks beyond the source (its own experiment, mitigation or trend)",
+    "control": "a setting that cannot form the effect, run beside the ones that should",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    name: str  # short id, unique within the paper
+    kind: str  # paper | extension | control (KINDS): counted apart in every report
+    statement: str  # what the paper says (kind "paper") or what sinkexp asks, in one sentence
+    source: str  # where: theorem, figure, table or notebook
+    paper_value: str  # the source's figure, as the source states it
+    experiment: str | tuple[str, ...]  # the experiment(s) whose runs `where` selects
+    where: dict = field(default_factory=dict)  # settings the runs must have, e.g. {"attn.name": "softmax"}
+    measure: Measure
+    criterion: Criterion
+    among: Condition | None = None  # count only the selected runs that meet it (the others are listed)
+    # The three fields naming other claims take one name, several, or none; each reads as a tuple of names.
+    requires: str | tuple[str, ...] = ()  # earlier claim(s) of the paper that must hold first (premises)
+    forms: bool = False  # the claim is that a phenomenon forms (a sink, a spike, a solved task)
+    reached: str | tuple[str, ...] = ()  # for `forms`: earlier claim(s) whose holding shows the size sufficed
+    contrast: str | tuple[str, ...] = ()  # earlier claim(s) on the same task that hold, and fail untrained
+    note: str = ""  # what the claim is, where it is not the paper's own
+
+    def __post_init__(self) -> None:
+        for name in ("requires", "reached", "contrast"):  # "x" -> ("x",), "" -> ()
+            object.__setattr__(self, name, names(getattr(self, name)))
+
+    @property
+    def own_experiments(self) -> tuple[str, ...]:
+        return (self.experiment,) if isinstance(self.experiment, str) else tuple(self.experiment)
+
+    @property
+    def experiments(self) -> tuple[str, ...]:
+        """Every experiment the claim reads."""
+        return self.own_experiments
+
+    def describe(self) -> str:
+        return self.measure.describe + self.counted()
+
+    def counted(self) -> str:
+        return (
+            (f", among runs with {self.among}" if self.among else "")
+            + (
+                f", given that {' and '.join(self.requires)} hold{'s' * (len(self.requires) == 1)}"
+                if self.requires
+                else ""
+            )
+            + (f", beside {' and '.join(self.contrast)}" if self.contrast else "")
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Value(Claim):
+    """The criterion holds for the measure on every selected run."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Paired(Claim):
+    """The criterion holds for measure(run) - measure(against run), or their ratio, on every
+    selected run; the against run has the same seed and structure seed."""
+
+    against: dict  # settings of the runs compared with
+    against_in: str | None = None  # the experiment they come from (default: the claim's own)
+    compare: str = "difference"  # "difference" or "ratio"
+
+    @property
+    def experiments(self) -> tuple[str, ...]:
+        own = self.own_experiments
+        return own + ((self.against_in,) if self.against_in and self.against_in not in own else ())
+
+    def describe(self) -> str:
+        return f"{self.measure.describe} (paired {self.compare} against {self.against}){self.counted()}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Trend(Claim):
+    """The criterion holds for Spearman's rho of the measure against `key`, per draw."""
+
+    key: str
+
+    def describe(self) -> str:
+        return f"Spearman rho of {self.measure.describe} against {self.key}{self.counted()}"
+
+
+COMPARISONS = ("difference", "ratio")
+
+
+def names(given: str | tuple[str, ...]) -> tuple[str, ...]:
+    """A claim field naming other claims as a tuple: one name, several, or none ("" or ())."""
+    return (given,) if isinstance(given, str) and given else tuple(given) if not isinstance(given, str) else ()
