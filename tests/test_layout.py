@@ -30,13 +30,16 @@ def imports_inside(tree):
 
 
 def justified(lines: list[str], node) -> bool:
-    """`# lazy` on the import, or on the comment line that opens its run of imports."""
-    if "# lazy" in "".join(lines[node.lineno - 1 : node.end_lineno]):
-        return True
-    i = node.lineno - 2
+    """`# lazy` on the import, on another import of its run of imports, or on the comment line that
+    opens the run."""
+    i = node.lineno - 1
     while i >= 0 and (lines[i].strip().startswith(("import ", "from ", ")")) or lines[i].strip() == ""):
+        if "# lazy" in lines[i]:
+            return True
         i -= 1
-    return i >= 0 and lines[i].strip().startswith("# lazy")
+    return "# lazy" in "".join(lines[node.lineno - 1 : node.end_lineno]) or (
+        i >= 0 and lines[i].strip().startswith("# lazy")
+    )
 
 
 def test_every_module_and_test_file_is_at_most_300_lines():
@@ -69,7 +72,9 @@ def test_the_import_rule_catches_an_unexplained_import_and_takes_a_reason():
     bare = "def f():\n    import torch\n    return torch\n"
     said = "def f():\n    import torch  # lazy: 2.4 s\n    return torch\n"
     block = "def f():\n    # lazy: torch (2.4 s)\n    import torch\n\n    from x import y\n    return y\n"
+    run = "def f():\n    import torch  # lazy: 2.4 s\n    import numpy\n    x = 1\n    import pandas\n"
     verdicts = [
-        [justified(code.splitlines(), node) for node in imports_inside(ast.parse(code))] for code in (bare, said, block)
+        [justified(code.splitlines(), node) for node in imports_inside(ast.parse(code))]
+        for code in (bare, said, block, run)
     ]
-    assert verdicts == [[False], [True], [True, True]]
+    assert verdicts == [[False], [True], [True, True], [True, True, False]]

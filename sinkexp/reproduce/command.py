@@ -100,8 +100,8 @@ def main(argv: list[str]) -> int:
         return fail(str(err))
     if args.plan:  # docs/glossary.md: a plan is the checked list of jobs; the flag prints a cost estimate
         return fail("--plan is now --estimate (the cost estimate: jobs, FLOPs, predicted time; nothing trains)")
-    try:  # imported here, not at the top: a paper file's declaration mistake is found on import, told in one line
-        from sinkexp.reproduce.papers import PAPERS
+    try:  # a paper file's declaration mistake is found on import, told in one line
+        from sinkexp.reproduce.papers import PAPERS  # lazy: to catch that mistake here
     except DeclarationError as err:
         return fail(str(err))
     if args.docs is not None and not args.words and not args.list:

@@ -80,7 +80,7 @@ def test_timings_taken_on_a_busy_machine_serve_the_plan_are_said_to_be_long_and_
     assert estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)[1]["measured"] == 0  # kept now
 
 
-def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tmp_path, capsys, calibrations):
+def test_the_estimate_predicts_from_the_calibration(monkeypatch, calibrations):
     exp = Experiment(
         name="e",
         overrides={"task": "trigger"},
@@ -141,8 +141,11 @@ def test_a_plan_predicts_from_the_calibration_and_trains_nothing(monkeypatch, tm
     assert estimate.evaluations(compose_config("train.steps=1000", "eval.every=300")) == 5  # 0, 300, 600, 900, 1000
     assert table.iloc[0]["s/job"] == pytest.approx(ratio * (big.train.steps * 0.01 + estimate.evaluations(big) * 0.5))
 
+
+def test_the_estimate_command_trains_nothing_and_refuses_bad_input(monkeypatch, tmp_path, capsys, calibrations):
+    monkeypatch.setattr(calibration, "calibrate", lambda cfg, device: (0.01, 0.5))  # no model is timed
     monkeypatch.chdir(tmp_path)
-    assert main(["gu2025", "--estimate"]) == 0  # the calibration above stands in: no model is timed
+    assert main(["gu2025", "--estimate"]) == 0
     printed = capsys.readouterr().out
     assert "predicted wall time" in printed and "nothing trained" in printed and "lm_attention" in printed
     assert not (tmp_path / "outputs").exists()
