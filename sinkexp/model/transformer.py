@@ -1,12 +1,6 @@
-"""The block stack, configured by independent axes, each a literal registry (parts.py, attention.py, pathway.py):
-
-  model.norm       PLACEMENTS   where the norm sits: pre | post | sandwich | none
-  model.norm_type  NORMS        layernorm | rmsnorm | dyt
-  model.mlp        MLPS         none | gelu | relu | swiglu
-  model.pos        POSITIONS    learned | sinusoidal | rope | none
-  model.pos_into   POSITION_TARGETS   stream | first_attn: where added positions enter
-  model.embed / model.readout   PROJECTIONS   linear | identity
-  model.global_pathway   GLOBAL_PATHWAYS   none | learned | fixed: a second, non-attention route (pathway.py)
+"""The block stack, configured by independent axes, each a literal registry: the norm's placement
+and type, the MLP, the positions and the projections (parts.py), the attention's normaliser, slot
+and gate (attention.py), and model.global_pathway, a second, non-attention route (pathway.py).
 
     inputs -> embed (+ positions, BOS vector) -> (embed norm) -> [block] x n_layers -> (final norm) -> readout
 
