@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 
 from sinkexp.config.schema import AttnConfig
 from sinkexp.model import NORMALISERS, capture
+from sinkexp.model import attention as attention_module
 from sinkexp.model.attention import Attention, rotary
 
 CONFIGS = Path(__file__).parents[2] / "configs"
@@ -170,11 +171,11 @@ def test_rope_scores_depend_only_on_relative_position():
 @pytest.mark.parametrize("causal", [True, False])
 def test_fused_training_path_matches_the_explicit_path(monkeypatch, gate, causal):
     """Training (no capture) runs PyTorch's fused kernel; evaluation (capture) the explicit path."""
-    import sinkexp.model.attention as A
-
     calls = []
     fused_kernel = F.scaled_dot_product_attention
-    monkeypatch.setattr(A.F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused_kernel(*a, **k))
+    monkeypatch.setattr(
+        attention_module.F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused_kernel(*a, **k)
+    )
     torch.manual_seed(0)
     attention = Attention(16, 4, AttnConfig(gate=gate))
     x = torch.randn(2, 7, 16)
