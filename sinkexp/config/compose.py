@@ -46,10 +46,18 @@ def initialized():
 
 def parse(overrides: list[str]) -> list[Override]:
     """Hydra's reading of KEY=VALUE overrides; ConfigError, one line, for one it cannot parse."""
+    parser = OverridesParser.create()
     try:
-        return OverridesParser.create().parse_overrides(list(overrides))
+        return parser.parse_overrides(list(overrides))
     except Exception as err:
-        raise ConfigError(f"cannot parse the overrides ({str(err).splitlines()[0]}); {PARSE_HINT}") from None
+        first = str(err).splitlines()[0] if str(err).strip() else err.__class__.__name__
+        for override in overrides:  # name the one that fails, whole (a newline in it too)
+            try:
+                parser.parse_overrides([override])
+            except Exception:
+                kind = first.partition(":")[0]
+                raise ConfigError(f"cannot parse the overrides: {override!r} ({kind}); {PARSE_HINT}") from None
+        raise ConfigError(f"cannot parse the overrides ({first}); {PARSE_HINT}") from None
 
 
 def key_of(override: str) -> str:

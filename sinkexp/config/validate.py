@@ -12,6 +12,7 @@ import math
 import re
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from sinkexp.config.schedule import SCHEDULES
 from sinkexp.config.schema import OPTIMIZERS, PRECISIONS, Config, TrainConfig, run_configs
@@ -24,12 +25,7 @@ from sinkexp.tasks import TASKS
 def from_dictconfig(cfg: DictConfig, check: bool = True) -> Config:
     """Turn Hydra's composed config into dataclasses, validated (ConfigError on any bad value)
     unless `check` is False (a config validated already, converted again only to be named)."""
-    # Resolve section by section: resolving `hydra` would recurse into the run-dir resolver.
-    container = {
-        key: OmegaConf.to_container(cfg[key], resolve=True) if OmegaConf.is_config(cfg[key]) else cfg[key]
-        for key in cfg
-        if key != "hydra"
-    }
+    container = resolved(cfg)
     task_section = container.pop("task", None) or {}
     name = task_section.get("name")
     if name not in TASKS:
@@ -44,6 +40,26 @@ def from_dictconfig(cfg: DictConfig, check: bool = True) -> Config:
     if check:
         validate(rest)
     return rest
+
+
+def resolved(cfg: DictConfig) -> dict:
+    """The composed config but `hydra` as plain values, its interpolations resolved (an override may
+    use one: `train.warmup=${train.steps}`); ConfigError, one line naming the key, for one that does
+    not resolve (an unknown key or resolver, an unset environment variable, a key that names itself)."""
+    # Section by section: resolving `hydra` would recurse into the run-dir resolver.
+    try:
+        return {
+            key: OmegaConf.to_container(cfg[key], resolve=True) if OmegaConf.is_config(cfg[key]) else cfg[key]
+            for key in cfg
+            if key != "hydra"
+        }
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"{omegaconf_message(err)}; {INTERPOLATION_HINT}") from None
+    except RecursionError:
+        raise ConfigError(f"an interpolation refers to itself; {INTERPOLATION_HINT}") from None
+
+
+INTERPOLATION_HINT = "an override's ${...} is resolved against the composed config (e.g. train.warmup=${train.steps})"
 
 
 MAX_SEED = 2**63 - 1  # torch generators take seeds in [0, 2^63) here

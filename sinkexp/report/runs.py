@@ -37,7 +37,8 @@ from sinkexp.report.figures import (
 )
 from sinkexp.report.steps import measured_checkpoints, plot_checkpoints
 from sinkexp.rundir import files as rundir_files
-from sinkexp.rundir.files import collect
+from sinkexp.rundir.faults import RunFileError
+from sinkexp.rundir.reading import collect
 
 IGNORED_SETTINGS = {"seed", *UNHASHED_KEYS}  # the seed is what groups average over; the rest is bookkeeping
 
@@ -135,9 +136,22 @@ def main(argv: list[str]) -> int:
     if not args.dir.is_dir():
         print(f"sinkexp: error: {args.dir} is not a directory", file=sys.stderr)
         return 2
+    out = args.out or args.dir / "report"
     try:
-        report(args.dir, args.out)
+        report(args.dir, out)
     except FileNotFoundError as err:
         print(f"sinkexp: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # a read-only or unwritable folder, a full disk, an unreadable run
+        print(f"sinkexp: error: {report_fault(err, out)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def report_fault(err: OSError, out: Path) -> str:
+    """One line for a file fault of `sinkexp report`: the file, the cause, where else to write."""
+    cause = err.cause if isinstance(err, RunFileError) else err.strerror or f"{err.__class__.__name__}: {err}"
+    path = Path(err.filename or out)
+    if path.resolve().is_relative_to(out.resolve()):
+        return f"cannot write {path}: {cause}; write the report elsewhere with --out DIR"
+    return f"cannot read {path}: {cause}; give yourself read permission on it, or report another folder"

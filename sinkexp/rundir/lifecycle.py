@@ -9,8 +9,8 @@
 
 What every run shares with `sinkexp measure`'s (the claim and its lock, FAILED, DONE last, meta.json
 opened and closed) is rundir/claim.py's RunClaim, which RunDir extends with the checkpoint and the
-tables. The files themselves (names, atomic writes, the lock, reading back) are rundir/files.py's,
-which imports no torch; a fault on any of them is one line naming the file (rundir/faults.py).
+tables. The files themselves (names, atomic writes, the lock) are rundir/files.py's and reading them back
+rundir/reading.py's, neither importing torch; a fault on any of them is one line naming the file (rundir/faults.py).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import logging
 import shutil
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -30,6 +31,7 @@ from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.machine.devices import device_kind
 from sinkexp.rundir.claim import RunClaim
 from sinkexp.rundir.claim import existing_run as existing_run  # re-exported: jobs/plan.py imports it from here
+from sinkexp.rundir.faults import run_file_error
 from sinkexp.rundir.files import (
     ATTENTION,
     CHECKPOINT,
@@ -105,8 +107,11 @@ class RunDir(RunClaim):
             return super().check()
         except RunDirError:
             other = "cpu" if self.kind == "cuda" else "cuda"
-            # this config, other kind
-            if read_json(self.path / META).get("config_hash") == config_hash(self.cfg, other):
+            try:
+                recorded = read_json(self.path / META).get("config_hash")
+            except (OSError, ValueError):  # meta.json itself is what is wrong: the error says so
+                recorded = None
+            if recorded == config_hash(self.cfg, other):  # this config, other kind
                 raise RunDirError(
                     f"{self.path} holds a run of this config trained on {other}, this one trains on "
                     f"{self.kind} (device={self.cfg.device}); runs never change device kind: use "
@@ -141,14 +146,16 @@ class RunDir(RunClaim):
         if not checkpoint.exists():
             return None
         try:
-            state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+            with warnings.catch_warnings():  # a raw pickle's protocol warning: the refusal below says it all
+                warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+                state = torch.load(checkpoint, map_location="cpu", weights_only=True)
             recorded = state["config_hash"]
-        except OSError:
-            raise
-        except Exception as err:  # torch's reason, its first sentence (a truncated zip, an unpickling error)
+        except OSError as err:  # e.g. no read permission: a fault on the run's file, told as a read
+            raise run_file_error(err, checkpoint, doing="read") from None
+        except Exception as err:  # torch's reason (a truncated zip, an unpickling error)
             text = str(err).strip() or err.__class__.__name__
             refused = text.startswith("Weights only load failed")  # an object other than tensors and plain data
-            reason = (text.partition("WeightsUnpickler error: ")[2] if refused else text).split(". ")[0].strip(" .")
+            reason = refusal(text) if refused else text.split(". ")[0].strip(" .")
             what = "holds objects the safe loader refuses (not executed)" if refused else "is corrupt or truncated"
             raise RunDirError(f"{checkpoint} {what}: {reason}" + (f"; {fix}" if fix else "")) from None
         if recorded != self.digest:
@@ -231,3 +238,15 @@ class RunDir(RunClaim):
         write_arrays(self.path / ATTENTION, attention)
         write_json(self.path / SUMMARY, summary)
         self.end(wall_time_s, steps_per_s=round(steps_per_s, 2))
+
+
+def refusal(text: str) -> str:
+    """torch's reason for refusing a checkpoint's objects, its first sentence, without the boilerplate
+    around it: what follows "WeightsUnpickler error:", or else the paragraph after the first."""
+    marker = "WeightsUnpickler error:"
+    if marker in text:
+        reason = text.partition(marker)[2].strip().split("\n\n")[0]
+    else:
+        paragraphs = [p.strip() for p in text.split("\n\n") if p.strip()]
+        reason = next((p for p in paragraphs[1:] if not p.startswith("Check the documentation")), paragraphs[0])
+    return " ".join(reason.split()).split(". ")[0].strip(" .")

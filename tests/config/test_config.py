@@ -140,6 +140,11 @@ def test_paper_scale_composes_for_every_task(make_config, task):
         (["seed=9223372036854775807", "train.replicas=2"], ["seed=", "train.replicas=2"]),
         (["eval.seed=-1"], ["eval.seed=-1"]),
         (["model.pos_init_std=-1"], ["model.pos_init_std=-1", ">= 0"]),
+        (["name=${oops}"], ["name: Interpolation key 'oops' not found", "resolved against the composed config"]),
+        (["train.lr=${oc.env:SINKEXP_UNSET_VARIABLE}"], ["train.lr:", "SINKEXP_UNSET_VARIABLE", "${...}"]),
+        (["train.lr=${train.lr}"], ["train.lr: Recursive interpolation", "${...}"]),
+        (["seed=${nosuch:1}"], ["seed: Unsupported interpolation type nosuch", "${...}"]),
+        (["name=a\nb"], ["cannot parse the overrides: 'name=a\\nb'"]),
     ],
 )
 def test_bad_input_is_one_line_naming_the_key(make_config, overrides, needles):
@@ -149,6 +154,14 @@ def test_bad_input_is_one_line_naming_the_key(make_config, overrides, needles):
     assert "\n" not in message
     for needle in needles:
         assert needle in message
+
+
+def test_an_override_may_refer_to_another_key(make_config):
+    cfg = make_config("train.steps=40", "train.warmup=${train.steps}")
+    assert cfg.train.warmup == 40
+    from sinkexp.config.identity import config_hash
+
+    assert config_hash(cfg) == config_hash(make_config("train.steps=40", "train.warmup=40"))  # the value, not the text
 
 
 def test_a_sweep_into_a_folder_that_cannot_be_written_names_the_key_the_user_set():

@@ -1,11 +1,16 @@
 """`sinkexp report`: reads run directories only, aggregates over seeds, lists unfinished runs."""
 
+import errno
+import shutil
+from pathlib import Path
+
 import pandas as pd
 import pytest
 from conftest import QUICK
 
 from sinkexp.jobs.runner import run
-from sinkexp.report.runs import collect, report, varying
+from sinkexp.report.runs import collect, main, report, varying
+from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir import lifecycle
 
 
@@ -73,8 +78,6 @@ def test_report_works_on_a_single_run_directory(sweep, tmp_path):
 
 
 def test_damaged_runs_are_listed_with_the_reason_and_the_rest_reported(sweep, tmp_path, capsys):
-    import shutil
-
     root = tmp_path / "damaged"
     shutil.copytree(sweep, root)
     metrics = root / "trigger/softmax/L1/s0" / lifecycle.METRICS  # truncated: ends at step 10 of 30
@@ -99,3 +102,29 @@ def test_a_model_of_several_heads_gets_its_layer_by_head_figure(tmp_path, make_c
     run(make_config(*QUICK, "model.n_layers=2", "model.n_heads=2"), tmp_path / "run")
     out = report(tmp_path / "run")
     assert [p.name for p in out.glob("heads_*.png")] == ["heads_all_runs.png"]
+
+
+def test_an_unwritable_report_folder_is_one_line_naming_another(sweep, tmp_path, monkeypatch, capsys):
+    """A read-only run folder (root is exempt from permissions, so the denial is stood in for at the
+    system call that makes each file), and a report folder that cannot exist (a file in its place)."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(sweep / "trigger/relu/L1/s0", run_dir)
+    making = rundir_files.tempfile.mkstemp
+
+    def denied(*args, dir=None, **kwargs):
+        if Path(dir).is_relative_to(run_dir):
+            raise PermissionError(errno.EACCES, "Permission denied", dir)
+        return making(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(rundir_files.tempfile, "mkstemp", denied)
+    assert main([str(run_dir)]) == 1
+    said = capsys.readouterr().err.strip()
+    assert said.startswith(f"sinkexp: error: cannot write {run_dir / 'report'}/") and len(said.splitlines()) == 1
+    assert said.endswith("no permission; write the report elsewhere with --out DIR")
+    assert (
+        main([str(run_dir), "--out", str(tmp_path / "elsewhere")]) == 0 and (tmp_path / "elsewhere/runs.csv").exists()
+    )
+    (tmp_path / "blocked").write_text("")
+    assert main([str(run_dir), "--out", str(tmp_path / "blocked/report")]) == 1
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and f"cannot write {tmp_path / 'blocked'}" in said[0] and "--out DIR" in said[0]

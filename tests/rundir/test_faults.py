@@ -22,6 +22,7 @@ from sinkexp.jobs.launch import launch
 from sinkexp.jobs.plan import Plan, plan
 from sinkexp.rundir import faults
 from sinkexp.rundir import files as rundir_files
+from sinkexp.rundir import lifecycle as rundir_lifecycle
 
 # Two steps, each evaluated and checkpointed (kept too), one thread: bit-equal resumes.
 TINY = (
@@ -172,3 +173,21 @@ def test_each_cause_says_what_to_do():
     import pickle  # a launcher's worker sends it back pickled
 
     assert str(pickle.loads(pickle.dumps(read))) == str(read)
+
+
+def test_an_unreadable_checkpoint_asks_for_read_permission(planned, monkeypatch):
+    """A mode-000 checkpoint (root reads it anyway, so torch.load's refusal is stood in for)."""
+    (run_dir,) = planned.jobs[0].run_dirs
+    assert launched(planned)[0] == 0
+    (run_dir / rundir_files.DONE).unlink()  # unfinished: the rerun resumes from the checkpoint
+
+    def unreadable(path, *args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(rundir_lifecycle.torch, "load", unreadable)
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        assert launch(planned) == 1
+    (line,) = err.getvalue().strip().splitlines()
+    assert line.startswith(f"sinkexp: error: cannot read {run_dir / rundir_files.CHECKPOINT}: no permission")
+    assert f"chmod -R u+r {run_dir}" in line

@@ -1,6 +1,9 @@
 """The run directory (rundir/lifecycle.py): a finished run is never touched, a killed run resumes to the
 same tables as an uninterrupted one, a different config is refused."""
 
+import os
+import pickle
+import warnings
 from types import SimpleNamespace
 
 import pytest
@@ -196,12 +199,46 @@ def test_a_crafted_checkpoint_is_never_executed(make_config, tmp_path):
     marker = tmp_path / "executed"
     torch.save({"config_hash": config_hash(cfg), "trainer": Marker(marker)}, tmp_path / files.CHECKPOINT)
     with pytest.raises(
-        RunDirError, match="holds objects the safe loader refuses .not executed.: Unsupported global"
+        RunDirError,
+        match="holds objects the safe loader refuses .not executed.: Unsupported global: GLOBAL io.open was not an "
+        "allowed global by default; move it away",
     ) as err:
         run(cfg, tmp_path)
     assert not marker.exists()
     assert "\n" not in str(err.value) and str(tmp_path / files.CHECKPOINT) in str(err.value)
     assert not (tmp_path / files.DONE).exists()
+
+
+class Shell:
+    """What a crafted checkpoint would run: a shell command (os.system), here one that writes a file."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.path}",))
+
+
+@pytest.mark.parametrize("how", ["torch.save", "pickle.dump"])
+def test_a_refused_checkpoint_names_torchs_reason_in_one_line_without_warnings(make_config, tmp_path, how):
+    cfg = make_config(*QUICK)
+    marker = tmp_path / "executed"
+    state = {"config_hash": config_hash(cfg), "trainer": Shell(marker)}
+    with open(tmp_path / files.CHECKPOINT, "wb") as handle:
+        torch.save(state, handle) if how == "torch.save" else pickle.dump(state, handle)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch's pickle-protocol warning would fail the test
+        with pytest.raises(RunDirError) as err:
+            run(cfg, tmp_path)
+    said = str(err.value)
+    reason = {
+        "torch.save": "Trying to load unsupported GLOBAL posix.system whose module posix is blocked",
+        "pickle.dump": "Unsupported operand 149",
+    }[how]
+    assert said.startswith(
+        f"{tmp_path / files.CHECKPOINT} holds objects the safe loader refuses (not executed): {reason};"
+    )
+    assert not marker.exists()
 
 
 def test_a_truncated_checkpoint_is_called_so_in_whole_sentences(make_config, tmp_path):
