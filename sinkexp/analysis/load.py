@@ -26,8 +26,8 @@ from sinkexp.evaluate.evaluator import captured_forward
 from sinkexp.machine.devices import device_kind, resolve_device, usable_gpus
 from sinkexp.model import Transformer, tap_names
 from sinkexp.rundir import files as rundir_files
-from sinkexp.rundir.files import RunFiles
 from sinkexp.rundir.lifecycle import RunDir, RunDirError
+from sinkexp.rundir.reading import RunFiles, damage
 from sinkexp.tasks import TASKS, held_out_batch
 from sinkexp.tasks.base import Batch
 
@@ -67,7 +67,14 @@ def load_run(path, step: int | None = None, device: str | None = None) -> Loaded
     if not (path / rundir_files.CONFIG).exists():
         raise FileNotFoundError(f"{path} is not a run directory (no {rundir_files.CONFIG})")
     files = RunFiles(path)
-    cfg = from_dictconfig(files.config)
+    reason = damage(path) if rundir_files.status(path) == "done" else None
+    try:
+        config = files.config
+    except Exception as err:  # OmegaConf raises several types for a file that is not a mapping
+        reason = f"{rundir_files.CONFIG} cannot be read ({err.__class__.__name__})"
+    if reason is not None:
+        raise RunDirError(f"{path}: {reason}; the run cannot be loaded (train it again into another folder)")
+    cfg = from_dictconfig(config)
     trained = ((files.meta or {}).get("device") or {}).get("resolved") or "cpu"  # e.g. cuda:0
     kind = device_kind(trained)
     why = (

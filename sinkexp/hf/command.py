@@ -169,7 +169,7 @@ def run_job(job: Job, quiet: bool = False) -> bool:
 
 def measure_checkpoint(model: str, run_dir: Path, revision: str | None = None, **settings) -> Path:
     """Measure one checkpoint into `run_dir` (nothing to do when a finished run of the same
-    settings is there) and return it; read its tables with rundir.files.RunFiles(run_dir). For claims
+    settings is there) and return it; read its tables with rundir.reading.RunFiles(run_dir). For claims
     on named open checkpoints (sinkexp reproduce): `settings` are MeasureConfig's keys with Python
     values (n=8, dtype="bfloat16"), checked as the command line's are (hf_settings.checked), never
     turned into text. ConfigError when the model is not on the machine (sources.on_disk says so

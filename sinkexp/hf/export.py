@@ -27,7 +27,8 @@ from sinkexp.analysis.load import load_run
 from sinkexp.config.schema import value_of
 from sinkexp.config.validate import from_dictconfig
 from sinkexp.errors import ConfigError
-from sinkexp.rundir.files import CONFIG, META, RunFiles, finished, read_json
+from sinkexp.rundir.files import CONFIG, META, finished, read_json
+from sinkexp.rundir.reading import RunFiles
 
 # The run's settings a LlamaForCausalLM computes (anything else has no equivalent there).
 LLAMA = {

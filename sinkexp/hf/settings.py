@@ -151,7 +151,7 @@ def safe(name: str) -> str:
 
 def as_written(cfg: MeasureConfig, step: int, model_config) -> dict:
     """config.yaml of a measure run: its settings (not dir and name: bookkeeping), the checkpoint's
-    step (rundir.files.last_step reads it) and what was measured."""
+    step (rundir.reading.last_step reads it) and what was measured."""
     settings = {key: value for key, value in dataclasses.asdict(cfg).items() if key not in ("dir", "name")}
     return {
         "command": "measure",

@@ -22,7 +22,8 @@ import pandas as pd
 
 from sinkexp.evaluate.tables import final_values
 from sinkexp.reproduce.claims import Measure
-from sinkexp.rundir.files import ATTENTION, RunFiles, collect, finished, setting
+from sinkexp.rundir.files import ATTENTION, finished
+from sinkexp.rundir.reading import RunFiles, collect, setting
 
 
 class MissingValue(LookupError):

@@ -23,7 +23,7 @@ import pandas as pd
 from sinkexp.reproduce.claims import Claim, Paired, Trend
 from sinkexp.reproduce.declare import Paper
 from sinkexp.reproduce.measures import FinishedRun, MissingValue
-from sinkexp.rundir.files import collect, setting
+from sinkexp.rundir.reading import collect, setting
 
 VERDICTS = ("holds", "contradicted", "not reached", "cannot fail", "not run")
 

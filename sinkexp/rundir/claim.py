@@ -35,6 +35,7 @@ from sinkexp.rundir.files import (
     write_text,
 )
 from sinkexp.rundir.provenance import utc_now
+from sinkexp.rundir.reading import damage
 
 
 class RunClaim:
@@ -110,13 +111,21 @@ def claim(path: Path, check) -> tuple[int | None, dict | None]:
 def existing_run(path: Path, digest: str, fix: str = "hydra.run.dir or name") -> dict | None:
     """Without touching anything: the summary of the finished run (rundir.files.finished) of config hash
     `digest` in `path`, None if there is work to do, or RunDirError if the directory belongs to
-    another config (`fix`: the keys that choose another directory; `dir or name` for measure runs)."""
+    another config (`fix`: the keys that choose another directory; `dir or name` for measure runs) or
+    holds a finished run that does not read back whole (rundir/reading.py's `damage`)."""
     if path.exists() and not path.is_dir():
         raise RunDirError(f"{path} is a file, not a run directory")
-    recorded = read_json(path / META).get("config_hash") if (path / META).exists() else None
+    recover = f"move the folder away and run the same command to train it again, or choose another {fix}"
+    done = status(path) == "done"
+    if done and (reason := damage(path)) is not None:  # finished, but a file of it does not read back whole
+        raise RunDirError(f"{path} is a finished run, but {reason}; refusing to touch it: {recover}")
+    try:
+        recorded = read_json(path / META).get("config_hash") if (path / META).exists() else None
+    except ValueError:  # an unfinished run's meta.json that is not JSON: whose run it is cannot be told
+        raise RunDirError(f"{path / META} cannot be read; refusing to touch the run: {recover}") from None
     if recorded not in (None, digest):
         raise RunDirError(
-            f"{path} holds {'a finished run' if status(path) == 'done' else 'a run'} of another "
+            f"{path} holds {'a finished run' if done else 'a run'} of another "
             f"config (hash {recorded}, this one {digest}); refusing to touch it: choose another {fix}"
         )
     return read_json(path / SUMMARY) if finished(path, digest) else None

@@ -1,8 +1,6 @@
-"""A run directory as files: names, atomic writes, status, and the settings and tables read back.
-
-This is the one reader of a run directory (docs/rundir.md is its contract). It imports no torch
-and no model code, so `sinkexp report`, `sinkexp reproduce`'s verdicts and `load_run` read runs the
-same way, and a notebook can too. What may happen to a directory while a run trains (config hash,
+"""A run directory as files: names, atomic writes, the lock and the status. Reading a run back
+(settings, tables, whether it is whole) is rundir/reading.py's. Neither imports torch or model
+code (docs/rundir.md is their contract). What may happen to a directory while a run trains (config hash,
 checkpoint, resume) is rundir/lifecycle.py's job, built on these writers and on the lock here (`take_lock`
 while a process trains the run, `wait_for_lock` for a command whose run another process trains).
 
@@ -20,16 +18,11 @@ import math
 import os
 import platform
 import tempfile
-from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from omegaconf import OmegaConf
 
-from sinkexp.config.schema import LATER_KEYS
-from sinkexp.evaluate.tables import FINAL_COLUMNS, final_values
 from sinkexp.rundir.faults import run_file_error
 
 SCHEMA_VERSION = 1
@@ -190,108 +183,3 @@ def wait_for_lock(path: Path, waiting=lambda holder: None) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def find_runs(root: Path) -> list[Path]:
-    """Every folder below (or equal to) root that holds a run's config.yaml."""
-    return sorted(p.parent for p in Path(root).rglob(CONFIG) if ".hydra" not in p.parts)
-
-
-def read_settings(run: Path) -> dict:
-    """The run's config as flat dotted keys (e.g. model.n_layers); lists become their text."""
-    flat = pd.json_normalize(OmegaConf.to_container(OmegaConf.load(Path(run) / CONFIG)), sep=".")
-    return {key: (str(value) if isinstance(value, list) else value) for key, value in flat.iloc[0].items()}
-
-
-def setting(settings: dict, key: str):
-    """A run's value of `key`; a run written before the key existed has its earlier behaviour (LATER_KEYS)."""
-    value = settings.get(key)
-    missing = value is None or (isinstance(value, float) and math.isnan(value))
-    return LATER_KEYS.get(key) if missing else value
-
-
-def last_step(settings: dict) -> int:
-    """The step a finished run's tables end at: train.steps, or a `sinkexp measure` run's `step`; -1: unknown."""
-    value = settings.get("step" if settings.get("command") == "measure" else "train.steps")
-    return -1 if value is None or (isinstance(value, float) and math.isnan(value)) else int(value)
-
-
-def read_final(run: Path, steps: int) -> pd.DataFrame:
-    """A finished run's final values, after checking that its files agree: metrics.csv, losses.csv
-    and summary.json all end at train.steps. Raises ValueError saying what is wrong."""
-    try:
-        metrics, losses = pd.read_csv(run / METRICS), pd.read_csv(run / LOSSES)
-        summary_step = read_json(run / SUMMARY)["step"]
-    except (OSError, ValueError, KeyError, pd.errors.ParserError) as err:
-        raise ValueError(f"{err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
-    ends = {
-        METRICS: metrics["step"].max() if len(metrics) else None,
-        LOSSES: losses["step"].max() if len(losses) else None,
-        SUMMARY: summary_step,
-    }
-    if any(end != steps for end in ends.values()):
-        raise ValueError(
-            "tables end at "
-            + ", ".join(f"{name} step {end}" for name, end in ends.items())
-            + f", not train.steps={steps}"
-        )
-    return final_values(metrics, losses)
-
-
-def collect(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(runs: one row per run below root with settings, status and, for a damaged run, the reason;
-    finals: long rows of final values of finished runs). A run whose files cannot be read or
-    disagree is `damaged`; the others are read as usual."""
-    runs, finals = [], []
-    for run in find_runs(root):
-        row = {"run": str(run.relative_to(root)) if run != Path(root) else ".", "status": status(run), "reason": ""}
-        try:
-            row.update(read_settings(run))
-        except Exception as err:  # OmegaConf raises several types for a file that is not a mapping
-            row.update(status="damaged", reason=f"{CONFIG} cannot be read ({err.__class__.__name__})")
-        runs.append(row)
-        if row["status"] != "done":
-            continue
-        try:
-            final = read_final(run, last_step(row))
-        except ValueError as err:
-            row.update(status="damaged", reason=str(err))
-            continue
-        finals.append(final.assign(run=row["run"]))
-    runs = pd.DataFrame(runs)
-    finals = pd.concat(finals, ignore_index=True) if finals else pd.DataFrame(columns=["run", *FINAL_COLUMNS])
-    return runs, finals
-
-
-@dataclass
-class RunFiles:
-    """One run directory's files, each read when first asked for."""
-
-    path: Path
-
-    @cached_property
-    def config(self):  # config.yaml as OmegaConf reads it
-        return OmegaConf.load(self.path / CONFIG)
-
-    @cached_property
-    def metrics(self) -> pd.DataFrame | None:  # every evaluated step, per head
-        return self.table(METRICS)
-
-    @cached_property
-    def losses(self) -> pd.DataFrame | None:
-        return self.table(LOSSES)
-
-    @cached_property
-    def meta(self) -> dict | None:  # meta.json: provenance, timings (docs/rundir.md)
-        return read_json(self.path / META) if (self.path / META).exists() else None
-
-    @cached_property
-    def summary(self) -> dict | None:  # None before the run finished
-        return read_json(self.path / SUMMARY) if (self.path / SUMMARY).exists() else None
-
-    def table(self, name: str) -> pd.DataFrame | None:
-        return pd.read_csv(self.path / name) if (self.path / name).exists() else None
-
-    def kept_steps(self) -> list[int]:
-        """Steps with a kept checkpoint (train.keep_checkpoints)."""
-        return sorted(int(p.stem.removeprefix("step_")) for p in (self.path / KEPT).glob("step_*.pt"))

@@ -82,7 +82,7 @@ def test_measure_checkpoint_for_claims_on_named_checkpoints(tmp_path, monkeypatc
     """What a reproduce claim calls: on_disk first (no network), then the run directory, reused."""
     from sinkexp.hf.command import measure_checkpoint
     from sinkexp.hf.sources import on_disk
-    from sinkexp.rundir.files import RunFiles
+    from sinkexp.rundir.reading import RunFiles
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     folder = tiny("gpt2", tmp_path / "g")

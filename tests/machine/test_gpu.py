@@ -23,7 +23,7 @@ from helpers import assert_same_tables
 from sinkexp.config.schema import run_configs
 from sinkexp.jobs.runner import make_trainer, run, train_together
 from sinkexp.machine import devices
-from sinkexp.rundir import files
+from sinkexp.rundir import files, reading
 from sinkexp.tasks import TASKS
 from sinkexp.train.loop import Trainer
 from sinkexp.train.replicas import ReplicaTrainer
@@ -137,8 +137,8 @@ def test_a_compiled_lone_run_through_the_command_line(tmp_path):
         [sys.executable, "-m", "sinkexp.cli", "train", *args], capture_output=True, text=True, cwd=tmp_path, timeout=600
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert (tmp_path / files.DONE).exists() and files.RunFiles(tmp_path).kept_steps() == [20, 40]
-    assert sorted(set(files.RunFiles(tmp_path).metrics["step"])) == [0, 20, 40]
+    assert (tmp_path / files.DONE).exists() and reading.RunFiles(tmp_path).kept_steps() == [20, 40]
+    assert sorted(set(reading.RunFiles(tmp_path).metrics["step"])) == [0, 20, 40]
     meta = files.read_json(tmp_path / files.META)
     assert meta["device"]["resolved"] == "cuda:0" and meta["device"]["precision"]["deterministic_algorithms"]
 

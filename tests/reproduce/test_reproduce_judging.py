@@ -21,7 +21,7 @@ from sinkexp.reproduce.measures import FinishedRun, MissingValue, final, interve
 from sinkexp.reproduce.papers import PAPERS
 from sinkexp.reproduce.verdicts import check_claims, judge, load_runs, selects, spearman
 from sinkexp.reproduce.write import headline, results_page, write_docs
-from sinkexp.rundir.files import setting
+from sinkexp.rundir.reading import setting
 
 
 def test_an_unfinished_runs_claims_are_not_run_with_the_reason(plumbed, tmp_path):
