@@ -86,8 +86,8 @@ def damage(run: Path) -> str | None:
         settings = read_settings(run)
     except Exception as err:  # OmegaConf raises several types for a file that is not a mapping
         return f"{CONFIG} cannot be read ({err.__class__.__name__})"
-    if last_step(settings) < 0:
-        return f"{CONFIG} is cut short (no train.steps, or a measure run's step)"
+    if ("step" if settings.get("command") == "measure" else "train.steps") not in settings:
+        return f"{CONFIG} is cut short (it has no train.steps, or a measure run's step)"
     try:
         read_whole(Path(run) / META, read_json)
         read_final(Path(run), last_step(settings))

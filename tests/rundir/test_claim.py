@@ -11,10 +11,12 @@ import threading
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from conftest import QUICK
 
+from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.jobs.runner import run
 from sinkexp.rundir import files, lifecycle, provenance
 from sinkexp.rundir.claim import RunClaim
@@ -36,14 +38,16 @@ def test_a_claim_without_training_goes_from_the_lock_to_done(tmp_path):
     with pytest.raises(files.RunBusy, match=f"pid {os.getpid()}"):  # one process at a time
         RunClaim(path, "abcd1234").take()
     meta = opening_meta("abcd1234", "cpu", CPU, identity={"command": "measure"})
-    claim.begin({"command": "measure", "seq_len": 8}, meta)
+    claim.begin({"command": "measure", "step": 0}, meta)
     assert not (path / files.FAILED).exists() and files.status(path) == "incomplete"
-    assert (path / files.CONFIG).read_text() == "command: measure\nseq_len: 8\n"
+    assert (path / files.CONFIG).read_text() == "command: measure\nstep: 0\n"
     assert files.read_json(path / files.META)["end_time"] is None
     with pytest.raises(ValueError, match="meta.json has no field steps to close"):
         claim.end(1.0, steps=3)
     assert not (path / files.DONE).exists()
-    files.write_json(path / files.SUMMARY, {"step": 0})
+    files.write_json(path / files.SUMMARY, {"step": 0})  # the caller's tables, whole (reading.damage)
+    files.write_csv(path / files.METRICS, pd.DataFrame([[0, 0, 0, "text", "sink_attn", 0.5]], columns=METRIC_COLUMNS))
+    files.write_csv(path / files.LOSSES, pd.DataFrame([[0, "eval/text", 1.0]], columns=LOSS_COLUMNS))
     claim.end(1.23456)
     claim.close()
     meta = files.read_json(path / files.META)
