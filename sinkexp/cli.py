@@ -27,6 +27,8 @@ from sinkexp.config.schedule import SCHEDULES
 from sinkexp.config.schema import OPTIMIZERS, group_options
 from sinkexp.errors import ConfigError
 from sinkexp.hf import require_transformers
+from sinkexp.machine import preemption
+from sinkexp.rundir.faults import marked
 
 # torch (2.4 s to import), and the modules that import it (the model, launch, plan), are imported
 # where they are needed, so that `sinkexp --help` and `--version` answer at once.
@@ -68,6 +70,8 @@ def train(argv: list[str]) -> int:
     from sinkexp.config.compose import as_hydra_override
     from sinkexp.jobs.launch import hydra_main, launch
     from sinkexp.jobs.plan import plan
+
+    preemption.stop_on_signals()  # torch is loaded: a signal now raises, for the run's boundary to mark it
 
     argv = [as_hydra_override(arg) for arg in argv]
     args = get_args_parser().parse_args(argv)
@@ -122,7 +126,9 @@ def run_command(module: str, argv: list[str]) -> int:
         except ConfigError as err:
             print(f"sinkexp: error: {err}", file=sys.stderr)
             return 2
-    return importlib.import_module(module).main(argv)
+    command = importlib.import_module(module)
+    preemption.stop_on_signals()  # its modules are loaded: a signal now raises, for its own boundary
+    return command.main(argv)
 
 
 def invoke(argv: list[str]) -> int:
@@ -143,7 +149,23 @@ def invoke(argv: list[str]) -> int:
 
 
 def main() -> None:
-    sys.exit(invoke(sys.argv[1:]))
+    """The console script. Ctrl-C and SIGTERM end any command in one line from here on, with exit
+    status 128 + the signal (machine/preemption.py; a run's own stop says more: jobs/launch.py)."""
+    preemption.stop_on_signals(at_once=True)  # until the command's modules are loaded: nothing is written
+    try:
+        code = invoke(sys.argv[1:])
+    except BaseException as err:  # a stop outside a run's own boundary: planning, measure, report, ...
+        if isinstance(err, SystemExit) or preemption.stopping() is None:
+            raise
+        stop = preemption.Interrupted.at(err) if isinstance(err, KeyboardInterrupt) else None
+        signum = stop.signum if stop else preemption.stopping()
+        print(
+            f"sinkexp: {stop or preemption.Interrupted(signum)} ({marked(err)}); the same command starts again, "
+            "keeping what finished",
+            file=sys.stderr,
+        )
+        code = 128 + signum
+    sys.exit(code)
 
 
 if __name__ == "__main__":

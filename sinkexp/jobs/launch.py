@@ -39,13 +39,13 @@ from sinkexp.config.schema import CONFIG_MODULE, register_schema
 from sinkexp.errors import ConfigError
 from sinkexp.evaluate.tables import format_summary
 from sinkexp.jobs.plan import Job, Plan, dir_overrides
-from sinkexp.jobs.runner import train_together
+from sinkexp.jobs.runner import Finished, train_together
 from sinkexp.machine import preemption
 from sinkexp.machine.allocator import keep_freed_memory
 from sinkexp.machine.devices import job_device, usable_gpus
 from sinkexp.machine.threads import choose_threads
 from sinkexp.rundir.faults import marked, run_file_error
-from sinkexp.rundir.files import RunBusy, RunDirError, finished, status, wait_for_lock
+from sinkexp.rundir.files import CHECKPOINT, RunBusy, RunDirError, finished, wait_for_lock
 from sinkexp.train.loop import Diverged
 
 log = logging.getLogger("sinkexp")
@@ -54,7 +54,7 @@ log = logging.getLogger("sinkexp")
 def launch(planned: Plan) -> int:
     """Run a plan's jobs; 0 when every planned run ends finished, whoever trained it (a run skipped
     because another process trains it is waited for), else 1 (a sweep says how many did not, and why)."""
-    _handle_sigterm()
+    preemption.stop_on_signals((signal.SIGTERM,))  # SIGTERM stops a run as Ctrl-C does, FAILED written
     if planned.multirun and not planned.launcher.basic:
         hydra_launch(planned, parallel=planned.launcher.parallel)
     else:
@@ -141,19 +141,6 @@ def hydra_launch(planned: Plan, parallel: bool) -> None:
         )
 
 
-def _terminate(signum, frame) -> None:
-    """SIGTERM (`kill`, `scancel`): stops a run as Ctrl-C does, FAILED written. A submitit job's
-    pre-timeout signal requeues instead (machine/preemption.py)."""
-    raise preemption.Interrupted(signal.SIGTERM)
-
-
-def _handle_sigterm() -> None:
-    try:
-        signal.signal(signal.SIGTERM, _terminate)
-    except ValueError:  # not the main thread (some launchers): leave the default
-        pass
-
-
 def run_job(job: Job, parallel: bool) -> None:
     """One job: train its run (or its replicas' runs) and print each new run's table.
 
@@ -163,7 +150,7 @@ def run_job(job: Job, parallel: bool) -> None:
     # A submitit job's pre-timeout signal checkpoints, then requeues (machine/preemption.py). watch() keeps
     # submitit's SIGTERM handler for the requeue to restore, so it comes before ours.
     preemption.watch()
-    _handle_sigterm()
+    preemption.stop_on_signals((signal.SIGTERM,))
     allocator = keep_freed_memory()  # before this job allocates its model and batches
     hydra_cfg = HydraConfig.get()
     sweep = hydra_cfg.mode == RunMode.MULTIRUN
@@ -172,7 +159,6 @@ def run_job(job: Job, parallel: bool) -> None:
     device = spread_over_gpus(job.configs[0].device, hydra_cfg)
     cfgs = [_on(cfg, device) for cfg in job.configs]
     dirs = list(job.run_dirs)
-    fresh = [status(run_dir) != "done" for run_dir in dirs]
     notes = {
         "threads": f"{threads} ({why}; threads=N sets it)",
         "argv": job_argv(hydra_cfg, sweep),
@@ -184,8 +170,8 @@ def run_job(job: Job, parallel: bool) -> None:
     except BaseException as err:
         _stop(err, dirs, sweep)
         return
-    for summary, run_dir, new in zip(summaries, dirs, fresh):
-        if new:
+    for summary, run_dir in zip(summaries, dirs):
+        if not isinstance(summary, Finished):  # trained here, not by another process or earlier command
             print(format_summary(summary))
             print(f"run directory: {run_dir}")
 
@@ -196,12 +182,12 @@ def _stop(err: BaseException, dirs: list, sweep: bool) -> None:
     where = ", ".join(map(str, dirs))
     if isinstance(err, RunBusy):  # another process trains it: not ours to mark (launch waits for it)
         print(f"sinkexp: {err}; skipped here", file=sys.stderr)
-    elif isinstance(err, KeyboardInterrupt):  # Ctrl-C, SIGTERM, SIGUSR2: FAILED says so; the process stops
-        stop = preemption.Interrupted.at(err)
-        print(
-            f"sinkexp: {where} {stop} ({marked(err)}; the same command resumes it from its last checkpoint)",
-            file=sys.stderr,
-        )
+    # Ctrl-C, SIGTERM, SIGUSR2: FAILED says so; the process stops. After a stopping signal, any error is
+    # that stop (an import the signal cut short may raise something else).
+    elif isinstance(err, KeyboardInterrupt) or preemption.stopping() is not None:
+        stop = preemption.Interrupted.at(err) if isinstance(err, KeyboardInterrupt) else None
+        stop = stop or preemption.Interrupted(preemption.stopping())
+        print(f"sinkexp: {where} {stop} ({marked(err)}; {resumes(dirs)})", file=sys.stderr)
         raise SystemExit(128 + stop.signum) from None
     elif isinstance(err, preemption.Requeue):
         print(f"sinkexp: {where} {err}; submitit requeues the job, which resumes from it", file=sys.stderr)
@@ -214,6 +200,16 @@ def _stop(err: BaseException, dirs: list, sweep: bool) -> None:
         raise err
     else:
         log.exception("run %s failed (FAILED written); the sweep goes on", where, exc_info=err)
+
+
+def resumes(dirs: list[Path]) -> str:
+    """Where the same command takes the stopped runs up again: their last checkpoints, or step 0."""
+    kept = [(run_dir / CHECKPOINT).exists() for run_dir in dirs]
+    if all(kept):
+        return "the same command resumes it from its last checkpoint"
+    if not any(kept):
+        return "no checkpoint was written yet: the same command trains it from step 0"
+    return "the same command resumes each from its last checkpoint, or from step 0 where none was written yet"
 
 
 def _on(cfg, device: str):

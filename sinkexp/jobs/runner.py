@@ -112,6 +112,10 @@ def start_device(cfgs: list[Config], runs: list[RunDir]) -> torch.device | None:
     return device
 
 
+class Finished(dict):
+    """The summary of a run that was finished when this job claimed it (read back, not trained here)."""
+
+
 def open_runs(runs: list[RunDir]) -> tuple[dict[int, dict], list[list[int]]]:
     """Open each run's directory: (the finished runs' summaries by index, the others grouped by the
     step their checkpoint holds, so that each group resumes together)."""
@@ -121,7 +125,7 @@ def open_runs(runs: list[RunDir]) -> tuple[dict[int, dict], list[list[int]]]:
         finished = run_dir.open()
         if finished is not None:
             print(f"{run_dir.path} is finished already (hash {run_dir.digest}); left untouched")
-            summaries[i] = finished
+            summaries[i] = Finished(finished)
         else:
             groups[run_dir.resume_step].append(i)
     return summaries, list(groups.values())

@@ -22,6 +22,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 
 
 class Requeue(Exception):
@@ -55,6 +56,56 @@ class Interrupted(KeyboardInterrupt):
         if isinstance(err, cls) and (err.step is not None or step is None):
             return err
         return cls(getattr(err, "signum", signal.SIGINT), step, getattr(err, "checkpointed", False))
+
+
+STOPPING = (signal.SIGINT, signal.SIGTERM)
+_stopping: int | None = None  # the first stopping signal that arrived
+_at_once = False  # start-up: nothing written yet, so a stopping signal ends the process where it is
+
+
+def stop_on_signals(signals: tuple = STOPPING, at_once: bool = False) -> None:
+    """From now on Ctrl-C (SIGINT) and SIGTERM (`kill`, `scancel`) stop the process, the first of them
+    only: later ones are ignored, so that a second Ctrl-C cannot cut short the FAILED marker, a pool's
+    shutdown or the one line that says what happened.
+
+    `at_once` (cli.main, first thing): the command is starting up (imports, the plan) and has written
+    nothing, so the signal prints its one line and ends the process at once; raising an exception
+    there could land inside a C extension's import (torch's) and leave it broken. Otherwise (once a
+    command's modules are loaded, and in a launcher's worker, which has no cli.main) the signal raises
+    Interrupted where the process is, for the run's own boundary to write FAILED (jobs/launch.py)."""
+    global _at_once
+    _at_once = at_once
+    for signum in signals:
+        try:
+            signal.signal(signum, _interrupt)
+        except ValueError:  # not the main thread (some launchers): leave the default
+            pass
+
+
+def _interrupt(signum, frame) -> None:
+    global _stopping
+    ignore_stopping_signals()
+    _stopping = signum if _stopping is None else _stopping
+    if _at_once:
+        sys.stderr.write(f"sinkexp: {Interrupted(signum)} while starting (nothing written)\n")
+        sys.stderr.flush()
+        os._exit(128 + signum)
+    raise Interrupted(signum)
+
+
+def stopping() -> int | None:
+    """The stopping signal that arrived, if one did: an error raised after it (an import it cut
+    short, say) is read as that stop."""
+    return _stopping
+
+
+def ignore_stopping_signals() -> None:
+    """The process is stopping: a further Ctrl-C or SIGTERM changes nothing."""
+    for signum in STOPPING:
+        try:
+            signal.signal(signum, signal.SIG_IGN)
+        except ValueError:
+            pass
 
 
 _request: tuple | None = None  # (signal number, frame) once the signal has arrived
@@ -119,6 +170,7 @@ def sigterm_stops_children():
     on Ctrl-C, instead of leaving its workers training on their own."""
 
     def stop_workers(signum, frame):
+        ignore_stopping_signals()
         for worker in multiprocessing.active_children():
             worker.terminate()
         raise Interrupted(signal.SIGTERM)

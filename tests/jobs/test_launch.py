@@ -10,7 +10,9 @@ from sinkexp.config import validate as validate_module
 from sinkexp.config.identity import config_hash
 from sinkexp.jobs.launch import execute
 from sinkexp.jobs.plan import plan
+from sinkexp.jobs.runner import run
 from sinkexp.rundir.files import CONFIG, finished, status
+from sinkexp.rundir.lifecycle import RunDir
 
 
 @pytest.fixture
@@ -124,3 +126,23 @@ def test_a_run_written_before_later_keys_existed_loads_and_is_skipped(tmp_path, 
     assert load_run(run_dir).cfg == make_config(*QUICK)
     (again,) = plan(overrides, multirun=True).jobs
     assert again.run_dirs == job.run_dirs and status(run_dir) == "done" and finished(run_dir, again.digests[0])
+
+
+def test_a_job_prints_the_table_of_a_run_it_trained_only(tmp_path, capsys, monkeypatch):
+    """A run another process finishes while this job starts (after the job looked, before it claimed
+    the directory) is left untouched, and its table is not printed as this job's."""
+    (job,) = plan([f"hydra.sweep.dir={tmp_path}", *QUICK], multirun=True).jobs
+    opening, others = RunDir.open, []
+
+    def finished_meanwhile(self):
+        if not others:  # the other process trains the run first (its own open: the real one)
+            others.append(self.path)
+            run(self.cfg, self.path)
+        return opening(self)
+
+    monkeypatch.setattr(RunDir, "open", finished_meanwhile)
+    capsys.readouterr()
+    execute(job, sweep=True)
+    out, err = capsys.readouterr()
+    assert f"{job.run_dirs[0]} is finished already" in out, err
+    assert "loss at step" not in out and "run directory:" not in out
