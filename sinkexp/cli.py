@@ -118,6 +118,10 @@ COMMANDS = {
 }
 
 
+# reproduce imports torch only when it trains or estimates; reproduce/run.py stops signals raising there
+LOADS_TORCH_LATER = {"sinkexp.reproduce.command"}
+
+
 def run_command(module: str, argv: list[str]) -> int:
     """`module.main(argv)`; `measure` and `export` (sinkexp/hf/) first check for the optional transformers."""
     if module.startswith("sinkexp.hf."):
@@ -127,7 +131,8 @@ def run_command(module: str, argv: list[str]) -> int:
             print(f"sinkexp: error: {err}", file=sys.stderr)
             return 2
     command = importlib.import_module(module)
-    preemption.stop_on_signals()  # its modules are loaded: a signal now raises, for its own boundary
+    if module not in LOADS_TORCH_LATER:
+        preemption.stop_on_signals()  # its modules are loaded: a signal now raises, for its own boundary
     return command.main(argv)
 
 

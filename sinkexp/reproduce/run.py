@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from sinkexp.machine import preemption
 from sinkexp.reproduce.checkpoints import measure_checkpoints, planned_runs
 from sinkexp.reproduce.declare import Paper
 from sinkexp.reproduce.verdicts import check_claims
@@ -35,6 +36,7 @@ def reproduce(
     from sinkexp.reproduce.execute import chose_launcher, plan_papers, planned_dirs, run_experiment, scale_of
     from sinkexp.reproduce.pool import run_pool
 
+    preemption.stop_on_signals()  # torch is loaded: a signal now raises, for the pool's and the runs' boundaries
     planned = plan_papers(papers, overrides, root, pack)  # planned once: the pool, the estimate and the claims read it
     plans = planned.plans
     claimed = {key: planned_dirs(plan) for key, plan in plans.items()}  # claims read only these runs
@@ -77,6 +79,7 @@ def estimate_papers(
     from sinkexp.reproduce.estimate import estimate
     from sinkexp.reproduce.execute import plan_papers
 
+    preemption.stop_on_signals()  # torch is loaded: a signal now raises (the calibration times real jobs)
     # check_memory False: a job too large for its device is planned, and the estimate says it does not fit
     return estimate(plan_papers(papers, overrides, root, pack, check_memory=False), recalibrate)
 
