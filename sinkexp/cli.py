@@ -67,7 +67,7 @@ def train(argv: list[str]) -> int:
     # lazy: launch and plan import torch; Hydra's parser (0.2 s) is for `train` alone
     from hydra._internal.utils import get_args_parser
 
-    from sinkexp.config.compose import as_hydra_override
+    from sinkexp.config.compose import as_hydra_override, given_once
     from sinkexp.jobs.launch import hydra_main, launch
     from sinkexp.jobs.plan import plan
 
@@ -88,6 +88,7 @@ def train(argv: list[str]) -> int:
         hydra_main(argv, prog="sinkexp" if args.shell_completion else "sinkexp train")
         return 0
     try:
+        given_once(args.overrides)  # Hydra would keep the last of two silently
         planned = plan(args.overrides, args.multirun)
     except ConfigError as err:
         print(f"sinkexp: error: {err}", file=sys.stderr)

@@ -1,5 +1,6 @@
 """The one error type a user sees for a bad setting: a single line naming the key."""
 
+import difflib
 from typing import Any, Iterable
 
 
@@ -8,7 +9,14 @@ class ConfigError(ValueError):
 
 
 def choices_error(key: str, value: Any, choices: Iterable) -> ConfigError:
-    return ConfigError(f"{key}={value!r} is not valid; choose one of: {', '.join(map(str, choices))}")
+    choices = [str(choice) for choice in choices]
+    return ConfigError(f"{key}={value!r} is not valid{closest(value, choices)}; choose one of: {', '.join(choices)}")
+
+
+def closest(given: Any, choices: Iterable[str]) -> str:
+    """` (did you mean X?)` for the choice closest to `given` when one is close (difflib's ratio >= 0.6), else ''."""
+    match = difflib.get_close_matches(str(given), list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {match[0]}?)" if match else ""
 
 
 def omegaconf_message(err: Exception) -> str:

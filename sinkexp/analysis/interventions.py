@@ -200,7 +200,7 @@ def main(argv: list[str]) -> int:
     """`sinkexp intervene RUN_DIR [--layer L ...] [--seed N] [--unfinished]`: the table for a
     finished run, or with --unfinished for an unfinished one at its last checkpoint (the step said)."""
 
-    parser = argparse.ArgumentParser(prog="sinkexp intervene", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="sinkexp intervene", description=__doc__.split("\n\n")[0])
     parser.add_argument("run", help="a run directory")
     parser.add_argument("--layer", type=int, nargs="*", default=None, help="layers (default: every layer)")
     parser.add_argument("--seed", type=int, default=0, help="draws the random non-sink keys")

@@ -24,7 +24,7 @@ from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf
 
 from sinkexp.config.schema import CONFIG_MODULE, Config, register_schema
-from sinkexp.errors import ConfigError, choices_error, omegaconf_message
+from sinkexp.errors import ConfigError, choices_error, closest, omegaconf_message
 
 PARSE_HINT = "quote values with spaces or special characters, e.g. key='a b'"
 
@@ -131,11 +131,42 @@ def explain(overrides: list[str], err: Exception) -> ConfigError:
         absent = OmegaConf.select(base, key, default=KeyError) is KeyError
         if not _is_group(loader, key) and not override.is_add() and absent:
             parent, _, leaf = key.rpartition(".")
+            exists = not parent or isinstance(OmegaConf.select(base, parent, default=None), DictConfig)
+            while parent and not isinstance(OmegaConf.select(base, parent, default=None), DictConfig):
+                parent = parent.rpartition(".")[0]  # the deepest part of the key that exists
             node = OmegaConf.select(base, parent) if parent else base
-            valid = sorted(str(k) for k in node.keys()) if isinstance(node, DictConfig) else []
+            valid = sorted(str(k) for k in node.keys())
             where = f"under '{parent}'" if parent else "at the top level"
-            return ConfigError(f"{key}: unknown key; valid keys {where}: {', '.join(valid)}")
+            # a misspelt leaf among its siblings; a misspelt section among every key
+            if exists:
+                hint = closest(leaf, valid).replace("mean ", f"mean {parent}." if parent else "mean ")
+            else:
+                hint = closest(key, dotted_keys(base))
+            return ConfigError(f"{key}: unknown key{hint}; valid keys {where}: {', '.join(valid)}")
     return ConfigError(omegaconf_message(err.__cause__ or err))
+
+
+def dotted_keys(node: DictConfig, prefix: str = "") -> list[str]:
+    """Every key of a composed config as its dotted name (train.steps, ...), Hydra's own node left out."""
+    keys = []
+    for key in node.keys():
+        name, child = f"{prefix}{key}", node._get_node(key)
+        if name == "hydra":
+            continue
+        keys.append(name)
+        if isinstance(child, DictConfig):
+            keys += dotted_keys(child, f"{name}.")
+    return keys
+
+
+def given_once(overrides: list[str]) -> None:
+    """ConfigError when the command line sets one key twice (Hydra would silently keep the last)."""
+    seen: dict[str, str] = {}
+    for override in parse(overrides):
+        key = override.key_or_group
+        if key in seen:
+            raise ConfigError(f"{key} is given twice ({seen[key]} and {override.input_line}); give it once")
+        seen[key] = override.input_line
 
 
 def _is_group(loader, key: str) -> bool:

@@ -86,11 +86,15 @@ def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Pla
         params = dict(master.hydra.sweeper.params or {}) if multirun else {}
         launcher = Launcher.of(master)
         composed = []
-        for job in expand(own, multirun, params):
-            full = compose(job + hydra_own)
-            cfg = from_dictconfig(full)  # config/validate.py: one line naming the key
-            if check_memory:
-                check_plan(cfg, launcher, multirun)  # fits the device it will train on (jobs/memory.py)
+        jobs = expand(own, multirun, params)
+        for job in jobs:
+            try:
+                full = compose(job + hydra_own)
+                cfg = from_dictconfig(full)  # config/validate.py: one line naming the key
+                if check_memory:
+                    check_plan(cfg, launcher, multirun)  # fits the device it will train on (jobs/memory.py)
+            except ConfigError as err:  # in a sweep: which of its jobs (the combination of its values)
+                raise ConfigError(f"{err} (the job {' '.join(job)})" if len(jobs) > 1 else str(err)) from None
             composed.append((job, full, cfg))
         if any(cfg.train.replicas > 1 or cfg.pack for _, _, cfg in composed):
             check_shared_dirs([(full, cfg) for _, full, cfg in composed], multirun)

@@ -113,6 +113,10 @@ def heads(run: pd.Series) -> int:
     return int(run[f"{prefix}.n_layers"]) * int(run[f"{prefix}.n_heads"])
 
 
+class NothingFinished(RuntimeError):
+    """Every run below the folder failed, is incomplete or is damaged: the report has no summary."""
+
+
 def report(root: Path, out: Path | None = None) -> Path:
     """write_report, then print what it found: run counts, the runs that did not finish, and the
     final sink attention per setting and layer."""
@@ -121,6 +125,8 @@ def report(root: Path, out: Path | None = None) -> Path:
     print(f"{len(runs)} runs below {root}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     for _, run in runs[runs["status"] != "done"].iterrows():
         print(f"  {run['status']:>10}: {run['run']}" + (f" ({run['reason']})" if run["reason"] else ""))
+    if not (runs["status"] == "done").any():
+        raise NothingFinished(f"no run below {root} has finished: nothing to summarise ({out / 'runs.csv'})")
     headline = summary[(summary["metric"] == "sink_attn") & (summary["layer"] >= 0) & (summary["query_type"] != "all")]
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(headline.round(4).to_string(index=False))
@@ -129,7 +135,7 @@ def report(root: Path, out: Path | None = None) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="sinkexp report", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="sinkexp report", description=__doc__.split("\n\n")[0])
     parser.add_argument("dir", type=Path, help="a sweep directory, or a single run directory")
     parser.add_argument("--out", type=Path, default=None, help="where to write (default DIR/report)")
     args = parser.parse_args(argv)
@@ -142,6 +148,9 @@ def main(argv: list[str]) -> int:
     except FileNotFoundError as err:
         print(f"sinkexp: error: {err}", file=sys.stderr)
         return 2
+    except NothingFinished as err:  # runs.csv is written: it says each run's status
+        print(f"sinkexp: error: {err}", file=sys.stderr)
+        return 1
     except OSError as err:  # a read-only or unwritable folder, a full disk, an unreadable run
         print(f"sinkexp: error: {report_fault(err, out)}", file=sys.stderr)
         return 1

@@ -8,6 +8,7 @@ import dataclasses
 from functools import cache
 
 from sinkexp.config.schema import Config, group_options, task_of
+from sinkexp.errors import closest
 from sinkexp.tasks import TASKS
 
 GROUPS = ("attn", "model", "task", "scale")  # config groups a grid or override may choose
@@ -26,7 +27,7 @@ def key_problem(key: str, value, task: str) -> str:
         parent = key.rpartition(".")[0]
         valid = sorted(k for k in keys if k.rpartition(".")[0] == parent)
         where = f"under {parent!r}" if parent else "at the top level"
-        return f"{key}: unknown key for task={task}; valid keys {where}: {', '.join(valid)}"
+        return f"{key}: unknown key for task={task}{closest(key, keys)}; valid keys {where}: {', '.join(valid)}"
     default = keys[key]
     kinds = [
         lambda x: isinstance(x, bool),

@@ -5,6 +5,7 @@ once its value is zeroed, makes the head write nothing."""
 import pytest
 import torch
 from conftest import QUICK
+from helpers import sinkexp
 
 from sinkexp.analysis.interventions import INTERVENTIONS, random_other_keys, run_interventions
 from sinkexp.analysis.load import load_run
@@ -175,4 +176,11 @@ def test_the_command_refuses_an_unfinished_run_unless_asked_and_then_says_which_
             "its last checkpoint, step 20 of train.steps=30\n"
         )
         and "redirect" in out
+    )
+
+
+def test_the_help_is_whole(tmp_path):
+    result = sinkexp("intervene", "--help", cwd=tmp_path, process=True)
+    assert result.returncode == 0 and "in the one forward pass, never a second model." in " ".join(
+        result.stdout.split()
     )

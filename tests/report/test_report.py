@@ -128,3 +128,15 @@ def test_an_unwritable_report_folder_is_one_line_naming_another(sweep, tmp_path,
     assert main([str(run_dir), "--out", str(tmp_path / "blocked/report")]) == 1
     said = capsys.readouterr().err.strip().splitlines()
     assert len(said) == 1 and f"cannot write {tmp_path / 'blocked'}" in said[0] and "--out DIR" in said[0]
+
+
+def test_a_folder_with_no_finished_run_is_one_line_and_exit_1(sweep, tmp_path, capsys):
+    for name in ("trigger/softmax/L1/s2", "trigger/relu/L1/s2"):  # incomplete, failed
+        shutil.copytree(sweep / name, tmp_path / name)
+    assert main([str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert "2 runs below" in out and "1 failed, 1 incomplete" in out and "Empty DataFrame" not in out
+    assert err.strip() == f"sinkexp: error: no run below {tmp_path} has finished: nothing to summarise " + (
+        f"({tmp_path / 'report' / 'runs.csv'})"
+    )
+    assert (tmp_path / "report" / "runs.csv").exists()

@@ -83,7 +83,10 @@ def test_the_fields_naming_other_claims_read_as_tuples_of_names():
         (value(kind="claim"), "p/c: kind='claim'; choose one of: paper, extension, control"),
         (value(requires="later"), "p/c: requires='later' is not an earlier claim; earlier: "),
         (value(measure=final("sink_atn", 0)), "p/c: metric 'sink_atn' is not in the registry"),
-        (value(where={"task.gama": 0.0}), "p/c: task.gama: unknown key for task=damping; valid keys under 'task': "),
+        (
+            value(where={"task.gama": 0.0}),
+            "p/c: task.gama: unknown key for task=damping (did you mean task.gamma?); valid keys under 'task': ",
+        ),
         (value(where={"task.gamma": 0.5}), "p/c: task.gamma=0.5 is not a value its experiments run (one: 0.0, 0.1)"),
         (value(where={"task.gamma": "high"}), "p/c: task.gamma='high' does not fit the key"),
         (
