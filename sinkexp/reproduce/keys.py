@@ -8,7 +8,7 @@ import dataclasses
 from functools import cache
 
 from sinkexp.config.schema import Config, group_options, task_of
-from sinkexp.errors import closest
+from sinkexp.errors import choices_error, closest
 from sinkexp.tasks import TASKS
 
 GROUPS = ("attn", "model", "task", "scale")  # config groups a grid or override may choose
@@ -21,7 +21,7 @@ def key_problem(key: str, value, task: str) -> str:
     if key in GROUPS:
         options = group_options()[key]
         valid = value is None or value in options
-        return "" if valid else f"{key}={value!r} is not valid; choose one of: {', '.join(options)}"
+        return "" if valid else str(choices_error(key, value, options))
     keys = config_keys(task)
     if key not in keys:
         parent = key.rpartition(".")[0]

@@ -77,20 +77,26 @@ def read_whole(path: Path, read):
         raise ValueError(f"{Path(path).name} cannot be read ({why})") from None
 
 
-def damage(run: Path) -> str | None:
-    """What keeps a finished run (DONE) from reading back whole, in a line naming the file:
-    config.yaml, meta.json and summary.json must parse, and the tables must end where the run does
-    (read_final). None when all is whole. The one test that the plan (before it skips a finished
-    run), `sinkexp report` and load_run share (docs/rundir.md)."""
+def read_whole_run(run: Path) -> pd.DataFrame:
+    """A finished run's final values once it reads back whole: config.yaml, meta.json and
+    summary.json parse, and the tables end where the run does (read_final). ValueError, a line
+    naming the file, when they do not."""
     try:
         settings = read_settings(run)
     except Exception as err:  # OmegaConf raises several types for a file that is not a mapping
-        return f"{CONFIG} cannot be read ({err.__class__.__name__})"
+        raise ValueError(f"{CONFIG} cannot be read ({err.__class__.__name__})") from None
     if ("step" if settings.get("command") == "measure" else "train.steps") not in settings:
-        return f"{CONFIG} is cut short (it has no train.steps, or a measure run's step)"
+        raise ValueError(f"{CONFIG} is cut short (it has no train.steps, or a measure run's step)")
+    read_whole(Path(run) / META, read_json)
+    return read_final(Path(run), last_step(settings))
+
+
+def damage(run: Path) -> str | None:
+    """What keeps a finished run (DONE) from reading back whole (read_whole_run), or None: the one
+    test that the plan (before it skips a finished run), `sinkexp report` and load_run share
+    (docs/rundir.md)."""
     try:
-        read_whole(Path(run) / META, read_json)
-        read_final(Path(run), last_step(settings))
+        read_whole_run(run)
     except ValueError as err:
         return str(err)
     return None
@@ -110,10 +116,10 @@ def collect(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         runs.append(row)
         if row["status"] != "done":
             continue
-        if (reason := damage(run)) is not None:
-            row.update(status="damaged", reason=reason)
-            continue
-        finals.append(read_final(run, last_step(row)).assign(run=row["run"]))
+        try:
+            finals.append(read_whole_run(run).assign(run=row["run"]))
+        except ValueError as err:  # damage(run)
+            row.update(status="damaged", reason=str(err))
     runs = pd.DataFrame(runs)
     finals = pd.concat(finals, ignore_index=True) if finals else pd.DataFrame(columns=["run", *FINAL_COLUMNS])
     return runs, finals

@@ -104,8 +104,11 @@ def test_measure_checkpoint_checks_python_values_without_turning_them_into_text(
         ({"n": "8"}, "n='8' is not an integer"),
         ({"n": True}, "n=True is not an integer"),
         ({"n": 0}, "n=0 is not valid; it must be >= 1"),
-        ({"sequences": 5}, "key='sequences' is not valid; choose one of: model, revision"),
-        ({"dtype": "float8"}, "dtype='float8' is not valid; choose one of: float32, bfloat16, float16"),
+        ({"sequences": 5}, "key='sequences' is not valid (did you mean seq_len?); choose one of: model, revision"),
+        (
+            {"dtype": "float8"},
+            "dtype='float8' is not valid (did you mean float32?); choose one of: float32, bfloat16, float16",
+        ),
         ({"text": 3}, "text=3 is not a string"),
     ):
         with pytest.raises(ConfigError, match=re.escape(words)) as err:
