@@ -13,10 +13,16 @@ def choices_error(key: str, value: Any, choices: Iterable) -> ConfigError:
     return ConfigError(f"{key}={value!r} is not valid{closest(value, choices)}; choose one of: {', '.join(choices)}")
 
 
-def closest(given: Any, choices: Iterable[str]) -> str:
-    """` (did you mean X?)` for the choice closest to `given` when one is close (difflib's ratio >= 0.6), else ''."""
+def nearest(given: Any, choices: Iterable[str]) -> str | None:
+    """The choice closest to `given` when one is close (difflib's ratio >= 0.6, sinkexp's threshold), else None."""
     match = difflib.get_close_matches(str(given), list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {match[0]}?)" if match else ""
+    return match[0] if match else None
+
+
+def closest(given: Any, choices: Iterable[str], prefix: str = "") -> str:
+    """` (did you mean PREFIX+X?)` for the nearest choice X, or '' when none is close."""
+    match = nearest(given, choices)
+    return f" (did you mean {prefix}{match}?)" if match else ""
 
 
 def omegaconf_message(err: Exception) -> str:

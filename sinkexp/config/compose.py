@@ -138,10 +138,7 @@ def explain(overrides: list[str], err: Exception) -> ConfigError:
             valid = sorted(str(k) for k in node.keys())
             where = f"under '{parent}'" if parent else "at the top level"
             # a misspelt leaf among its siblings; a misspelt section among every key
-            if exists:
-                hint = closest(leaf, valid).replace("mean ", f"mean {parent}." if parent else "mean ")
-            else:
-                hint = closest(key, dotted_keys(base))
+            hint = closest(leaf, valid, f"{parent}." if parent else "") if exists else closest(key, dotted_keys(base))
             return ConfigError(f"{key}: unknown key{hint}; valid keys {where}: {', '.join(valid)}")
     return ConfigError(omegaconf_message(err.__cause__ or err))
 

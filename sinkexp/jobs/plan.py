@@ -30,7 +30,8 @@ from sinkexp.errors import ConfigError
 from sinkexp.jobs.cost import training_flops
 from sinkexp.jobs.launcher import Launcher
 from sinkexp.jobs.memory import check_plan
-from sinkexp.rundir.lifecycle import RunDir, RunDirError, existing_run, job_run_dirs
+from sinkexp.rundir.claim import existing_run
+from sinkexp.rundir.lifecycle import RunDir, RunDirError, job_run_dirs
 
 
 @dataclass(frozen=True)

@@ -41,14 +41,12 @@ def reproduce(
     plans = planned.plans
     claimed = {key: planned_dirs(plan) for key, plan in plans.items()}  # claims read only these runs
     started, seconds, reports, results = time.perf_counter(), {}, {}, []
-    if not plans:  # checkpoints only: nothing to train
-        pass
-    elif chose_launcher(overrides):  # the user's launcher (slurm, ...): one sweep per experiment
+    if plans and chose_launcher(overrides):  # the user's launcher (slurm, ...): one sweep per experiment
         for paper in papers:
             for exp in paper.experiments:
                 if (paper.name, exp.name) in plans:  # a checkpoint is measured, not trained
                     seconds[paper.name, exp.name] = run_experiment(paper, exp, plans[paper.name, exp.name], root)
-    else:  # every job through one pool, one progress line
+    elif plans:  # every job through one pool, one progress line (none: checkpoints only, nothing to train)
         predicted = estimate(planned)
         seconds = run_pool(plans, root, overrides, predicted[1]["job_seconds"])  # for the time left
     missing = measure_checkpoints(papers, root, weights)

@@ -30,7 +30,6 @@ from sinkexp.config.schema import Config, to_dict, value_of
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.machine.devices import device_kind
 from sinkexp.rundir.claim import RunClaim
-from sinkexp.rundir.claim import existing_run as existing_run  # re-exported: jobs/plan.py imports it from here
 from sinkexp.rundir.faults import run_file_error
 from sinkexp.rundir.files import (
     ATTENTION,
@@ -48,9 +47,6 @@ from sinkexp.rundir.files import (
     write_csv,
     write_json,
 )
-from sinkexp.rundir.files import CONFIG as CONFIG  # re-exported, as FAILED and write_text: tests/report reads them here
-from sinkexp.rundir.files import FAILED as FAILED
-from sinkexp.rundir.files import write_text as write_text
 from sinkexp.rundir.provenance import numerics, opening_meta
 
 log = logging.getLogger(__name__)

@@ -13,6 +13,18 @@ import torch
 from conftest import QUICK
 from helpers import sinkexp
 
+# 400 steps drawn 4 at a time, checkpointed every 100: a stop signal lands between checkpoints
+CHUNKED = (
+    "device=cpu",
+    "train.steps=400",
+    "eval.every=50",
+    "train.checkpoint_every=100",
+    "train.data_chunk=4",
+    "train.batch_size=16",
+    "eval.batch_size=32",
+    "threads=1",
+)
+
 
 def test_a_full_disk_ends_with_one_line_and_the_run_resumes_once_there_is_room(tmp_path, monkeypatch):
     """ENOSPC while the step-20 checkpoint is written: one line naming the file and what to do, exit 1,
@@ -109,16 +121,7 @@ def test_sigusr2_outside_submitit_stops_at_a_checkpoint_and_the_rerun_resumes_to
     import signal
     import time
 
-    args = (
-        "device=cpu",
-        "train.steps=400",
-        "eval.every=50",
-        "train.checkpoint_every=100",
-        "train.data_chunk=4",
-        "train.batch_size=16",
-        "eval.batch_size=32",
-        "threads=1",
-    )
+    args = CHUNKED
     assert sinkexp("train", "hydra.run.dir=whole", *args, cwd=tmp_path).returncode == 0
     env = {key: value for key, value in os.environ.items() if key != "TQDM_DISABLE"}  # the bar on stderr
     process = subprocess.Popen(
@@ -154,16 +157,7 @@ def test_a_submitit_job_signalled_before_its_timeout_requeues_and_resumes_to_the
     import signal
     import time
 
-    args = (
-        "device=cpu",
-        "train.steps=400",
-        "eval.every=50",
-        "train.checkpoint_every=100",
-        "train.data_chunk=4",
-        "train.batch_size=16",
-        "eval.batch_size=32",
-        "threads=1",
-    )
+    args = CHUNKED
     assert sinkexp("train", "hydra.run.dir=whole", *args, cwd=tmp_path).returncode == 0
     env = {**os.environ, "TQDM_DISABLE": "1"}
     process = subprocess.Popen(

@@ -64,7 +64,6 @@ def test_a_pool_worker_returns_once_a_run_another_process_trains_has_ended(tmp_p
     import threading
 
     from sinkexp.reproduce.pool import _run_job
-    from sinkexp.rundir.lifecycle import RunDir
 
     (job,) = plan([f"hydra.sweep.dir={tmp_path}", *QUICK], multirun=True).jobs
     ((run_dir, digest),) = job.runs

@@ -46,6 +46,15 @@ def test_the_pool_takes_the_longest_jobs_first():
     assert estimate.pool_time([1, 1, 1], workers=1) == 3
 
 
+# softmax and relu, 3 seeds each, 100 steps evaluated every 50: six runs of two distinct jobs
+GRID = Experiment(
+    name="e",
+    overrides={"task": "trigger"},
+    grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)},
+    cpu={"train.steps": 100, "eval.every": 50},
+)
+
+
 @pytest.fixture(autouse=True)
 def calibrations(monkeypatch, tmp_path):
     """Timings kept in the test's folder, never in the user's cache; the machine reads as quiet (the
@@ -81,12 +90,7 @@ def test_timings_taken_on_a_busy_machine_serve_the_plan_are_said_to_be_long_and_
 
 
 def test_the_estimate_predicts_from_the_calibration(monkeypatch, calibrations):
-    exp = Experiment(
-        name="e",
-        overrides={"task": "trigger"},
-        grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)},
-        cpu={"train.steps": 100, "eval.every": 50},
-    )
+    exp = GRID
     paper = SimpleNamespace(name="p", experiments=[exp])
     real = calibration.calibrate(compose_config("train.batch_size=8", "pack={seed:[0,1]}"), torch.device("cpu"))
     assert all(seconds > 0 for seconds in real)  # a pack of two: one step, two evaluations, timed
@@ -166,12 +170,7 @@ def test_the_old_name_of_the_flag_is_refused_naming_the_new_one(capsys):
 
 
 def test_a_resumed_command_prices_only_what_is_left(monkeypatch, tmp_path, calibrations):
-    exp = Experiment(
-        name="e",
-        overrides={"task": "trigger"},
-        grid={"attn": ("softmax", "relu"), "seed": (0, 1, 2)},
-        cpu={"train.steps": 100, "eval.every": 50},
-    )
+    exp = GRID
     paper = SimpleNamespace(name="p", experiments=[exp])
     monkeypatch.setattr(calibration, "calibrate", lambda cfg, device: (0.01, 0.5))  # a run: 100 x 0.01 + 3 x 0.5 s
     # A run an earlier command finished (its directory anywhere below the root) costs nothing.

@@ -11,7 +11,6 @@ from conftest import QUICK
 from sinkexp.jobs.runner import run
 from sinkexp.report.runs import collect, main, report, varying
 from sinkexp.rundir import files as rundir_files
-from sinkexp.rundir import lifecycle
 
 
 @pytest.fixture(scope="module")
@@ -21,14 +20,15 @@ def sweep(tmp_path_factory, make_config):
         for seed in (0, 1):
             run(make_config(*QUICK, f"attn={attn}", f"seed={seed}"), root / f"trigger/{attn}/L1/s{seed}")
     # an interrupted run (config written, no marker) and a failed one
-    lifecycle.write_text(
-        root / "trigger/softmax/L1/s2" / lifecycle.CONFIG,
-        (root / "trigger/softmax/L1/s0" / lifecycle.CONFIG).read_text(),
+    rundir_files.write_text(
+        root / "trigger/softmax/L1/s2" / rundir_files.CONFIG,
+        (root / "trigger/softmax/L1/s0" / rundir_files.CONFIG).read_text(),
     )
-    lifecycle.write_text(
-        root / "trigger/relu/L1/s2" / lifecycle.CONFIG, (root / "trigger/relu/L1/s0" / lifecycle.CONFIG).read_text()
+    rundir_files.write_text(
+        root / "trigger/relu/L1/s2" / rundir_files.CONFIG,
+        (root / "trigger/relu/L1/s0" / rundir_files.CONFIG).read_text(),
     )
-    lifecycle.write_text(root / "trigger/relu/L1/s2" / lifecycle.FAILED, "RuntimeError: boom\n")
+    rundir_files.write_text(root / "trigger/relu/L1/s2" / rundir_files.FAILED, "RuntimeError: boom\n")
     return root
 
 
@@ -80,11 +80,11 @@ def test_report_works_on_a_single_run_directory(sweep, tmp_path):
 def test_damaged_runs_are_listed_with_the_reason_and_the_rest_reported(sweep, tmp_path, capsys):
     root = tmp_path / "damaged"
     shutil.copytree(sweep, root)
-    metrics = root / "trigger/softmax/L1/s0" / lifecycle.METRICS  # truncated: ends at step 10 of 30
+    metrics = root / "trigger/softmax/L1/s0" / rundir_files.METRICS  # truncated: ends at step 10 of 30
     lines = metrics.read_text().splitlines()
     metrics.write_text("\n".join(line for line in lines if not line.startswith(("20,", "30,"))) + "\n")
-    (root / "trigger/relu/L1/s0" / lifecycle.METRICS).unlink()  # DONE without metrics.csv
-    (root / "trigger/relu/L1/s1" / lifecycle.CONFIG).write_text("[not: a mapping")
+    (root / "trigger/relu/L1/s0" / rundir_files.METRICS).unlink()  # DONE without metrics.csv
+    (root / "trigger/relu/L1/s1" / rundir_files.CONFIG).write_text("[not: a mapping")
     report(root)
     runs = pd.read_csv(root / "report/runs.csv").set_index("run")
     assert runs.loc["trigger/softmax/L1/s0", "status"] == "damaged"
