@@ -23,6 +23,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf
 
+from sinkexp.config.compositions import cached
 from sinkexp.config.schema import CONFIG_MODULE, Config, register_schema
 from sinkexp.errors import ConfigError, choices_error, closest, omegaconf_message
 
@@ -95,10 +96,11 @@ def expand(overrides: list[str], multirun: bool, params: dict, command: str = "s
 
 
 def compose(overrides: list[str]) -> DictConfig:
-    """Hydra's composed config of one job (its hydra node included), inside `initialized()`;
-    ConfigError, one line naming the key, for anything Hydra refuses."""
+    """Hydra's composed config of one job (its hydra node included), inside `initialized()`, or the
+    same composition kept from an earlier command (compositions.py); ConfigError, one line naming
+    the key, for anything Hydra refuses."""
     try:
-        return hydra_compose("config", overrides=list(overrides), return_hydra_config=True)
+        return cached(overrides, lambda: hydra_compose("config", overrides=list(overrides), return_hydra_config=True))
     except ConfigError:
         raise
     except Exception as err:

@@ -8,6 +8,8 @@ cheap: no task is built (its sizes come from its `dims`); a data file is read on
 
 from __future__ import annotations
 
+import copy
+import json
 import math
 import re
 
@@ -26,6 +28,20 @@ def from_dictconfig(cfg: DictConfig, check: bool = True) -> Config:
     """Turn Hydra's composed config into dataclasses, validated (ConfigError on any bad value)
     unless `check` is False (a config validated already, converted again only to be named)."""
     container = resolved(cfg)
+    plain = json.dumps(container, sort_keys=True, default=str)
+    if plain not in _converted:  # once per config and process: the plan, then the run-dir pattern's hash
+        _converted[plain] = convert(container)
+    rest = copy.deepcopy(_converted[plain])
+    if check:
+        validate(rest)
+    return rest
+
+
+_converted: dict[str, Config] = {}
+
+
+def convert(container: dict) -> Config:
+    """The dataclasses of a resolved composed config (`resolved`), the task's schema chosen by task.name."""
     task_section = container.pop("task", None) or {}
     name = task_section.get("name")
     if name not in TASKS:
@@ -37,8 +53,6 @@ def from_dictconfig(cfg: DictConfig, check: bool = True) -> Config:
     except Exception as err:  # omegaconf's ValidationError / ConfigKeyError carry the full key
         raise ConfigError(omegaconf_message(err)) from None
     rest.task = task_cfg
-    if check:
-        validate(rest)
     return rest
 
 

@@ -15,6 +15,7 @@ Everything downstream reads the plan: the launchers, `sinkexp reproduce`'s pool 
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,7 +91,8 @@ def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Pla
         jobs = expand(own, multirun, params)
         for job in jobs:
             try:
-                full = compose(job + hydra_own)
+                # a job of the master's own overrides (a single run) is the master: composed once
+                full = copy.deepcopy(master) if job == own else compose(job + hydra_own)
                 cfg = from_dictconfig(full)  # config/validate.py: one line naming the key
                 if check_memory:
                     check_plan(cfg, launcher, multirun)  # fits the device it will train on (jobs/memory.py)

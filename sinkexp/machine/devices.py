@@ -122,7 +122,9 @@ def configure(device: torch.device, precision: str) -> None:
                 f"unset it or choose one of: {', '.join(DETERMINISTIC_WORKSPACES)}"
             )
         torch.cuda.set_device(device)  # before this job's first allocation: no context on another GPU
-    torch.use_deterministic_algorithms(cuda)
+    if torch.are_deterministic_algorithms_enabled() != cuda:
+        # the setter imports torch._inductor (2 s on a CPU): called only to change the setting
+        torch.use_deterministic_algorithms(cuda)
 
 
 def usable_gpus() -> int:

@@ -15,14 +15,13 @@ again, and `--recalibrate` measures afresh.
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
 import time
 from pathlib import Path
 
 import torch
 
+from sinkexp.config.compositions import CACHE, PACKAGE, files_digest
 from sinkexp.config.schema import Config, run_configs
 from sinkexp.evaluate.evaluator import evaluate
 from sinkexp.jobs.runner import make_trainer
@@ -34,7 +33,7 @@ from sinkexp.tasks import held_out_batch
 from sinkexp.train.replicas import ReplicaTrainer
 
 CALIBRATION_STEPS = 3
-CALIBRATIONS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sinkexp" / "calibration.json"
+CALIBRATIONS = CACHE / "calibration.json"
 
 
 def calibrate(cfg: Config, device: torch.device, reps: int = 2) -> tuple[float, float]:
@@ -66,13 +65,7 @@ def calibrate(cfg: Config, device: torch.device, reps: int = 2) -> tuple[float, 
 def source_digest() -> str:
     """sinkexp's code that trains and evaluates, hashed: a calibration stands only for the code it
     timed. reproduce/ (the papers' declarations, this planner) is left out: it times nothing."""
-    package = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        if path.parent.is_relative_to(package / "reproduce"):
-            continue
-        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:12]
+    return files_digest(PACKAGE, (".py",), skip=("reproduce",))
 
 
 class Calibrations:

@@ -56,6 +56,8 @@ def job_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[P
     """The run directory each of a job's runs (schema.run_configs) would get alone: Hydra's
     directory pattern resolved with that run's seed and packed values. `full` is a composed config
     with its hydra node (patterns unresolved)."""
+    if len(cfgs) == 1 and cfgs[0].seed == full.seed and not full.get("pack"):  # one run: its own pattern, no copy
+        return [Path(pattern_of(full, multirun)).absolute()]
     node = OmegaConf.create(OmegaConf.to_container(full, resolve=False))  # a copy whose values can change
     packed = list(node.get("pack") or {})
     node.pack = None
@@ -64,9 +66,13 @@ def job_run_dirs(full: DictConfig, multirun: bool, cfgs: list[Config]) -> list[P
         node.seed = cfg.seed
         for key in packed:
             OmegaConf.update(node, key, value_of(cfg, key), merge=False)
-        pattern = f"{node.hydra.sweep.dir}/{node.hydra.sweep.subdir}" if multirun else node.hydra.run.dir
-        dirs.append(Path(pattern).absolute())
+        dirs.append(Path(pattern_of(node, multirun)).absolute())
     return dirs
+
+
+def pattern_of(node: DictConfig, multirun: bool) -> str:
+    """Hydra's run directory of a composed config, resolved: hydra.sweep.dir/subdir in a sweep."""
+    return f"{node.hydra.sweep.dir}/{node.hydra.sweep.subdir}" if multirun else node.hydra.run.dir
 
 
 class RunDir(RunClaim):

@@ -33,15 +33,9 @@ from sinkexp.evaluate import penalties
 from sinkexp.machine.preemption import Interrupted, stopped
 from sinkexp.model import capture
 from sinkexp.tasks.base import Batch
+from sinkexp.train.optimizer import make_optimizer
 
 FIELDS = dataclasses.fields(Batch)
-
-
-def make_optimizer(params, cfg: TrainConfig) -> torch.optim.Optimizer:
-    params = list(params)
-    if cfg.optim == "sgd":
-        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-    return torch.optim.AdamW(params, lr=cfg.lr, betas=tuple(cfg.betas), weight_decay=cfg.weight_decay)
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

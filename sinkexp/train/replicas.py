@@ -24,7 +24,8 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from sinkexp.config.schema import TrainConfig
 from sinkexp.tasks.base import Batch
-from sinkexp.train.loop import FIELDS, TrainLoop, batch_loss, make_optimizer, maybe_compile
+from sinkexp.train.loop import FIELDS, TrainLoop, batch_loss, maybe_compile
+from sinkexp.train.optimizer import make_optimizer
 
 # Optimiser state entries every replica shares: AdamW's step counter (all replicas step together).
 # Every other tensor in the state has its parameter's shape, model axis included.

@@ -3,13 +3,16 @@ without composing again, and run directories whose names outlive the code that w
 
 import pytest
 from conftest import QUICK
+from omegaconf import OmegaConf
 
 from sinkexp import cli
 from sinkexp.config import compose as compose_module
 from sinkexp.config import validate as validate_module
+from sinkexp.config.compose import compose, initialized
 from sinkexp.config.identity import config_hash
+from sinkexp.config.validate import from_dictconfig
 from sinkexp.jobs.launch import execute
-from sinkexp.jobs.plan import plan
+from sinkexp.jobs.plan import plan, planned_job
 from sinkexp.jobs.runner import run
 from sinkexp.rundir.files import CONFIG, finished, status
 from sinkexp.rundir.lifecycle import RunDir
@@ -41,6 +44,21 @@ def test_a_sweep_composes_and_validates_each_job_once(tmp_path, monkeypatch, cou
     assert counted["composed"] == 1 + 4
     assert sorted(counted["validated"]) == [("relu", 0), ("relu", 1), ("softmax", 0), ("softmax", 1)]
     assert len([p for p in (tmp_path / "outputs/sweeps/once").rglob("DONE")]) == 4
+
+
+@pytest.mark.parametrize("multirun", [False, True])
+def test_a_single_run_is_composed_once_as_its_job_would_be(tmp_path, monkeypatch, counted, multirun):
+    """Its job is the master composition: the same config as composing the job on its own."""
+    monkeypatch.chdir(tmp_path)
+    overrides = ["task=damping", "hydra.job.name=alone", "seed=4", "train.lr=1e-3", *QUICK]
+    (job,) = plan(overrides, multirun=multirun).jobs
+    assert counted["composed"] == 1
+    own = [o for o in overrides if not o.startswith("hydra.")]
+    with initialized():
+        alone = compose(own + ["hydra.job.name=alone"])
+    expected = planned_job(0, own, alone, from_dictconfig(alone), multirun)
+    assert OmegaConf.to_container(job.composed) == OmegaConf.to_container(expected.composed)
+    assert job.digests == expected.digests and job.config == expected.config
 
 
 def test_a_planned_job_runs_without_composing_again(tmp_path, monkeypatch):

@@ -1,0 +1,125 @@
+"""Hydra's compositions kept between commands. Composing one job costs 0.07-0.2 s here (OmegaConf
+merges and copies of the defaults tree), and `sinkexp reproduce all --estimate` composes about 400;
+a kept composition loads in about 1 ms.
+
+A composition is kept in the user's cache folder (XDG_CACHE_HOME, else ~/.cache) under a key of
+everything it is made from: the overrides and the working directory (an entry's file name), and the
+sources (its folder's name, `sources_digest`): the versions of Python, Hydra and OmegaConf, the bytes
+of every config file and of sinkexp's code (the schema's dataclasses and defaults), and the files of
+the installed Hydra plugins (name, size, modification time). A changed config file, task or
+declaration (a declaration changes its overrides) is another key: never served stale. Overrides of
+hydra.searchpath (config files outside sinkexp's) are composed every time.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import sys
+from collections.abc import Callable
+from importlib.resources import files
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sinkexp"
+PACKAGE = Path(__file__).resolve().parents[1]  # sinkexp/
+KEEP = 4  # folders of other sources kept (another checkout, an earlier edit), the newest
+
+
+def cached(overrides: list[str], compose: Callable[[], DictConfig]) -> DictConfig:
+    """The composition of `overrides`: the kept one, else `compose()`'s, kept for the next command."""
+    if any("searchpath" in override for override in overrides):  # folders the key does not cover
+        return compose()
+    folder = CACHE / "compositions" / sources_digest()
+    key = json.dumps([list(overrides), os.getcwd()])
+    path = folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.pkl"
+    try:
+        return pickle.loads(path.read_bytes())
+    except Exception:  # none yet, or unreadable (cut short, another pickle format): compose
+        pass
+    composed = compose()
+    if not composed.hydra.searchpath:  # a config file's search path: folders the key does not cover
+        keep(path, pickle.dumps(composed))
+    return composed
+
+
+def keep(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically; the first entry of new sources removes all but the KEEP
+    newest folders of other sources. A cache that cannot be written is left alone."""
+    try:
+        if not path.parent.exists():
+            path.parent.mkdir(parents=True)
+            others = sorted(path.parent.parent.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)
+            for old in others[KEEP + 1 :]:
+                shutil.rmtree(old, ignore_errors=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+        partial.write_bytes(data)
+        os.replace(partial, path)
+    except OSError:
+        pass
+
+
+def sources_digest() -> str:
+    """What a composition is made from, hashed (the module's docstring), inside an initialised Hydra;
+    checked at every call, so that a long-lived session that edits a config file composes it again."""
+    import hydra
+    import omegaconf
+
+    digest = hashlib.sha256(f"{sys.version} {hydra.__version__} {omegaconf.__version__}".encode())
+    folders = [(PACKAGE, (".py",))] + [(folder, (".py", ".yaml")) for folder in plugin_folders()]
+    folders += [(folder, (".yaml", ".yml")) for folder in config_folders()]
+    for folder, suffixes in folders:
+        digest.update(f"{folder} {files_digest(folder, suffixes)}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def config_folders() -> list[Path]:
+    """The folders Hydra reads config files from (configs/, installed as sinkexp.conf, and Hydra's own)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    folders = []
+    for source in GlobalHydra.instance().config_loader().get_sources():
+        if source.scheme() == "file":
+            folders.append(Path(source.path))
+        elif source.scheme() == "pkg":
+            folders.append(Path(str(files(source.path.replace("/", ".")))))
+    return folders
+
+
+def files_digest(root: Path, suffixes: tuple[str, ...], skip: tuple[str, ...] = ()) -> str:
+    """The files under `root` ending in `suffixes`, by path relative to it and bytes, hashed; the
+    folders named in `skip` (relative to `root`) left out. A file's bytes are read again only when
+    its size or modification time changes."""
+    found = []
+    for folder, subfolders, names in os.walk(root):
+        relative = Path(folder).relative_to(root)
+        subfolders[:] = [name for name in subfolders if name != "__pycache__" and str(relative / name) not in skip]
+        found += [((relative / name).as_posix(), Path(folder, name)) for name in names if name.endswith(suffixes)]
+    digest = hashlib.sha256()
+    for relative, path in sorted(found):
+        digest.update(f"{relative} {file_digest(path)}\n".encode())
+    return digest.hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=4096)
+def _bytes_digest(path: Path, size: int, mtime_ns: int) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    stat = path.stat()
+    return _bytes_digest(path, stat.st_size, stat.st_mtime_ns)
+
+
+def plugin_folders() -> list[Path]:
+    """The folders of the installed Hydra plugins (hydra_plugins, a namespace package)."""
+    try:
+        import hydra_plugins
+    except ImportError:
+        return []
+    return [Path(folder) for folder in hydra_plugins.__path__]
