@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from helpers import sinkexp
 
-QUICK = ("train.steps=20", "eval.every=10", "train.checkpoint_every=10", "threads=1", "device=cpu")
+# Long enough (about a second of training) that three signals 50 ms apart land while the job runs.
+QUICK = ("train.steps=100", "eval.every=50", "train.checkpoint_every=50", "threads=1", "device=cpu")
 ENV = {**os.environ, "TQDM_DISABLE": "1", "PYTHONUNBUFFERED": "1"}
 TABLES = ("metrics.csv", "losses.csv")
 

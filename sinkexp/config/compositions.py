@@ -24,6 +24,9 @@ from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
 
+import hydra
+import omegaconf
+from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sinkexp"
@@ -67,9 +70,6 @@ def keep(path: Path, data: bytes) -> None:
 def sources_digest() -> str:
     """What a composition is made from, hashed (the module's docstring), inside an initialised Hydra;
     checked at every call, so that a long-lived session that edits a config file composes it again."""
-    import hydra
-    import omegaconf
-
     digest = hashlib.sha256(f"{sys.version} {hydra.__version__} {omegaconf.__version__}".encode())
     folders = [(PACKAGE, (".py",))] + [(folder, (".py", ".yaml")) for folder in plugin_folders()]
     folders += [(folder, (".yaml", ".yml")) for folder in config_folders()]
@@ -80,8 +80,6 @@ def sources_digest() -> str:
 
 def config_folders() -> list[Path]:
     """The folders Hydra reads config files from (configs/, installed as sinkexp.conf, and Hydra's own)."""
-    from hydra.core.global_hydra import GlobalHydra
-
     folders = []
     for source in GlobalHydra.instance().config_loader().get_sources():
         if source.scheme() == "file":
@@ -119,7 +117,7 @@ def file_digest(path: Path) -> str:
 def plugin_folders() -> list[Path]:
     """The folders of the installed Hydra plugins (hydra_plugins, a namespace package)."""
     try:
-        import hydra_plugins
+        import hydra_plugins  # lazy: optional, a namespace package only where a plugin is installed
     except ImportError:
         return []
     return [Path(folder) for folder in hydra_plugins.__path__]
