@@ -108,22 +108,22 @@ def layer_rows(rows: Rows, layer: int, cache: dict, anatomy, batch, query_sets: 
     sequence (B, H). One layer at a time, so a caller may drop a layer's taps once it has its rows
     (sinkexp/hf/ measures real models layer by layer)."""
     parts = anatomy.layers[layer]
-    taps = {name: cache[f"blocks.{layer}.attn.{name}"][:, :, anatomy.tokens] for name in ATTENTION_TAPS}
+    taps = {name: at_positions(cache[f"blocks.{layer}.attn.{name}"], anatomy.tokens, 2) for name in ATTENTION_TAPS}
     gates = cache.get(f"blocks.{layer}.attn.gates")
-    share = metrics.row_share(taps["weights"])[..., anatomy.tokens]  # (B, H, T, T) share of each row
+    share = at_positions(metrics.row_share(taps["weights"]), anatomy.tokens, 3)  # (B, H, T, T) share of each row
     query_rows(rows, layer, taps["scores"], taps["weights"], share, gates, anatomy, batch, query_sets)
     updates = metrics.head_values(taps["mixed"], parts.w_o)  # (B, H, T, d_model)
     if parts.n_heads > 1:
         for query_type, queries in query_sets.items():
             rows.scalar(layer, "head_cancellation", metrics.head_cancellation(updates, queries), query_type)
     sink_scores = head_rows(rows, layer, share, taps["k"], taps["v"], updates, parts, batch.sink)
-    attn_write = cache[f"blocks.{layer}.attn.output"][:, anatomy.tokens]  # (B, T, d_model)
+    attn_write = at_positions(cache[f"blocks.{layer}.attn.output"], anatomy.tokens, 1)  # (B, T, d_model)
     rows.scalar(layer, "common_mode", metrics.common_mode_fraction(attn_write))
     if parts.has_pathway:
-        pathway_write = cache[f"blocks.{layer}.pathway.output"][:, anatomy.tokens]
+        pathway_write = at_positions(cache[f"blocks.{layer}.pathway.output"], anatomy.tokens, 1)
         rows.scalar(layer, "pathway_common_mode", metrics.common_mode_fraction(pathway_write))
         rows.scalar(layer, "pathway_usage", metrics.rms_ratio(pathway_write, attn_write))
-    resid = cache[f"blocks.{layer}.resid_post"][:, anatomy.tokens]  # (B, T, d_model)
+    resid = at_positions(cache[f"blocks.{layer}.resid_post"], anatomy.tokens, 1)  # (B, T, d_model)
     at_sink, rest = metrics.resid_norms(resid, batch.sink)
     rows.scalar(layer, "resid_norm_sink", at_sink)
     rows.scalar(layer, "resid_norm_rest", rest)
@@ -140,23 +140,33 @@ def query_rows(rows: Rows, layer: int, scores, weights, share, gates, anatomy, b
     all keys; share (B, H, T, T) each token's share of the whole row."""
     keep, n_keys = anatomy.tokens, anatomy.n_keys
     extra_mass = {"slot_attn": weights[..., n_keys:].sum(-1), "register_attn": weights[..., anatomy.registers].sum(-1)}
-    scores, weights = scores[..., keep], weights[..., keep]  # (B, H, T, T) over tokens
+    scores, weights = at_positions(scores, keep, 3), at_positions(weights, keep, 3)  # (B, H, T, T) over tokens
     gap = metrics.logit_gap(scores, batch.sink, anatomy.visible)  # (B, H, T)
     gap_defined = ~gap[:, 0].isnan()  # (B, T), same for every head
+    top_is_sink = metrics.top_key_is_sink(weights, batch.sink)  # (B, H, T): sink_match's, for every query type
     parts = anatomy.layers[layer]
     for query_type, queries in query_sets.items():
+        inflow, has = metrics.column_inflow(weights, queries)  # max_inflow's and sink_match_seq's
         rows.per_head(layer, query_type, "sink_attn", metrics.sink_attn(weights, batch.sink, queries))
         rows.per_head(layer, query_type, "sink_share", metrics.sink_attn(share, batch.sink, queries))
-        rows.per_head(layer, query_type, "max_inflow", metrics.max_inflow(weights, queries))
-        rows.per_head(layer, query_type, "sink_match", metrics.sink_match(weights, batch.sink, queries))
-        rows.per_head(layer, query_type, "sink_match_seq", metrics.sink_match_seq(weights, batch.sink, queries))
+        rows.per_head(layer, query_type, "max_inflow", metrics.max_inflow_of(inflow, has))
+        rows.per_head(layer, query_type, "sink_match", metrics.query_mean(top_is_sink, queries))
+        rows.per_head(layer, query_type, "sink_match_seq", metrics.sink_match_seq_of(inflow, has, batch.sink))
         rows.per_head(layer, query_type, "logit_gap", metrics.query_mean(gap.nan_to_num(0.0), queries & gap_defined))
         if parts.has_slot:
             rows.per_head(layer, query_type, "slot_attn", metrics.query_mean(extra_mass["slot_attn"], queries))
         if len(anatomy.registers):
             rows.per_head(layer, query_type, "register_attn", metrics.query_mean(extra_mass["register_attn"], queries))
         if gates is not None:
-            rows.per_head(layer, query_type, "gate", metrics.query_mean(gates[:, :, keep].mean(-1), queries))
+            rows.per_head(layer, query_type, "gate", metrics.query_mean(at_positions(gates, keep, 2).mean(-1), queries))
+
+
+def at_positions(x: torch.Tensor, index: torch.Tensor, dim: int) -> torch.Tensor:
+    """x[..., index, ...] along `dim`: x itself, not a copy, when `index` is every position in order
+    (a model without registers or slot: the tensors are large, their copies equal)."""
+    if len(index) == x.shape[dim] and bool((index == torch.arange(len(index), device=index.device)).all()):
+        return x
+    return x[(slice(None),) * dim + (index,)]
 
 
 def head_rows(rows: Rows, layer: int, share, k, v, updates, parts, sink) -> torch.Tensor:

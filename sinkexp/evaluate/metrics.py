@@ -57,7 +57,11 @@ def max_inflow(weights: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
     """Per sequence, max over keys j of the mean over its queries of A_{i, j}; then the mean over the
     sequences that have such queries, (H,). Taken per sequence (as Fesser et al.'s code does), so a
     sink that sits at a different key in every sequence (the broadcast hub) still counts in full."""
-    inflow, has = column_inflow(weights, queries)
+    return max_inflow_of(*column_inflow(weights, queries))
+
+
+def max_inflow_of(inflow: torch.Tensor, has: torch.Tensor) -> torch.Tensor:
+    """max_inflow from column_inflow's (inflow, has)."""
     return inflow.amax(dim=-1)[has].mean(dim=0)  # NaN when no sequence has one
 
 
@@ -65,14 +69,22 @@ def sink_match_seq(weights: torch.Tensor, sink: torch.Tensor, queries: torch.Ten
     """Share of sequences whose most-attended key (mean over the sequence's queries) is its sink,
     (H,): Fesser et al.'s `sink_match`. `sink_match` below is the per-query version; the two agree
     once every query attends to the sink, not while it forms."""
-    inflow, has = column_inflow(weights, queries)
-    return (inflow.argmax(dim=-1) == sink[:, None]).to(weights.dtype)[has].mean(dim=0)
+    return sink_match_seq_of(*column_inflow(weights, queries), sink)
+
+
+def sink_match_seq_of(inflow: torch.Tensor, has: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
+    """sink_match_seq from column_inflow's (inflow, has)."""
+    return (inflow.argmax(dim=-1) == sink[:, None]).to(inflow.dtype)[has].mean(dim=0)
 
 
 def sink_match(weights: torch.Tensor, sink: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
     """Share of queries whose argmax key is the sink, (H,)."""
-    is_sink = (weights.argmax(dim=-1) == sink.view(-1, 1, 1)).to(weights.dtype)  # (B, H, T)
-    return query_mean(is_sink, queries)
+    return query_mean(top_key_is_sink(weights, sink), queries)
+
+
+def top_key_is_sink(weights: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
+    """1 where a query's most-attended key is its sequence's sink, else 0, (B, H, T)."""
+    return (weights.argmax(dim=-1) == sink.view(-1, 1, 1)).to(weights.dtype)
 
 
 def sink_scores(weights: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
