@@ -113,3 +113,11 @@ def test_uniform_loss_reference_is_log_vocab():
     batch = hf_measure.text_batch(torch.tensor([[256, 3, 4]]))
     assert batch.loss_mask.tolist() == [[True, True, False]] and batch.targets[0, :2].tolist() == [3, 4]
     assert hf_measure.NextToken(257).baseline_loss(batch)[0, 0].item() == pytest.approx(math.log(257))
+
+
+def test_the_loss_a_few_sequences_at_a_time_is_the_whole_batchs_bit_for_bit(monkeypatch):
+    logits = torch.randn(7, 5, 300, generator=torch.Generator().manual_seed(4))
+    batch = hf_measure.text_batch(torch.randint(0, 300, (7, 5), generator=torch.Generator().manual_seed(5)))
+    whole = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch.targets, reduction="none")
+    monkeypatch.setattr(hf_measure, "LOSS_ELEMENTS", 2 * 5 * 300)  # two sequences a call: 4 calls
+    assert torch.equal(hf_measure.NextToken(300).loss(logits, batch), whole)
