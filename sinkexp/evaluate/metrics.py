@@ -22,7 +22,8 @@ def at_sink(weights: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
 def row_share(weights: torch.Tensor) -> torch.Tensor:
     """Each row divided by its sum, with 0/0 := 0 (for variants whose rows do not sum to 1)."""
     total = weights.sum(dim=-1, keepdim=True)
-    return torch.where(total > 0, weights / total.clamp_min(torch.finfo(weights.dtype).tiny), 0.0)
+    share = weights / total.clamp_min(torch.finfo(weights.dtype).tiny)
+    return share.masked_fill_(~(total > 0), 0.0)  # in place: one (B, H, T, S) buffer, not two
 
 
 def query_mean(per_query: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
