@@ -1,7 +1,7 @@
 """The `sinkexp` command line.
 
     sinkexp train [-m] [--cfg job] [KEY=VALUE ...]   one run, or a Hydra multirun with -m
-    sinkexp report DIR                                one table and figures for every run below DIR
+    sinkexp report DIR [--list]                       a table and figures for the runs below DIR (--list: a line each)
     sinkexp reproduce PAPER|all|--list [KEY=VALUE]    a paper's experiments and claims (sinkexp/reproduce/)
     sinkexp intervene RUN_DIR [--layer L]             causal interventions on a finished run (analysis/interventions.py)
     sinkexp measure [-m] MODEL [KEY=VALUE]            the same metrics on Hugging Face checkpoints (sinkexp/hf/)
@@ -36,7 +36,7 @@ from sinkexp.rundir.faults import marked
 USAGE = """usage: sinkexp <command> [args]
 commands:
   train      train one model, or sweep with -m (sinkexp train --help lists the options)
-  report     collect the runs below a directory into summary.csv and figures (sinkexp report DIR)
+  report     collect the runs below a directory into summary.csv and figures (sinkexp report DIR; --list: one line each)
   reproduce  run a paper's experiments and check its claims (sinkexp reproduce PAPER|all|--list)
   intervene  causal interventions on a finished run's sink (sinkexp intervene RUN_DIR [--layer L])
   measure    sinkexp's metrics on a Hugging Face causal LM (sinkexp measure MODEL; needs pip install -e .[hf])

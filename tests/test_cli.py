@@ -93,6 +93,9 @@ def test_sweep_writes_one_readable_folder_per_run(tmp_path):
     done = sorted(p.parent.relative_to(tmp_path / "outputs/sweeps/smoke") for p in tmp_path.rglob("DONE"))
     assert [str(p.parent) for p in done] == ["trigger/relu/L1"] * 2 + ["trigger/softmax/L1"] * 2
     assert sorted(p.name.split("-")[0] for p in done) == ["s0", "s0", "s1", "s1"]
+    headers = [line for line in result.stdout.splitlines() if line.startswith("== job")]
+    assert headers[0].startswith("== job 0: attn=softmax seed=0") and len(headers) == 4
+    assert result.stdout.strip().splitlines()[-1] == f"sweep: 4 of 4 runs finished, in {tmp_path}/outputs/sweeps/smoke"
 
 
 @pytest.mark.parametrize(
@@ -131,8 +134,10 @@ def test_rerunning_a_sweep_leaves_finished_runs_untouched(tmp_path):
     again = sinkexp(*args, cwd=tmp_path)
     assert again.returncode == 0
     assert {p: p.stat().st_mtime_ns for p in runs.rglob("*") if p.is_file()} == stamps  # .hydra, train.log too
-    ours = [line for line in again.stdout.splitlines() if not line.startswith("[")]  # not Hydra's launcher lines
+    lines = [line for line in again.stdout.splitlines() if not line.startswith("[")]  # not Hydra's launcher lines
+    ours = [line for line in lines if not line.startswith(("== job", "sweep: "))]  # each job's header, the summary
     assert len(ours) == 2 and all("finished already" in line for line in ours)
+    assert lines[-1].startswith("sweep: 2 of 2 runs finished")
 
 
 def test_an_experiment_grid_is_checked_and_composes(tmp_path):

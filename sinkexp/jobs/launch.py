@@ -66,6 +66,9 @@ def launch(planned: Plan) -> int:
         stop = preemption.Interrupted.at(err)
         print(f"sinkexp: {stop} while waiting for another process's runs; they go on there", file=sys.stderr)
         return 128 + stop.signum
+    if planned.multirun:
+        where = Path(str(planned.jobs[0].composed.hydra.sweep.dir)).absolute()  # literal: the plan wrote it
+        print(f"sweep: {len(planned.runs) - len(unfinished)} of {len(planned.runs)} runs finished, in {where}")
     if unfinished and planned.multirun:
         failed = sum((run_dir / "FAILED").exists() for run_dir in unfinished)
         print(
@@ -154,6 +157,8 @@ def run_job(job: Job, parallel: bool) -> None:
     allocator = keep_freed_memory()  # before this job allocates its model and batches
     hydra_cfg = HydraConfig.get()
     sweep = hydra_cfg.mode == RunMode.MULTIRUN
+    if sweep:  # a header above the job's own output and table
+        print(f"== job {job.number}: {' '.join(job.overrides) or '(the sweep config alone)'}", flush=True)
     threads, why = choose_threads(job.configs[0].threads, parallel)
     torch.set_num_threads(threads)  # before this job's first tensor operation
     device = spread_over_gpus(job.configs[0].device, hydra_cfg)

@@ -35,6 +35,7 @@ from sinkexp.report.figures import (
     plot_sink_by_layer,
     with_labels,
 )
+from sinkexp.report.listing import listing
 from sinkexp.report.steps import measured_checkpoints, plot_checkpoints
 from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir.faults import RunFileError
@@ -138,10 +139,16 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="sinkexp report", description=__doc__.split("\n\n")[0])
     parser.add_argument("dir", type=Path, help="a sweep directory, or a single run directory")
     parser.add_argument("--out", type=Path, default=None, help="where to write (default DIR/report)")
+    parser.add_argument(
+        "--list", action="store_true", help="only list the runs, one line each (status, task, ..., hash); write nothing"
+    )
     args = parser.parse_args(argv)
     if not args.dir.is_dir():
         print(f"sinkexp: error: {args.dir} is not a directory", file=sys.stderr)
         return 2
+    if args.list:
+        print("\n".join(listing(args.dir)))
+        return 0
     out = args.out or args.dir / "report"
     try:
         report(args.dir, out)
