@@ -27,7 +27,7 @@ from sinkexp.machine.devices import device_kind, resolve_device, usable_gpus
 from sinkexp.model import Transformer, tap_names
 from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir.lifecycle import RunDir, RunDirError
-from sinkexp.rundir.reading import RunFiles, damage
+from sinkexp.rundir.reading import RunFiles, damage, measured_run
 from sinkexp.tasks import TASKS, held_out_batch
 from sinkexp.tasks.base import Batch
 
@@ -74,6 +74,8 @@ def load_run(path, step: int | None = None, device: str | None = None) -> Loaded
         reason = f"{rundir_files.CONFIG} cannot be read ({err.__class__.__name__})"
     if reason is not None:
         raise RunDirError(f"{path}: {reason}; the run cannot be loaded (train it again into another folder)")
+    if measured_run(path, config):
+        raise RunDirError(measured_run(path, config))
     cfg = from_dictconfig(config)
     trained = ((files.meta or {}).get("device") or {}).get("resolved") or "cpu"  # e.g. cuda:0
     kind = device_kind(trained)

@@ -28,7 +28,7 @@ from sinkexp.config.schema import value_of
 from sinkexp.config.validate import from_dictconfig
 from sinkexp.errors import ConfigError
 from sinkexp.rundir.files import CONFIG, META, finished, read_json
-from sinkexp.rundir.reading import RunFiles
+from sinkexp.rundir.reading import RunFiles, measured_run
 
 # The run's settings a LlamaForCausalLM computes (anything else has no equivalent there).
 LLAMA = {
@@ -61,7 +61,10 @@ def check_run(run_dir: Path):
         raise ConfigError(f"{run_dir} is not a run directory (no {CONFIG})")
     if not finished(run_dir):
         raise ConfigError(f"{run_dir} is not a finished run (no DONE); export a finished one")
-    cfg = from_dictconfig(RunFiles(run_dir).config)
+    config = RunFiles(run_dir).config
+    if measured_run(run_dir, config):
+        raise ConfigError(measured_run(run_dir, config))
+    cfg = from_dictconfig(config)
     for key, wanted in LLAMA.items():
         value = value_of(cfg, key)
         if value not in (wanted if isinstance(wanted, tuple) else (wanted,)):

@@ -24,7 +24,14 @@ def setting_name(key: str) -> str:
 
 
 def label_of(row: pd.Series, groups: list[str]) -> str:
-    return ", ".join(f"{setting_name(g)}={row[g]}" for g in groups) or "all runs"
+    """The run's values of the varying settings; a setting its run does not have (a trained run
+    beside measured ones) is left out, not written as nan, and a whole number is written as one."""
+    return ", ".join(f"{setting_name(g)}={plain(row[g])}" for g in groups if not pd.isna(row[g])) or "all runs"
+
+
+def plain(value):
+    """A whole number as one (8, not the 8.0 a column with missing values holds)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def with_labels(table: pd.DataFrame, runs: pd.DataFrame, groups: list[str]) -> pd.DataFrame:

@@ -41,6 +41,7 @@ from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir.faults import RunFileError
 from sinkexp.rundir.reading import collect
 
+STATISTICS = ("mean", "std", "n")  # summary.csv's columns beside the groups (n: the count of seeds)
 IGNORED_SETTINGS = {"seed", *UNHASHED_KEYS}  # the seed is what groups average over; the rest is bookkeeping
 
 
@@ -65,8 +66,10 @@ def varying(runs: pd.DataFrame) -> list[str]:
 
 def aggregate(runs: pd.DataFrame, finals: pd.DataFrame, groups: list[str]) -> pd.DataFrame:
     """mean, std and n over seeds of each final value, per group (the varying settings), layer, query type, metric."""
-    keyed = finals.merge(runs[["run"] + groups], on="run")
-    by = groups + ["layer", "query_type", "metric"]
+    # a setting named as a statistic (sinkexp measure's `n`) is `<name>_setting` here
+    named = {group: f"{group}_setting" if group in STATISTICS else group for group in groups}
+    keyed = finals.merge(runs[["run"] + groups].rename(columns=named), on="run")
+    by = [named[group] for group in groups] + ["layer", "query_type", "metric"]
     # dropna=False: a setting a run lacks (written before the key existed) is a group of its own, not dropped
     return keyed.groupby(by, dropna=False)["value"].agg(mean="mean", std="std", n="count").reset_index()
 

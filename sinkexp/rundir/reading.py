@@ -22,6 +22,18 @@ from sinkexp.evaluate.tables import FINAL_COLUMNS, final_values
 from sinkexp.rundir.files import CONFIG, KEPT, LOSSES, META, METRICS, SUMMARY, read_json, status
 
 
+def measured_run(path: Path, config) -> str | None:
+    """What a `sinkexp measure` run is, for a command that needs a trained model: None for a
+    trained run (its config has no `command: measure`)."""
+    if config.get("command") != "measure":
+        return None
+    model = config.get("model")
+    return (
+        f"{path} is a `sinkexp measure` run: the metrics of {model} on a text, with no model or checkpoint of "
+        f"its own; load {model} itself (transformers), or read the run's tables (sinkexp report, RunFiles)"
+    )
+
+
 def find_runs(root: Path) -> list[Path]:
     """Every folder below (or equal to) root that holds a run's config.yaml."""
     return sorted(p.parent for p in Path(root).rglob(CONFIG) if ".hydra" not in p.parts)

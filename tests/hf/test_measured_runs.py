@@ -1,0 +1,59 @@
+"""Measured runs beside trained ones (issue: measured runs are runs): `sinkexp report` sums a sweep
+over measure's `n`, labels trained and measured runs by the settings each has, and load_run,
+intervene and export refuse a measured run in one line that says what it is."""
+
+import shutil
+
+import pandas as pd
+import pytest
+from conftest import QUICK
+from hf_models import tiny
+from test_cli import sinkexp
+
+from sinkexp.analysis.load import load_run
+from sinkexp.jobs.runner import run
+from sinkexp.rundir.files import CONFIG, RunDirError
+
+pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """A measure sweep over n=8,16 of one tiny GPT-2: (its folder, one of its run directories)."""
+    root = tmp_path_factory.mktemp("measured")
+    folder = tiny("gpt2", root / "g2")
+    result = sinkexp("measure", "-m", f"model={folder}", "n=8,16", "seq_len=32", "name=nsweep", cwd=root)
+    assert result.returncode == 0, result.stderr
+    sweep = root / "outputs/sweeps/nsweep"
+    return sweep, next(p.parent for p in sweep.rglob(CONFIG))
+
+
+def test_a_measure_sweep_over_n_is_summarised(measured, tmp_path):
+    sweep, _ = measured
+    result = sinkexp("report", str(sweep), "--out", str(tmp_path / "r"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = pd.read_csv(tmp_path / "r" / "summary.csv")
+    assert list(summary.columns[:2]) == ["n_setting", "layer"] and list(summary.columns[-3:]) == ["mean", "std", "n"]
+    assert sorted(summary["n_setting"].unique()) == [8, 16] and set(summary["n"]) == {1}
+
+
+def test_trained_and_measured_runs_are_labelled_by_the_settings_each_has(measured, tmp_path, make_config):
+    sweep, _ = measured
+    shutil.copytree(sweep / "measure", tmp_path / "both" / "measure")
+    run(make_config(*QUICK), tmp_path / "both" / "trained")
+    result = sinkexp("report", str(tmp_path / "both"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    labels = set(pd.read_csv(tmp_path / "both" / "report" / "finals.csv")["label"])
+    assert labels == {"n=8", "n=16", "all runs"}  # the trained run has none of the varying settings (n)
+    assert not [p.name for p in (tmp_path / "both" / "report").glob("*nan*")]
+
+
+def test_load_run_intervene_and_export_refuse_a_measured_run_in_one_line(measured, tmp_path):
+    _, run_dir = measured
+    with pytest.raises(RunDirError, match="is a `sinkexp measure` run: the metrics of .* no model or checkpoint"):
+        load_run(run_dir)
+    for command in (("intervene", str(run_dir)), ("export", str(run_dir), str(tmp_path / "out"))):
+        result = sinkexp(*command, cwd=tmp_path)
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert "is a `sinkexp measure` run" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
