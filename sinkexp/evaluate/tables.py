@@ -161,7 +161,8 @@ def format_summary(summary: dict) -> str:
             "model: sink rate over all heads "
             + ", ".join(f"{_fmt(rates.get(str(eps)))} at alpha_s > {eps}" for eps in SINK_RATE_EPS)
         )
-    lines.append(f"loss at step {summary['step']} on the held-out batch, next to the {summary['reference']}:")
+    when = f"at step {summary['step']}" if summary["step"] >= 0 else "at an unknown training step"  # measure's -1
+    lines.append(f"loss {when} on the held-out batch, next to the {summary['reference']}:")
     lines.append(f"  {'query type':<14}{'model':>10}{'reference':>11}{'model-reference':>17}{'model/reference':>17}")
     for q in query_types + ["all"]:
         loss, base = summary["loss"].get(q), summary["baseline_loss"].get(q)

@@ -19,17 +19,17 @@ pytest.importorskip("transformers")
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
-    """A measure sweep over n=8,16 of one tiny GPT-2: (its folder, one of its run directories)."""
+    """A measure sweep over n=8,16 of one tiny GPT-2: (its folder, one of its run directories, its output)."""
     root = tmp_path_factory.mktemp("measured")
     folder = tiny("gpt2", root / "g2")
     result = sinkexp("measure", "-m", f"model={folder}", "n=8,16", "seq_len=32", "name=nsweep", cwd=root)
     assert result.returncode == 0, result.stderr
     sweep = root / "outputs/sweeps/nsweep"
-    return sweep, next(p.parent for p in sweep.rglob(CONFIG))
+    return sweep, next(p.parent for p in sweep.rglob(CONFIG)), result.stdout
 
 
 def test_a_measure_sweep_over_n_is_summarised(measured, tmp_path):
-    sweep, _ = measured
+    sweep, _, _ = measured
     result = sinkexp("report", str(sweep), "--out", str(tmp_path / "r"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     summary = pd.read_csv(tmp_path / "r" / "summary.csv")
@@ -38,7 +38,7 @@ def test_a_measure_sweep_over_n_is_summarised(measured, tmp_path):
 
 
 def test_trained_and_measured_runs_are_labelled_by_the_settings_each_has(measured, tmp_path, make_config):
-    sweep, _ = measured
+    sweep, _, _ = measured
     shutil.copytree(sweep / "measure", tmp_path / "both" / "measure")
     run(make_config(*QUICK), tmp_path / "both" / "trained")
     result = sinkexp("report", str(tmp_path / "both"), cwd=tmp_path)
@@ -49,7 +49,7 @@ def test_trained_and_measured_runs_are_labelled_by_the_settings_each_has(measure
 
 
 def test_load_run_intervene_and_export_refuse_a_measured_run_in_one_line(measured, tmp_path):
-    _, run_dir = measured
+    _, run_dir, _ = measured
     with pytest.raises(RunDirError, match="is a `sinkexp measure` run: the metrics of .* no model or checkpoint"):
         load_run(run_dir)
     for command in (("intervene", str(run_dir)), ("export", str(run_dir), str(tmp_path / "out"))):
@@ -57,3 +57,8 @@ def test_load_run_intervene_and_export_refuse_a_measured_run_in_one_line(measure
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert "is a `sinkexp measure` run" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_checkpoint_of_unknown_step_says_so(measured):
+    *_, printed = measured
+    assert "loss at an unknown training step on the measured text" in printed and "step -1" not in printed
