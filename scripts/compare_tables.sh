@@ -9,11 +9,17 @@ HERE=$(cd "$(dirname "$0")/.." && pwd)
 PY="$HERE/.venv/bin/python"
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
+# The base's own code and configs: its sinkexp/ with configs/ as sinkexp/conf (this checkout's
+# editable install would otherwise serve sinkexp.conf from here).
+mkdir -p "$OUT/base-src"
+cp -r "$BASE/sinkexp" "$OUT/base-src/"
+rm -rf "$OUT/base-src/sinkexp/conf"
+ln -s "$BASE/configs" "$OUT/base-src/sinkexp/conf"
 runs=("task=trigger" "task=damping" "task=broadcast" "task=backcopy" "task=lm" "task=trigger train.optim=sgd"
       "task=backcopy train.replicas=2" "task=trigger train.optim=sgd train.replicas=2" "task=trigger attn=sink_kv"
       "task=damping attn=gated" "task=trigger model.n_registers=2" "task=broadcast attn=relu")
 for side in base here; do
-  src=$([ "$side" = base ] && echo "$BASE" || echo "$HERE")
+  src=$([ "$side" = base ] && echo "$OUT/base-src" || echo "$HERE")
   for i in "${!runs[@]}"; do
     # shellcheck disable=SC2086  # each run's overrides are words
     (cd "$OUT" && PYTHONPATH="$src" XDG_CACHE_HOME="$OUT/cache-$side" "$PY" -m sinkexp.cli train ${runs[$i]} \

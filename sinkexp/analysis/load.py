@@ -57,6 +57,17 @@ class LoadedRun:
         return RunFiles(self.path).kept_steps()
 
 
+def missing_checkpoint(path: Path, name: str, step: int | None) -> str:
+    """What is missing, and for a step, the steps a run kept."""
+    if step is None:
+        return f"{path / name} does not exist"
+    kept = sorted(p.stem for p in (path / rundir_files.KEPT).glob("step_*.pt"))
+    return (
+        f"{path / name} does not exist; kept steps: {kept} "
+        "(train.keep_checkpoints=true keeps them; step 0 is rebuilt from the seed)"
+    )
+
+
 def load_run(path, step: int | None = None, device: str | None = None) -> LoadedRun:
     """The run in `path` with its weights at `step` (default: its last checkpoint; 0: the untrained
     model, rebuilt from the run's seed when no checkpoint of step 0 was kept), on `device`
@@ -95,15 +106,7 @@ def load_run(path, step: int | None = None, device: str | None = None) -> Loaded
         torch.manual_seed(cfg.seed)
         state = {"trainer": {"step": 0, "model": Transformer(cfg.model, cfg.attn, task).state_dict()}}
     if state is None:
-        raise RunDirError(
-            f"{path / name} does not exist"
-            + (
-                ""
-                if step is None
-                else f"; kept steps: {sorted(p.stem for p in (path / rundir_files.KEPT).glob('step_*.pt'))} "
-                "(train.keep_checkpoints=true keeps them; step 0 is rebuilt from the seed)"
-            )
-        )
+        raise RunDirError(missing_checkpoint(path, name, step))
     model = Transformer(cfg.model, cfg.attn, task).to(device)
     model.load_state_dict(state["trainer"]["model"])
     model.eval()

@@ -42,7 +42,16 @@ PACKABLE = ("seed", "train.lr", "train.weight_decay")
 
 # Keys that do not change a run's result, so they stay out of its hash (and out of the report's
 # grouping): a replica trained beside others, or compiled, is the same run as alone.
-UNHASHED_KEYS = ("device", "name", "threads", "train.replicas", "train.compile", "train.keep_checkpoints", "pack")
+UNHASHED_KEYS = (
+    "device",
+    "name",
+    "threads",
+    "train.replicas",
+    "train.compile",
+    "train.keep_checkpoints",
+    "pack",
+    "tensorboard",
+)
 # Keys added after run directories existed: at these values (the earlier behaviour) they stay out
 # of the hash, so earlier runs keep their directory names, and a run that lacks one is read as
 # having this value.
@@ -157,6 +166,7 @@ class Config:
     threads: Optional[int] = None  # torch threads per job; None: 1 under the parallel launcher, else torch's
     precision: str = "exact"  # exact | tf32: float32 matmuls on NVIDIA GPUs (devices.configure)
     pack: Any = None  # {key: [values]}: runs trained together in one process (run_configs); not hashed
+    tensorboard: bool = False  # event files of every evaluation in the run directory (rundir/curves.py); not hashed
 
 
 def register_schema() -> None:

@@ -9,6 +9,7 @@ cheap: no task is built (its sizes come from its `dims`); a data file is read on
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import math
 import re
@@ -93,6 +94,8 @@ def validate(cfg: Config) -> None:
     validate_model(cfg)
     if cfg.threads is not None and cfg.threads < 1:
         raise ConfigError(f"threads={cfg.threads} is not valid; it must be >= 1 (or null)")
+    if cfg.tensorboard and importlib.util.find_spec("tensorboard") is None:
+        raise ConfigError("tensorboard=true needs the tensorboard package: pip install -e .[tensorboard]")
     validate_optimizer(t)
     validate_seeds(cfg)
     if not DEVICE.fullmatch(cfg.device):

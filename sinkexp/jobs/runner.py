@@ -22,6 +22,7 @@ from sinkexp.jobs.memory import check_start
 from sinkexp.machine.devices import configure, resolve_device
 from sinkexp.machine.preemption import Requeue, requested
 from sinkexp.model import Transformer
+from sinkexp.rundir.curves import Curves
 from sinkexp.rundir.lifecycle import RunDir
 from sinkexp.tasks import TASKS, held_out_batch
 from sinkexp.train.loop import Diverged, Trainer
@@ -186,6 +187,23 @@ def resume(trainer, runs: list[RunDir]) -> None:
     log.info("resuming %s from step %d", ", ".join(str(run_dir.path) for run_dir in runs), trainer.step)
 
 
+def evaluate_runs(views: list, tasks: list, eval_batches: list, step: int) -> list[tuple[list, list]]:
+    """Each run's (metric rows, loss rows) at `step`; Diverged when a held-out loss is not finite."""
+    evaluated, diverged = [], []
+    for k, (view, task, eval_batch) in enumerate(zip(views, tasks, eval_batches)):
+        rows, losses = evaluate(view.model, task, eval_batch, step)
+        bad = [f"{split}={loss}" for _, split, loss in losses if split.startswith("eval/") and not math.isfinite(loss)]
+        if bad:  # finite weights can still be large enough to overflow the prediction
+            diverged.append((k, bad[0]))
+        evaluated.append((rows, losses))
+    if diverged:  # nothing of this step is written: the runs that go on redo it from a checkpoint
+        raise Diverged(
+            f"diverged by step {step} (held-out loss {diverged[0][1]})",
+            tuple(k for k, _ in diverged) if len(views) > 1 else None,
+        )
+    return evaluated
+
+
 def train_and_evaluate(runs: list[RunDir], device: torch.device) -> list[dict]:
     """Train the runs' models together on `device` from where their checkpoints stopped; returns the summaries."""
     cfg = runs[0].cfg
@@ -198,42 +216,39 @@ def train_and_evaluate(runs: list[RunDir], device: torch.device) -> list[dict]:
         resume(trainer, runs)
     for k, run_dir in enumerate(runs):
         run_dir.start(device, k, len(runs))
+    # tensorboard=true: each run's curves (rundir/curves.py); a resumed run's from the step after its checkpoint's
+    curves = [Curves(run_dir.path, trainer.step + 1 if run_dir.state else None) for run_dir in runs if cfg.tensorboard]
 
     def on_eval(step: int) -> None:
-        evaluated, diverged = [], []
-        for k, (view, task, eval_batch) in enumerate(zip(views, tasks, eval_batches)):
-            rows, losses = evaluate(view.model, task, eval_batch, step)
-            bad = [
-                f"{split}={loss}" for _, split, loss in losses if split.startswith("eval/") and not math.isfinite(loss)
-            ]
-            if bad:  # finite weights can still be large enough to overflow the prediction
-                diverged.append((k, bad[0]))
-            evaluated.append((rows, losses))
-        if diverged:  # nothing of this step is written: the runs that go on redo it from a checkpoint
-            raise Diverged(
-                f"diverged by step {step} (held-out loss {diverged[0][1]})",
-                tuple(k for k, _ in diverged) if len(runs) > 1 else None,
-            )
+        evaluated = evaluate_runs(views, tasks, eval_batches, step)
         for run_dir, (rows, losses) in zip(runs, evaluated):
             run_dir.evaluated(rows, losses, step)
+        for curve, view, eval_batch, (rows, losses) in zip(curves, views, eval_batches, evaluated):
+            curve.evaluated(rows, losses, mean_attention(view.model, eval_batch), step)
 
     def on_log(step: int, losses: list[float]) -> None:
         for run_dir, loss in zip(runs, losses):
             run_dir.logged(step, loss)
+        for curve, loss in zip(curves, losses):
+            curve.logged(step, loss)
 
     def on_checkpoint(step: int, keep: bool = True) -> None:
         for view, run_dir in zip(views, runs):
             run_dir.checkpoint(view.state_dict(), keep)
 
     started = time.perf_counter()
-    steps_per_s = trainer.fit(
-        eval_every=cfg.eval.every,
-        on_eval=on_eval,
-        on_log=on_log,
-        on_checkpoint=on_checkpoint,
-        eval_at_checkpoints=cfg.eval.at_checkpoints,
-        stop=requested,
-    )
+    try:
+        steps_per_s = trainer.fit(
+            eval_every=cfg.eval.every,
+            on_eval=on_eval,
+            on_log=on_log,
+            on_checkpoint=on_checkpoint,
+            eval_at_checkpoints=cfg.eval.at_checkpoints,
+            stop=requested,
+        )
+    finally:
+        for curve in curves:
+            curve.close()
     wall_time_s = time.perf_counter() - started
     summaries = []
     for view, run_dir, task, eval_batch in zip(views, runs, tasks, eval_batches):
