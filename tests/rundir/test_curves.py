@@ -38,7 +38,7 @@ def test_each_evaluation_is_in_the_event_files(make_config, tmp_path):
 def test_a_resumed_run_shows_no_step_twice(make_config, tmp_path, kill_at_step):
     cfg = make_config(*QUICK, "tensorboard=true")
     run(cfg, tmp_path / "whole")
-    kill_at_step(Trainer, 27)  # after step 26: train loss logged at 25, past the step-20 checkpoint the rerun goes on from
+    kill_at_step(Trainer, 27)  # stopped at step 26: loss logged at 25, past the step-20 checkpoint it resumes from
     with pytest.raises(KeyboardInterrupt):
         run(cfg, tmp_path / "split")
     kill_at_step(Trainer, None)
