@@ -5,7 +5,7 @@
     .venv/bin/python examples/inspect_run.py outputs/demo
 
 Writes <run>/inspect/attention.png (per layer: the held-out batch's mean attention of head 0, with
-a colour bar and the sink column marked) and prints three things:
+a log colour bar and the sink column marked, as `sinkexp report` draws them) and prints three things:
   - the losses recomputed from the loaded model (they equal losses.csv's last evaluation);
   - the ablation: every layer's value at the sink set to zero with the attention weights held fixed
     (`sinkexp.model.intervene` on `blocks.<l>.attn.v`), its loss per query type, and how much the
@@ -29,6 +29,7 @@ from sinkexp import load_run  # noqa: E402
 from sinkexp.analysis.interventions import sink_keys, zero_sink_value  # noqa: E402
 from sinkexp.evaluate import metrics  # noqa: E402
 from sinkexp.model import intervene  # noqa: E402
+from sinkexp.report.figures import attention_panel  # noqa: E402
 
 
 def losses_by_query_type(run, pred: torch.Tensor) -> dict[str, float]:
@@ -47,13 +48,10 @@ def draw_attention(run, cache: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, layers, figsize=(4.2 * layers, 3.8), squeeze=False)
     for layer, ax in enumerate(axes[0]):
         weights = cache[f"blocks.{layer}.attn.weights"][:, 0][:, tokens][..., tokens].mean(0)  # (T, T), head 0
-        image = ax.imshow(weights.cpu(), cmap="viridis", vmin=0)
-        fig.colorbar(image, ax=ax, fraction=0.046, label="attention")
         sinks = run.batch.sink.unique()
-        if len(sinks) == 1:  # a fixed sink position (BOS): mark its column
-            ax.axvline(sinks.item(), color="red", linewidth=1, linestyle="--", label="sink")
-            ax.legend(loc="lower right", fontsize=7)
-        ax.set(title=f"layer {layer}, head 0 (mean over {len(run.batch.sink)} sequences)", xlabel="key", ylabel="query")
+        sink = sinks.item() if len(sinks) == 1 else -1  # a fixed sink position (BOS): its column marked
+        title = f"layer {layer}, head 0 ({len(run.batch.sink)} sequences)"
+        attention_panel(fig, ax, weights.cpu().numpy(), sink, title)  # as sinkexp report draws its maps
     fig.suptitle(f"{run.cfg.task.name}, attn={run.cfg.attn.name}, step {run.step}")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

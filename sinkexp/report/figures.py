@@ -7,14 +7,18 @@ at the top: this module is imported only by the commands that draw (report, repr
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.colors import LogNorm
 
 from sinkexp.rundir import files as rundir_files
 
+FLOOR = 1e-3  # the attention maps' colour scale starts here (sinkexp's choice: a sink at 0.05 is 50x it)
+MARKERS, STYLES = ("o", "s", "^", "D", "v", "P"), ("-", "--", ":", "-.")  # per layer
 SHARE_LABEL = "share of attention on the sink"  # sink_share: the raw weight for softmax, row-normalised otherwise
 
 
@@ -58,23 +62,24 @@ def plot_sink_by_layer(finals: pd.DataFrame, runs: pd.DataFrame, groups: list[st
     query_types, labels = sorted(rows["query_type"].unique()), sorted(rows["label"].unique())
     colour = colours(labels)
     layers = sorted(rows["layer"].unique())
-    fig, axes = plt.subplots(1, len(query_types), figsize=(4.6 * len(query_types) + 2.6, 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(query_types), figsize=(4.6 * len(query_types), 3.6), squeeze=False)
     width = 0.8 / len(labels)
     for ax, query_type in zip(axes[0], query_types):
         for i, label in enumerate(labels):
             chosen = rows[(rows["query_type"] == query_type) & (rows["label"] == label)]
             for layer, seeds in chosen.groupby("layer"):
                 x = layers.index(layer) - 0.4 + width * (i + 0.5)
-                ax.errorbar(
+                ax.scatter([x] * len(seeds), seeds["value"], color=colour[label], s=10, alpha=0.4, zorder=2)
+                ax.errorbar(  # above the seeds' dots, so that a small spread stays visible
                     x,
                     seeds["value"].mean(),
-                    yerr=seeds["value"].std() if len(seeds) > 1 else 0,
+                    yerr=seeds["value"].std() if len(seeds) > 1 else None,
                     fmt="s",
                     color=colour[label],
                     capsize=4,
-                    markersize=7,
+                    markersize=6,
+                    zorder=3,
                 )
-                ax.scatter([x] * len(seeds), seeds["value"], color=colour[label], s=12, alpha=0.5)
         ax.set(title=f"{query_type} queries", xlabel="layer", ylabel=SHARE_LABEL, ylim=(-0.05, 1.05))
         ax.set_xticks(range(len(layers)), [str(layer) for layer in layers])
         ax.set_xlim(-0.5, len(layers) - 0.5)
@@ -83,12 +88,11 @@ def plot_sink_by_layer(finals: pd.DataFrame, runs: pd.DataFrame, groups: list[st
         plt.Line2D([], [], color=colour[label], marker="s", linestyle="", label=f"{label} (n={n[label]})")
         for label in labels
     ]
-    fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
+    legend_below(fig, handles)
     fig.suptitle(
         f"Final share of attention on the sink, mean ± std over seeds (dots: seeds); {compared(groups)}", fontsize=10
     )
-    fig.tight_layout(rect=(0, 0, 1 - 2.6 / (4.6 * len(query_types) + 2.6), 0.95))
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -110,39 +114,74 @@ def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path)
     if not curves:
         return
     curves, losses = pd.concat(curves), pd.concat(losses)
-    query_types = sorted(curves["query_type"].unique())
-    colour = colours(curves["label"])
-    styles = ["-", "--", ":", "-."]
-    fig, axes = plt.subplots(1, len(query_types) + 1, figsize=(4.4 * (len(query_types) + 1) + 2.6, 3.8), squeeze=False)
+    query_types, layers = sorted(curves["query_type"].unique()), sorted(curves["layer"].unique())
+    # one setting: a colour per layer; several: a colour per setting, a marker and line style per layer
+    by_layer = curves["label"].nunique() == 1
+    colour = {layer: f"C{layer % 10}" for layer in layers} if by_layer else colours(curves["label"])
+    done = runs[runs["status"] == "done"]
+    seeds = done.groupby(done.apply(lambda row: label_of(row, groups), axis=1))["run"].nunique()  # a band needs 2
+    fig, axes = plt.subplots(1, len(query_types) + 1, figsize=(4.4 * (len(query_types) + 1), 3.6), squeeze=False)
     for ax, query_type in zip(axes[0], query_types):
         for (label, layer), curve in curves[curves["query_type"] == query_type].groupby(["label", "layer"]):
             band = curve.groupby("step")["value"].agg(["mean", "min", "max"])
-            ax.plot(band.index, band["mean"], color=colour[label], linestyle=styles[layer % len(styles)])
-            ax.fill_between(band.index, band["min"], band["max"], color=colour[label], alpha=0.15)
+            style = dict(color=colour[layer if by_layer else label], marker=MARKERS[layer % len(MARKERS)])
+            ax.plot(
+                band.index,
+                band["mean"],
+                linestyle=STYLES[0 if by_layer else layer % len(STYLES)],
+                markersize=4,
+                **style,
+            )
+            if seeds.get(label, 1) > 1:
+                ax.fill_between(band.index, band["min"], band["max"], color=style["color"], alpha=0.15)
         ax.set(title=f"{query_type} queries", xlabel="step", ylabel=SHARE_LABEL, ylim=(-0.05, 1.05))
     for label, curve in losses.groupby("label"):
         band = curve.groupby("step")["loss"].agg(["mean", "min", "max"])
-        axes[0][-1].plot(band.index, band["mean"], color=colour[label])
-        axes[0][-1].fill_between(band.index, band["min"], band["max"], color=colour[label], alpha=0.15)
+        line_colour = "black" if by_layer else colour[label]
+        axes[0][-1].plot(band.index, band["mean"], color=line_colour)
+        if seeds.get(label, 1) > 1:
+            axes[0][-1].fill_between(band.index, band["min"], band["max"], color=line_colour, alpha=0.15)
     axes[0][-1].set(title="held-out loss (all queries)", xlabel="step", ylabel="loss", yscale="log")
-    handles = [plt.Line2D([], [], color=colour[label], label=label) for label in colour]
+    handles = [] if by_layer else [plt.Line2D([], [], color=colour[label], label=label) for label in colour]
     handles += [
-        plt.Line2D([], [], color="grey", linestyle=styles[layer % len(styles)], label=f"layer {layer}")
-        for layer in sorted(curves["layer"].unique())
+        plt.Line2D(
+            [],
+            [],
+            color=colour[layer] if by_layer else "grey",
+            marker=MARKERS[layer % len(MARKERS)],
+            linestyle=STYLES[0 if by_layer else layer % len(STYLES)],
+            label=f"layer {layer}",
+        )
+        for layer in layers
     ]
-    fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
-    fig.suptitle(
-        f"Sink formation over training: mean over seeds, band from the lowest to the highest seed; {compared(groups)}",
-        fontsize=10,
-    )
-    total = 4.4 * (len(query_types) + 1) + 2.6
-    fig.tight_layout(rect=(0, 0, 1 - 2.6 / total, 0.95))
-    fig.savefig(path, dpi=120)
+    legend_below(fig, handles)
+    band = "band from the lowest to the highest seed" if seeds.max() > 1 else "one seed each"
+    fig.suptitle(f"Sink formation over training: mean over seeds, {band}; {compared(groups)}", fontsize=10)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
 
+def legend_below(fig, handles: list) -> None:
+    """The figure's legend in rows under its panels (no column of white space beside them)."""
+    fig.tight_layout(rect=(0, 0.08, 1, 0.94))
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False)
+
+
+def attention_panel(fig, ax, weights: np.ndarray, sink: int, title: str) -> None:
+    """One (T, T) attention map on a log colour scale from FLOOR to its largest weight (at least 1:
+    raw weights of unnormalised variants may pass it), so that a sink of 0.05 shows as plainly as one
+    of 0.99: black below FLOOR, white exactly 0 (masked keys, ReLU's zeros); its colour bar, and the
+    sink's column dashed when `sink` >= 0. report's maps and examples/inspect_run.py draw with it."""
+    cmap = plt.get_cmap("viridis").with_extremes(under="black", bad="white")  # bad: 0, which a log scale masks
+    image = ax.imshow(weights, cmap=cmap, norm=LogNorm(vmin=FLOOR, vmax=max(1.0, float(weights.max()))))
+    if sink >= 0:
+        ax.axvline(sink, color="red", linestyle="--", linewidth=1)
+    ax.set(title=title, xlabel="key" + (f" (sink: {sink}, dashed)" if sink >= 0 else ""), ylabel="query")
+    fig.colorbar(image, ax=ax, fraction=0.046, extend="min", label="attention (log)")
+
+
 def plot_heatmaps(run: Path, label: str, path: Path) -> None:
-    """A layer x head grid of one run's mean attention maps (attention.npz), the sink column marked."""
+    """A layer x head grid of one run's mean attention maps (attention.npz), each an attention_panel."""
     maps = np.load(run / rundir_files.ATTENTION)
     layers = sorted((name for name in maps.files if name.startswith("layer")), key=lambda name: int(name[5:]))
     sink = int(maps["sink"]) if "sink" in maps.files else -1
@@ -150,19 +189,11 @@ def plot_heatmaps(run: Path, label: str, path: Path) -> None:
     fig, axes = plt.subplots(len(layers), n_heads, figsize=(3.6 * n_heads, 3.2 * len(layers)), squeeze=False)
     for i, name in enumerate(layers):
         for h in range(n_heads):
-            top = max(1.0, float(maps[name][h].max()))  # raw weights of unnormalised variants may pass 1
-            image = axes[i][h].imshow(maps[name][h], cmap="viridis", vmin=0, vmax=top)
-            if sink >= 0:
-                axes[i][h].axvline(sink, color="red", linestyle="--", linewidth=1)
-            axes[i][h].set(
-                title=f"layer {i}, head {h}",
-                xlabel="key" + (f" (sink: {sink}, dashed)" if sink >= 0 else ""),
-                ylabel="query",
-            )
-            fig.colorbar(image, ax=axes[i][h], fraction=0.046)
-    fig.suptitle(f"{label}\nmean attention over the held-out batch ({run.name})", fontsize=9)
+            attention_panel(fig, axes[i][h], maps[name][h], sink, f"layer {i}, head {h}")
+    title = f"{label}: mean attention over the held-out batch ({run.name}); white: exactly 0"
+    fig.suptitle(textwrap.fill(title, 40 * n_heads), fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 

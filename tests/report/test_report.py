@@ -140,3 +140,19 @@ def test_a_folder_with_no_finished_run_is_one_line_and_exit_1(sweep, tmp_path, c
         f"({tmp_path / 'report' / 'runs.csv'})"
     )
     assert (tmp_path / "report" / "runs.csv").exists()
+
+
+def test_an_attention_panel_shows_a_sink_of_0_05_halfway_up_its_scale():
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from sinkexp.report.figures import FLOOR, attention_panel
+
+    weights = np.tril(np.full((4, 4), 0.01))
+    weights[:, 0] = 0.05
+    fig, ax = plt.subplots()
+    attention_panel(fig, ax, weights, 0, "t")
+    norm = ax.images[0].norm
+    assert (norm.vmin, norm.vmax) == (FLOOR, 1.0) and norm(0.05) > 0.5 and norm(0.01) > 0.3  # linear: 0.05, 0.01
+    assert list(ax.lines[0].get_xdata()) == [0, 0]  # the sink's column, dashed
+    plt.close(fig)
