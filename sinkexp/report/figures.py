@@ -96,9 +96,9 @@ def plot_sink_by_layer(finals: pd.DataFrame, runs: pd.DataFrame, groups: list[st
     plt.close(fig)
 
 
-def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path) -> None:
-    """Attention on the sink over training per query type (a line per setting and layer, the band
-    spanning its seeds), and the held-out loss over training."""
+def training_curves(root: Path, runs: pd.DataFrame, groups: list[str]) -> tuple[list, list]:
+    """Per finished run: sink_share over training (mean over heads, by step, layer and query type)
+    and the held-out loss over all queries, each labelled with the run's setting."""
     curves, losses = [], []
     for _, run in runs[runs["status"] == "done"].iterrows():
         label = label_of(run, groups)
@@ -111,6 +111,13 @@ def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path)
         )
         loss = pd.read_csv(Path(root) / run["run"] / rundir_files.LOSSES)
         losses.append(loss[loss["split"] == "eval/all"].assign(label=label))
+    return curves, losses
+
+
+def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path) -> None:
+    """Attention on the sink over training per query type (a line per setting and layer, the band
+    spanning its seeds), and the held-out loss over training."""
+    curves, losses = training_curves(root, runs, groups)
     if not curves:
         return
     curves, losses = pd.concat(curves), pd.concat(losses)
