@@ -8,13 +8,18 @@ sources (its folder's name, `sources_digest`): the versions of Python, Hydra and
 of every config file and of sinkexp's code (the schema's dataclasses and defaults), and the files of
 the installed Hydra plugins (name, size, modification time). A changed config file, task or
 declaration (a declaration changes its overrides) is another key: never served stale. Overrides of
-hydra.searchpath (config files outside sinkexp's) are composed every time.
+hydra.searchpath (config files outside sinkexp's) are composed every time. A kept file is read by
+`Composition`, which names no global but the configs' own classes: a file that asks for anything
+else is refused and composed again, never run.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import functools
 import hashlib
+import io
 import json
 import os
 import pickle
@@ -42,13 +47,36 @@ def cached(overrides: list[str], compose: Callable[[], DictConfig]) -> DictConfi
     key = json.dumps([list(overrides), os.getcwd()])
     path = folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.pkl"
     try:
-        return pickle.loads(path.read_bytes())
-    except Exception:  # none yet, or unreadable (cut short, another pickle format): compose
+        return Composition(io.BytesIO(path.read_bytes())).load()
+    except Exception:  # none yet, unreadable (cut short, another format) or refused (Composition): compose
         pass
     composed = compose()
     if not composed.hydra.searchpath:  # a config file's search path: folders the key does not cover
         keep(path, pickle.dumps(composed))
     return composed
+
+
+class Composition(pickle.Unpickler):
+    """Reads a kept composition and nothing else: the globals a pickle may name are the classes of
+    OmegaConf's nodes, the dataclasses and enums of sinkexp's schema and of Hydra's config (its
+    plugins' too), the typing forms and builtin containers their annotations use. Any other (a
+    function such as os.system in a file someone put there) is refused before it runs."""
+
+    BUILTINS = {("builtins", name) for name in ("dict", "list", "tuple", "set", "int", "float", "str", "bool")}
+    OTHERS = {("collections", "defaultdict"), ("_operator", "getitem")}  # getitem: Optional[int] and the like
+    TYPING = {"Any", "Optional", "Union", "Dict", "List", "Tuple"}
+    SCHEMAS = ("sinkexp.config.", "sinkexp.tasks.", "hydra.conf", "hydra.types", "hydra._internal.core_plugins.")
+
+    def find_class(self, module: str, name: str):
+        if (module, name) in self.BUILTINS | self.OTHERS or (module == "typing" and name in self.TYPING):
+            return super().find_class(module, name)
+        classes = module.startswith(("omegaconf.", "hydra_plugins.", *self.SCHEMAS))  # checked before it is imported
+        found = super().find_class(module, name) if classes else None
+        if isinstance(found, type) and (
+            module.startswith("omegaconf.") or dataclasses.is_dataclass(found) or issubclass(found, enum.Enum)
+        ):
+            return found
+        raise pickle.UnpicklingError(f"a kept composition may not name {module}.{name}")
 
 
 def keep(path: Path, data: bytes) -> None:

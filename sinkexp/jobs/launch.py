@@ -69,13 +69,13 @@ def launch(planned: Plan) -> int:
     if planned.multirun:
         where = Path(str(planned.jobs[0].composed.hydra.sweep.dir)).absolute()  # literal: the plan wrote it
         print(f"sweep: {len(planned.runs) - len(unfinished)} of {len(planned.runs)} runs finished, in {where}")
-    if unfinished and planned.multirun:
-        failed = sum((run_dir / "FAILED").exists() for run_dir in unfinished)
-        print(
-            f"sinkexp: {len(unfinished)} of {len(planned.runs)} runs did not finish: {failed} failed (FAILED in "
-            f"the directory), {len(unfinished) - failed} refused or stopped (see the lines above)",
-            file=sys.stderr,
-        )
+        if unfinished:
+            failed = sum((run_dir / "FAILED").exists() for run_dir in unfinished)
+            print(
+                f"sinkexp: {len(unfinished)} of {len(planned.runs)} runs did not finish: {failed} failed (FAILED in "
+                f"the directory), {len(unfinished) - failed} refused or stopped (see the lines above)",
+                file=sys.stderr,
+            )
     return 1 if unfinished else 0
 
 

@@ -1,6 +1,8 @@
 """Compositions kept between commands (sinkexp/config/compositions.py): a kept one is Hydra's own,
 and a changed config file, code file or override is composed again, never served stale."""
 
+import os
+import pickle
 import shutil
 from importlib.resources import files
 
@@ -92,3 +94,31 @@ def test_an_unreadable_entry_is_composed_again(monkeypatch):
             entry.write_bytes(b"cut short")
         assert compose(["task=broadcast"]).task.name == "broadcast"
     assert counted.calls == 2
+
+
+class Planted:
+    """What a file someone put in the cache could ask for: a function to run when it is read."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_kept_file_naming_anything_but_the_configs_classes_is_refused_and_composed_again(monkeypatch, tmp_path):
+    counted = Counted(monkeypatch)
+    with initialized():
+        compose(["task=trigger", "seed=5"])
+        for entry in (compositions.CACHE / "compositions").rglob("*.pkl"):
+            entry.write_bytes(pickle.dumps(Planted(tmp_path / "ran")))
+        assert compose(["task=trigger", "seed=5"]).seed == 5
+    assert counted.calls == 2 and not (tmp_path / "ran").exists()
+
+
+def test_a_launcher_plugins_composition_is_kept(monkeypatch):
+    counted = Counted(monkeypatch)
+    overrides = ["hydra/launcher=slurm", "hydra.sweep.dir=/tmp/elsewhere"]
+    with initialized():
+        first, again = compose(overrides), compose(overrides)
+    assert counted.calls == 1 and OmegaConf.to_yaml(again) == OmegaConf.to_yaml(first)
