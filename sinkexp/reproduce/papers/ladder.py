@@ -4,7 +4,9 @@ Where does this machine's reach end? `task=lm` (model=llama) at sizes above the 
 the measures the LM claims of sun2026, gu2025 and barbero2025 read, three seeds per rung. The rungs
 and their order are sinkexp's choice: the defaults (sun2026's pre-norm LM runs, copied where
 `reproduce sun2026` has finished them), then Gu et al.'s training recipe at the same compute, then
-that recipe with 4x the steps or twice the width (training FLOPs per run: `reproduce ladder --estimate`).
+that recipe with 4x the steps or twice the width (training FLOPs per run: `reproduce ladder --estimate`),
+then the search for a size that sinks on every seed: from the 8000-step rung, one lever at a time
+(twice its steps; its steps at twice the learning rate, Gu et al.'s lever: a higher rate, more sinks).
 Gu et al.'s recipe is read from their code (sail-sg/Attention-Sink): every config sets min_lr equal
 to learning_rate, so after the warm-up the rate is constant (their text says cosine); weight decay
 0.5 gave their largest sink rate (41% against 18% at 0.1, their Table 2).
@@ -26,6 +28,9 @@ RUNGS = {                                       # each: the overrides of task=lm
     "constant_lr_wd0.5": GU_DECAY,              # and Gu's most sinking weight decay
     "constant_lr_wd0.5_steps_8000": {**GU_DECAY, "train.steps": 8000},   # 4x the bytes
     "constant_lr_wd0.5_d128": {**GU_DECAY, "model.d_model": 128},        # ~3.5x the parameters
+    # The reach search (docs/findings/ladder.md): from the 8000-step rung, one lever at a time
+    "constant_lr_wd0.5_steps_16000": {**GU_DECAY, "train.steps": 16000},                    # 2x the steps
+    "constant_lr_wd0.5_steps_8000_lr6e-3": {**GU_DECAY, "train.steps": 8000, "train.lr": 6e-3},  # 2x the rate
 }
 SINK = head_extreme("sink_attn", "all", "text")
 SPIKE = final("massive_ratio", "max")
