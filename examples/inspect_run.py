@@ -29,7 +29,7 @@ from sinkexp import load_run  # noqa: E402
 from sinkexp.analysis.interventions import sink_keys, zero_sink_value  # noqa: E402
 from sinkexp.evaluate import metrics  # noqa: E402
 from sinkexp.model import intervene  # noqa: E402
-from sinkexp.report.figures import attention_panel  # noqa: E402
+from sinkexp.report.maps import attention_panel  # noqa: E402
 
 
 def losses_by_query_type(run, pred: torch.Tensor) -> dict[str, float]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from sinkexp.evaluate import metrics
@@ -196,16 +197,46 @@ def head_rows(rows: Rows, layer: int, share, k, v, updates, parts, sink) -> torc
     return sink_scores
 
 
+EXAMPLES = 4  # sequences whose own maps attention.npz keeps when the sink moves between them
+
+
 @torch.no_grad()
-def mean_attention(model, batch) -> dict:
-    """Attention weights averaged over the batch, per layer: {"layer0": (H, T, T) array} over the task's
-    tokens, and "sink": the sink position when every sequence has the same one (BOS), else -1."""
+def mean_attention(model, batch, query_types: tuple[str, ...] = ()) -> dict:
+    """The held-out batch's attention maps over the task's tokens (docs/rundir.md, attention.npz).
+    Per layer L, "layer<L>": the weights averaged over the batch (H, T, T); "type_layer<L>": the same
+    per query type (Q, H, T, T; each query row averaged over the sequences where that query is of the
+    type, NaN where none is), when `query_types` names two or more; "example_layer<L>": the first
+    EXAMPLES sequences' own maps (E, H, T, T) when the sink moves between sequences. Each again with
+    prefix "share_" for the rows' shares (sink_share's weights), where they differ from the weights
+    (sigmoid, ReLU, a slot, registers). "sink": the sink position when every sequence has the same one
+    (BOS), else -1 ("example_sink" then holds the examples' sinks); "query_types": the names."""
     names = [name for name in tap_names(model) if name.endswith(".attn.weights")]
     _, cache = captured_forward(model, batch.inputs, names)
     keep = model.token_positions(batch.inputs.shape[1], batch.inputs.device)
-    maps = {
-        f"layer{layer}": cache[name][:, :, keep][..., keep].mean(0).cpu().numpy() for layer, name in enumerate(names)
-    }
+    types = {name: queries for name, queries in query_sets_of(batch, query_types).items() if name != "all"}
     sinks = batch.sink.unique()
-    maps["sink"] = (sinks if len(sinks) == 1 else torch.tensor([-1])).squeeze().cpu().numpy()  # -1: it moves
+    maps = {"sink": (sinks if len(sinks) == 1 else torch.tensor([-1])).squeeze().cpu().numpy()}  # -1: it moves
+    if len(sinks) > 1:
+        maps["example_sink"] = batch.sink[:EXAMPLES].cpu().numpy()
+    if len(types) > 1:
+        maps["query_types"] = np.array(list(types))
+    for layer, name in enumerate(names):
+        weights = at_positions(cache[name], keep, 2)  # (B, H, T, S) over the task's queries
+        kinds = {"": at_positions(weights, keep, 3)}
+        share = at_positions(metrics.row_share(weights), keep, 3)  # a new tensor: weights stay
+        if not torch.allclose(share, kinds[""]):
+            kinds["share_"] = share
+        for prefix, maps_of in kinds.items():
+            maps[f"{prefix}layer{layer}"] = maps_of.mean(0).cpu().numpy()
+            if len(types) > 1:
+                maps[f"{prefix}type_layer{layer}"] = np.stack([per_query(maps_of, q) for q in types.values()])
+            if len(sinks) > 1:
+                maps[f"{prefix}example_layer{layer}"] = maps_of[:EXAMPLES].cpu().numpy()
     return maps
+
+
+def per_query(weights: torch.Tensor, queries: torch.Tensor):
+    """(B, H, T, T) weights averaged, query row by query row, over the sequences where `queries`
+    (B, T) holds: (H, T, T), NaN rows where it holds in none."""
+    mask = queries[:, None, :, None].to(weights.dtype)  # (B, 1, T, 1)
+    return ((weights * mask).sum(0) / mask.sum(0)).cpu().numpy()

@@ -254,6 +254,6 @@ def train_and_evaluate(runs: list[RunDir], device: torch.device) -> list[dict]:
     for view, run_dir, task, eval_batch in zip(views, runs, tasks, eval_batches):
         metrics, losses = run_dir.tables()  # on disk already: the last step always evaluates
         result = summary(final_values(metrics, losses), metrics["step"].max(), task.query_types, task.reference)
-        run_dir.finish(result, mean_attention(view.model, eval_batch), wall_time_s, steps_per_s)
+        run_dir.finish(result, mean_attention(view.model, eval_batch, task.query_types), wall_time_s, steps_per_s)
         summaries.append(result)
     return summaries

@@ -1,5 +1,5 @@
 """The figures of `sinkexp report` (sinkexp/report/runs.py): the sink by layer, its dynamics over
-training, one seed's attention maps and each head's sink score, one colour per setting throughout.
+training and each head's sink score, one colour per setting throughout (the attention maps: maps.py).
 
 Drawn from run directories' tables (docs/rundir.md), never from a model. matplotlib is imported here,
 at the top: this module is imported only by the commands that draw (report, reproduce's figures).
@@ -7,17 +7,14 @@ at the top: this module is imported only by the commands that draw (report, repr
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.colors import LogNorm
 
 from sinkexp.rundir import files as rundir_files
 
-FLOOR = 1e-3  # the attention maps' colour scale starts here (sinkexp's choice: a sink at 0.05 is 50x it)
 MARKERS, STYLES = ("o", "s", "^", "D", "v", "P"), ("-", "--", ":", "-.")  # per layer
 SHARE_LABEL = "share of attention on the sink"  # sink_share: the raw weight for softmax, row-normalised otherwise
 
@@ -172,36 +169,6 @@ def legend_below(fig, handles: list) -> None:
     """The figure's legend in rows under its panels (no column of white space beside them)."""
     fig.tight_layout(rect=(0, 0.08, 1, 0.94))
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False)
-
-
-def attention_panel(fig, ax, weights: np.ndarray, sink: int, title: str) -> None:
-    """One (T, T) attention map on a log colour scale from FLOOR to its largest weight (at least 1:
-    raw weights of unnormalised variants may pass it), so that a sink of 0.05 shows as plainly as one
-    of 0.99: black below FLOOR, white exactly 0 (masked keys, ReLU's zeros); its colour bar, and the
-    sink's column dashed when `sink` >= 0. report's maps and examples/inspect_run.py draw with it."""
-    cmap = plt.get_cmap("viridis").with_extremes(under="black", bad="white")  # bad: 0, which a log scale masks
-    image = ax.imshow(weights, cmap=cmap, norm=LogNorm(vmin=FLOOR, vmax=max(1.0, float(weights.max()))))
-    if sink >= 0:
-        ax.axvline(sink, color="red", linestyle="--", linewidth=1)
-    ax.set(title=title, xlabel="key" + (f" (sink: {sink}, dashed)" if sink >= 0 else ""), ylabel="query")
-    fig.colorbar(image, ax=ax, fraction=0.046, extend="min", label="attention (log)")
-
-
-def plot_heatmaps(run: Path, label: str, path: Path) -> None:
-    """A layer x head grid of one run's mean attention maps (attention.npz), each an attention_panel."""
-    maps = np.load(run / rundir_files.ATTENTION)
-    layers = sorted((name for name in maps.files if name.startswith("layer")), key=lambda name: int(name[5:]))
-    sink = int(maps["sink"]) if "sink" in maps.files else -1
-    n_heads = maps[layers[0]].shape[0]
-    fig, axes = plt.subplots(len(layers), n_heads, figsize=(3.6 * n_heads, 3.2 * len(layers)), squeeze=False)
-    for i, name in enumerate(layers):
-        for h in range(n_heads):
-            attention_panel(fig, axes[i][h], maps[name][h], sink, f"layer {i}, head {h}")
-    title = f"{label}: mean attention over the held-out batch ({run.name}); white: exactly 0"
-    fig.suptitle(textwrap.fill(title, 40 * n_heads), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
 
 
 def plot_heads(run: Path, label: str, path: Path) -> None:

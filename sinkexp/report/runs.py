@@ -31,11 +31,11 @@ from sinkexp.report.figures import (
     label_of,
     plot_dynamics,
     plot_heads,
-    plot_heatmaps,
     plot_sink_by_layer,
     with_labels,
 )
 from sinkexp.report.listing import listing
+from sinkexp.report.maps import plot_heatmaps
 from sinkexp.report.steps import measured_checkpoints, plot_checkpoints
 from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir.faults import RunFileError

@@ -146,7 +146,7 @@ def test_an_attention_panel_shows_a_sink_of_0_05_halfway_up_its_scale():
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from sinkexp.report.figures import FLOOR, attention_panel
+    from sinkexp.report.maps import FLOOR, attention_panel
 
     weights = np.tril(np.full((4, 4), 0.01))
     weights[:, 0] = 0.05
@@ -154,5 +154,11 @@ def test_an_attention_panel_shows_a_sink_of_0_05_halfway_up_its_scale():
     attention_panel(fig, ax, weights, 0, "t")
     norm = ax.images[0].norm
     assert (norm.vmin, norm.vmax) == (FLOOR, 1.0) and norm(0.05) > 0.5 and norm(0.01) > 0.3  # linear: 0.05, 0.01
-    assert list(ax.lines[0].get_xdata()) == [0, 0]  # the sink's column, dashed
+    assert list(ax.lines[0].get_xdata()) == [0]  # the mark above the sink's column
+    weights[0] = np.nan  # a row without a query of the panel's type: grey over it, the scale unchanged
+    fig, ax = plt.subplots()
+    attention_panel(fig, ax, weights, -1, "t")
+    assert len(ax.images) == 2 and not ax.lines and ax.images[0].norm.vmax == 1.0
+    grey = np.ma.getmaskarray(ax.images[1].get_array())  # masked: see-through
+    assert grey[1:].all() and not grey[0].any()
     plt.close(fig)
