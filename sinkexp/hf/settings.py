@@ -135,13 +135,25 @@ def config_hash(cfg: MeasureConfig, model_digest: str, text_digest: str) -> str:
 
 def run_dir(cfg: MeasureConfig, multirun: bool, digest: str, started: str) -> Path:
     """One run: dir=, or outputs/runs/measure/<model>/<UTC time>-<hash>; a sweep's run:
-    <dir= or outputs/sweeps/<name or UTC time>>/measure/<model>/<revision or main>-<hash>."""
+    <dir= or outputs/sweeps/<name or UTC time>>/measure/<model>/<revision or main>[_<key=value>...]-<hash>,
+    with each measured setting that is not the default (e.g. main_bos=false_n=16-<hash>)."""
     local = Path(cfg.model).expanduser()
     model = safe(local.resolve().name if local.exists() else cfg.model.rstrip("/").replace("/", "--"))
     if not multirun:
         return Path(cfg.dir or f"outputs/runs/measure/{model}/{started}-{digest}").absolute()
     root = Path(cfg.dir or f"outputs/sweeps/{cfg.name or started}")
-    return (root / "measure" / model / f"{safe(cfg.revision or 'main')}-{digest}").absolute()
+    name = "_".join([cfg.revision or "main", *changed_settings(cfg)])
+    return (root / "measure" / model / f"{safe(name)}-{digest}").absolute()
+
+
+NAMED = ("text", "n", "seq_len", "bos", "dtype")  # the settings a sweep's folder names say when not the default
+
+
+def changed_settings(cfg: MeasureConfig) -> list[str]:
+    """key=value for each of NAMED that differs from the default (a text file by its file name)."""
+    default = MeasureConfig()
+    changed = [key for key in NAMED if getattr(cfg, key) != getattr(default, key)]
+    return [f"{key}={Path(cfg.text).name if key == 'text' else getattr(cfg, key)}" for key in changed]
 
 
 def safe(name: str) -> str:

@@ -198,7 +198,8 @@ def plot_heads(run: Path, label: str, path: Path) -> None:
         yscale="log",
         title="massive_ratio of the residual stream after each block",
     )
-    right.legend(fontsize=8, frameon=False)
+    if len(massive.columns):  # a run without massive_ratio rows draws none
+        right.legend(fontsize=8, frameon=False)
     fig.suptitle(f"{label} ({run.name})", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

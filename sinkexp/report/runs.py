@@ -50,13 +50,13 @@ def varying(runs: pd.DataFrame) -> list[str]:
     columns = [c for c in runs.columns if c not in {"run", "status", "reason"} and c not in IGNORED_SETTINGS]
     chosen: list[str] = []
     for column in columns:
-        values = runs[column].astype(str)  # as text, so that None, NaN and mixed types compare alike
+        values = runs[column].map(str)  # text, None and NaN alike ("nan"; astype(str) keeps NaN)
         if values.nunique() < 2:
             continue
         # A setting that only restates an earlier one (attn.normaliser next to attn.name) adds no group.
         if any(
-            values.groupby(runs[c].astype(str)).nunique().max() == 1
-            and runs[c].astype(str).groupby(values).nunique().max() == 1
+            values.groupby(runs[c].map(str)).nunique().max() == 1
+            and runs[c].map(str).groupby(values).nunique().max() == 1
             for c in chosen
         ):
             continue

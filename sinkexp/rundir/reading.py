@@ -40,9 +40,12 @@ def find_runs(root: Path) -> list[Path]:
 
 
 def read_settings(run: Path) -> dict:
-    """The run's config as flat dotted keys (e.g. model.n_layers); lists become their text."""
+    """The run's config as flat dotted keys (e.g. model.n_layers); lists become their text. First
+    `command`: measure for a `sinkexp measure` run, train for a trained one (its config.yaml has no
+    such key), so that a report over both labels each by the command that made it."""
     flat = pd.json_normalize(OmegaConf.to_container(OmegaConf.load(Path(run) / CONFIG)), sep=".")
-    return {key: (str(value) if isinstance(value, list) else value) for key, value in flat.iloc[0].items()}
+    settings = {key: (str(value) if isinstance(value, list) else value) for key, value in flat.iloc[0].items()}
+    return {"command": settings.pop("command", "train"), **settings}
 
 
 def setting(settings: dict, key: str):

@@ -224,3 +224,15 @@ def test_attention_that_cannot_be_captured_and_missing_transformers(tmp_path, mo
     result = sinkexp("measure", str(folder), cwd=tmp_path)
     assert result.returncode == 2 and "pip install -e .[hf]" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "outputs").exists()
+
+
+def test_a_sweeps_folders_name_the_settings_that_are_not_the_default(tmp_path):
+    """bos=auto and bos=false were both main-<hash>: each folder now says what it measured."""
+    from sinkexp.hf.settings import MeasureConfig, run_dir
+
+    def folder(**settings):
+        return run_dir(MeasureConfig(model="gpt2", name="s", **settings), True, "abc", "T").name
+
+    assert folder() == "main-abc" and folder(bos="false") == "main_bos=false-abc"
+    assert folder(revision="step1000", n=16, text=str(tmp_path / "my book.txt")) == "step1000_text=my_book.txt_n=16-abc"
+    assert run_dir(MeasureConfig(model="gpt2", bos="false"), False, "abc", "T").name == "T-abc"  # one run: its time

@@ -44,7 +44,7 @@ def test_trained_and_measured_runs_are_labelled_by_the_settings_each_has(measure
     result = sinkexp("report", str(tmp_path / "both"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     labels = set(pd.read_csv(tmp_path / "both" / "report" / "finals.csv")["label"])
-    assert labels == {"n=8", "n=16", "all runs"}  # the trained run has none of the varying settings (n)
+    assert labels == {"command=measure, n=8", "command=measure, n=16", "command=train"}  # the trained run has no n
     assert not [p.name for p in (tmp_path / "both" / "report").glob("*nan*")]
 
 

@@ -162,3 +162,10 @@ def test_an_attention_panel_shows_a_sink_of_0_05_halfway_up_its_scale():
     grey = np.ma.getmaskarray(ax.images[1].get_array())  # masked: see-through
     assert grey[1:].all() and not grey[0].any()
     plt.close(fig)
+
+
+def test_a_setting_some_runs_lack_varies():
+    """A key a run lacks (a measured run beside trained ones; a run written before the key) is a
+    value of its own: pandas' astype(str) keeps NaN missing, so the report compares map(str)."""
+    runs = pd.DataFrame({"run": ["a", "b"], "status": "done", "task.name": ["lm", None], "x": [1, 1]})
+    assert varying(runs) == ["task.name"]
