@@ -70,7 +70,7 @@ def test_a_language_model_run_prints_the_sink_rate_over_heads_and_massive_activa
     for row in (
         "massive_ratio",
         "massive_at_sink",
-        "sink_rate@0.3 (share of heads)",
+        "sink_rate@0.3 (heads x seqs)",
         "model: sink rate over all heads",
         "next to the bigram model of the training split",
     ):

@@ -135,7 +135,7 @@ def format_summary(summary: dict) -> str:
     ):
         rows = [row for pair in zip(rows, shares) for row in pair]  # unnormalised rows: the share beside each
     rows += [
-        (f"sink_rate@{eps} (share of heads)", [summary["sink_rate"][layer].get(str(eps)) for layer in layers])
+        (f"sink_rate@{eps} (heads x seqs)", [summary["sink_rate"][layer].get(str(eps)) for layer in layers])
         for eps in SINK_RATE_EPS
     ]
     rows += [

@@ -131,11 +131,23 @@ def report(root: Path, out: Path | None = None) -> Path:
         print(f"  {run['status']:>10}: {run['run']}" + (f" ({run['reason']})" if run["reason"] else ""))
     if not (runs["status"] == "done").any():
         raise NothingFinished(f"no run below {root} has finished: nothing to summarise ({out / 'runs.csv'})")
-    headline = summary[(summary["metric"] == "sink_attn") & (summary["layer"] >= 0) & (summary["query_type"] != "all")]
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(headline.round(4).to_string(index=False))
+        print(headline(summary).round(4).to_string(index=False))
     print(f"report: {out}")
     return out
+
+
+def headline(summary: pd.DataFrame) -> pd.DataFrame:
+    """What report prints: the share of attention on the sink (sink_share, as the figures draw it) per
+    setting, layer and query type, with the raw weight (sink_attn) beside it where the two differ."""
+    chosen = summary[(summary["layer"] >= 0) & (summary["query_type"] != "all")]
+    keys = [c for c in summary.columns if c not in ("metric", *STATISTICS)]
+    share = chosen[chosen["metric"] == "sink_share"].drop(columns="metric")
+    raw = chosen[chosen["metric"] == "sink_attn"][[*keys, "mean"]].rename(columns={"mean": "sink_attn (raw)"})
+    table = share.rename(columns={"mean": "sink_share"}).merge(raw, on=keys, how="left")
+    if ((table["sink_attn (raw)"] - table["sink_share"]).abs() <= 1e-6).all():  # rows that sum to 1: the same
+        table = table.drop(columns="sink_attn (raw)")
+    return table
 
 
 def main(argv: list[str]) -> int:

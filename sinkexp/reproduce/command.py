@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -27,6 +28,9 @@ USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--d
            (the jobs, FLOPs and predicted wall time; nothing trains)
        sinkexp reproduce --list
        sinkexp reproduce --docs DIR       (DIR/results.md and the README headline again, from DIR/claims.csv)"""
+
+
+STARTED = time.perf_counter()  # imported as the command starts: --estimate says how long it took
 
 
 class BadArguments(Exception):
@@ -133,7 +137,8 @@ def estimate_or_reproduce(
             # lazy: estimate.py pulls in torch (~2.4 s); --list, --help and input errors answer without it
             from sinkexp.reproduce.estimate import format_estimate
 
-            print(format_estimate(*estimate_papers(papers, overrides, args.pack, args.recalibrate)))
+            estimated = estimate_papers(papers, overrides, args.pack, args.recalibrate)
+            print(format_estimate(*estimated, took=time.perf_counter() - STARTED))
             return 0
         rows = reproduce(
             papers, overrides, command="sinkexp reproduce " + " ".join(args.words), pack=args.pack, weights=weights

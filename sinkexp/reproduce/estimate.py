@@ -163,10 +163,17 @@ def priced(
     return row, seconds
 
 
-def format_estimate(table: pd.DataFrame, totals: dict) -> str:
+COLUMNS = (  # the table's columns that are not counts, said under it
+    "GFLOP/run: one run's training FLOPs; s/job: a job's predicted seconds; job_s: the experiment's jobs'"
+    " seconds together; GiB/job: a job's memory floor"
+)
+
+
+def format_estimate(table: pd.DataFrame, totals: dict, took: float | None = None) -> str:
+    """The estimate as --estimate prints it; `took`: the command's seconds so far (else the pricing's)."""
     shown = table.assign(
         **{
-            "GFLOP/run": table["GFLOP/run"].map("{:.3g}".format),
+            "GFLOP/run": table["GFLOP/run"].map("{:.2e}".format),  # one format for 15 and 1.1e5 alike
             "s/job": table["s/job"].map("{:.0f}".format),
             "job_s": table["job_s"].map("{:.0f}".format),
             "GiB/job": table["GiB/job"].map("{:.3g}".format),
@@ -193,12 +200,13 @@ def format_estimate(table: pd.DataFrame, totals: dict) -> str:
     )
     return (
         shown.to_string(index=False)
-        + "\n"
+        + f"\n({COLUMNS})\n"
         + unfit
         + f"{totals['runs']} runs, {totals['done']} of them finished already, the others in {totals['jobs']} jobs "
         f"(pack: {'on' if totals['pack'] else 'off'}; copied runs train once, in another experiment), "
         f"scale={totals['scale']}: predicted wall time {totals['wall_s'] / 60:.0f} min ({hours:.1f} h) on "
-        f"{totals['device']} with {totals['workers']} job(s) at once; planned in {totals['seconds']:.0f} s, "
-        f"{totals['measured']} distinct jobs timed{busy}, the others' timings from {totals['cache']} "
-        "(--recalibrate times all again); nothing trained (how it is predicted: sinkexp/reproduce/estimate.py)"
+        f"{totals['device']} with {totals['workers']} job(s) at once; estimated in {took or totals['seconds']:.0f} s: "
+        f"every job composed, {totals['measured']} distinct jobs timed{busy}, the others' timings from "
+        f"{totals['cache']} (--recalibrate times all again); nothing trained "
+        "(how it is predicted: sinkexp/reproduce/estimate.py)"
     )

@@ -87,6 +87,9 @@ def test_timings_taken_on_a_busy_machine_serve_the_plan_are_said_to_be_long_and_
     table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
     assert totals["measured"] == 1 and calibrations.exists() and "cores busy" not in format_estimate(table, totals)
     assert estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)[1]["measured"] == 0  # kept now
+    printed = format_estimate(table.assign(**{"GFLOP/run": [15.0]}), totals, took=12.3).splitlines()
+    assert printed[1].split()[-4] == "1.50e+01" and "job_s: the experiment's jobs' seconds together" in printed[2]
+    assert "estimated in 12 s: every job composed, 1 distinct jobs timed, the others'" in printed[3]
 
 
 def test_the_estimate_predicts_from_the_calibration(monkeypatch, calibrations):

@@ -169,3 +169,19 @@ def test_a_setting_some_runs_lack_varies():
     value of its own: pandas' astype(str) keeps NaN missing, so the report compares map(str)."""
     runs = pd.DataFrame({"run": ["a", "b"], "status": "done", "task.name": ["lm", None], "x": [1, 1]})
     assert varying(runs) == ["task.name"]
+
+
+def test_report_prints_the_share_its_figures_draw_and_the_raw_weight_beside_it_where_they_differ():
+    from sinkexp.report.runs import headline
+
+    def summary(raw_sigmoid):
+        rows = [("softmax", 0, "q", "sink_share", 0.9), ("softmax", 0, "q", "sink_attn", 0.9)]
+        rows += [("sigmoid", 0, "q", "sink_share", 0.8), ("sigmoid", 0, "q", "sink_attn", raw_sigmoid)]
+        rows += [("softmax", 0, "all", "sink_share", 0.5), ("softmax", -1, "q", "sink_share", 0.5)]
+        table = pd.DataFrame(rows, columns=["attn.name", "layer", "query_type", "metric", "mean"])
+        return table.assign(std=0.0, n=2)
+
+    printed = headline(summary(0.01))
+    assert list(printed.columns) == ["attn.name", "layer", "query_type", "sink_share", "std", "n", "sink_attn (raw)"]
+    assert printed.set_index("attn.name")["sink_attn (raw)"].to_dict() == {"softmax": 0.9, "sigmoid": 0.01}
+    assert "sink_attn (raw)" not in headline(summary(0.8)).columns  # rows that sum to 1: one column
