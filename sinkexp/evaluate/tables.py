@@ -23,6 +23,7 @@ def sink_rate_name(eps: float) -> str:
 # evaluator writes into metrics.csv, and the losses final_values adds. A claim's measure names
 # metrics from here, so a typo is refused when its paper is declared (tests check the evaluator
 # writes no other name).
+MEASURE_ONLY = ("perturb_change", "perturb_reach")  # sinkexp measure perturb=true only (evaluate/perturbation.py)
 METRICS = (
     "sink_attn",
     "sink_share",
@@ -58,6 +59,7 @@ METRICS = (
     "slot_attn",
     "register_attn",
     "gate",
+    *MEASURE_ONLY,
     "loss_eval",
     "loss_baseline",
 )

@@ -24,7 +24,7 @@ from sinkexp.errors import ConfigError
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS, final_values, format_summary, summary
 from sinkexp.hf import settings as hf_settings
 from sinkexp.hf import sources
-from sinkexp.hf.measure import NextToken, load_model, measure
+from sinkexp.hf.measure import NextToken, load_model, measure, perturbation_rows
 from sinkexp.jobs.plan import check_run_dir
 from sinkexp.machine.devices import resolve_device
 from sinkexp.rundir import files as rundir_files
@@ -118,6 +118,8 @@ def measure_into(job: Job, run: RunClaim) -> dict:
     run.meta["model"]["weights"] = {path.name: sources.file_digest(path) for path in sources.weight_files(folder)}
     model = load_model(folder, job.cfg.dtype, device)
     metric_rows, loss_rows = measure(model, job.inputs, job.step, job.cfg.chunk)
+    if job.cfg.perturb:
+        metric_rows += perturbation_rows(model, job.inputs.to(device), job.step, job.cfg.chunk)
     metrics, losses = pd.DataFrame(metric_rows, columns=METRIC_COLUMNS), pd.DataFrame(loss_rows, columns=LOSS_COLUMNS)
     result = summary(final_values(metrics, losses), job.step, NextToken.query_types, NextToken.reference)
     rundir_files.write_csv(job.run_dir / rundir_files.METRICS, metrics)

@@ -21,12 +21,14 @@ chunks' values, and massive_position / massive_channel the most frequent over th
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 
 import pandas as pd
 import torch
 import torch.nn.functional as F
 
 from sinkexp.evaluate.evaluator import Rows, layer_rows, loss_rows, model_rows, query_sets_of
+from sinkexp.evaluate.perturbation import perturbed_position, relative_change, summarise, swap_token
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.hf.capture import ATTENTION, layer_by_layer, register
 from sinkexp.hf.families import FAMILIES
@@ -135,6 +137,28 @@ def measure(model, inputs: torch.Tensor, step: int = 0, chunk: int | None = None
     metrics = combine([(n, pd.DataFrame(rows, columns=METRIC_COLUMNS)) for n, rows, _ in chunks])
     losses = combine([(n, pd.DataFrame(rows, columns=LOSS_COLUMNS)) for n, _, rows in chunks])
     return list(metrics.itertuples(index=False, name=None)), list(losses.itertuples(index=False, name=None))
+
+
+@torch.no_grad()
+def perturbation_rows(model, inputs: torch.Tensor, step: int, chunk: int | None = None) -> list[tuple]:
+    """`perturb=true`: Barbero et al.'s perturbation (evaluate/perturbation.py, docs/metrics.md) per
+    layer L, perturb_change and perturb_reach rows (head -1, query type all) of hidden_states[L + 1]
+    as transformers returns them (each layer's output; the last after the final norm in GPT-2 and
+    Llama): two more forward passes, `chunk` sequences at a time, the change the same in every chunking."""
+    at = perturbed_position(inputs.shape[1])
+    pairs = zip(inputs.split(chunk or len(inputs)), swap_token(inputs, at).split(chunk or len(inputs)))
+    changes = defaultdict(list)
+    for clean, changed in pairs:
+        before = model(input_ids=clean, use_cache=False, output_hidden_states=True).hidden_states[1:]
+        after = model(input_ids=changed, use_cache=False, output_hidden_states=True).hidden_states[1:]
+        for layer, (h, h_changed) in enumerate(zip(before, after)):
+            changes[layer].append(relative_change(h.float(), h_changed.float(), at))
+    rows = []
+    for layer, parts in changes.items():
+        for metric, value in zip(("perturb_change", "perturb_reach"), summarise(torch.cat(parts))):
+            if math.isfinite(value):  # no later representation moved: no reach (docs/metrics.md)
+                rows.append((step, layer, -1, "all", metric, value))
+    return rows
 
 
 def combine(chunks: list[tuple[int, pd.DataFrame]]) -> pd.DataFrame:

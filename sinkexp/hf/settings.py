@@ -31,6 +31,7 @@ class MeasureConfig:
     bos: str = "auto"  # auto (what the tokenizer adds in front of a text) | true | false
     dtype: str = "float32"  # float32 | bfloat16 | float16
     chunk: int | None = None  # sequences per forward pass (null: all n at once)
+    perturb: bool = False  # Barbero et al.'s perturbation too (two more forward passes; docs/metrics.md)
     step: int | None = None  # the checkpoint's training step (null: from revision=stepN or an exported run)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     dir: str | None = None  # the run's directory; with -m the sweep's (default under outputs/)
@@ -69,6 +70,10 @@ def typed(values: dict[str, str]) -> MeasureConfig:
         hint = HINTS.get(key, "")
         if "None" in hint and text.lower() in ("null", "none"):
             cfg[key] = None
+        elif hint == str(bool):
+            if text.lower() not in ("true", "false"):
+                raise choices_error(key, text, ("true", "false"))
+            cfg[key] = text.lower() == "true"
         elif "int" in hint:
             try:
                 cfg[key] = int(text)
@@ -95,6 +100,8 @@ def checked(values: dict) -> MeasureConfig:
             raise ConfigError(f"{key}={value!r} is not an integer")
         if "str" in HINTS[key] and not isinstance(value, str):
             raise ConfigError(f"{key}={value!r} is not a string")
+        if HINTS[key] == str(bool) and not isinstance(value, bool):
+            raise choices_error(key, value, ("true", "false"))
     cfg = MeasureConfig(**values)
     if not cfg.model:
         raise ConfigError("model is missing: sinkexp measure MODEL (a model folder or a hub id)")
@@ -130,6 +137,8 @@ def config_hash(cfg: MeasureConfig, model_digest: str, text_digest: str) -> str:
         revision=None,
         chunk=cfg.chunk if cfg.chunk is not None and cfg.chunk < cfg.n else None,
     )
+    if not cfg.perturb:  # a key added later: the runs measured before it keep their hashes
+        del settings["perturb"]
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
 
 
@@ -146,7 +155,7 @@ def run_dir(cfg: MeasureConfig, multirun: bool, digest: str, started: str) -> Pa
     return (root / "measure" / model / f"{safe(name)}-{digest}").absolute()
 
 
-NAMED = ("text", "n", "seq_len", "bos", "dtype")  # the settings a sweep's folder names say when not the default
+NAMED = ("text", "n", "seq_len", "bos", "dtype", "perturb")  # what sweep folder names show (when not default)
 
 
 def changed_settings(cfg: MeasureConfig) -> list[str]:

@@ -265,6 +265,22 @@ def bos_removed(key: str) -> Measure:
     return Measure(f"{key} without BOS / with BOS (at inference)", ratio)
 
 
+def perturbation_spread() -> Measure:
+    """Barbero et al.'s perturbation (sinkexp.analysis.perturbation): the relative change of the
+    representations after a one-token change, averaged over the layers, with BOS removed at inference
+    over with BOS (> 1: the change spreads more without the sink)."""
+
+    def ratio(run: FinishedRun) -> float:
+        # lazy: pulls in torch (~2.4 s); --list and the declarations load measures.py without it
+        from sinkexp.analysis.perturbation import perturbation
+
+        values = run.analysis(perturbation)
+        layers = [key.removeprefix("change_bos_") for key in values if key.startswith("change_bos_")]
+        return sum(values[f"change_no_bos_{L}"] for L in layers) / sum(values[f"change_bos_{L}"] for L in layers)
+
+    return Measure("perturb_change without BOS / with BOS (at inference, mean over layers)", ratio)
+
+
 def curve(run: FinishedRun, metric: str, query_type: str = "all", layer: int = 0, head: int = 0) -> pd.Series:
     """One head's metric over the evaluated steps (index: step), for measures of the dynamics."""
     m = run.metrics

@@ -121,3 +121,26 @@ def test_the_loss_a_few_sequences_at_a_time_is_the_whole_batchs_bit_for_bit(monk
     whole = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch.targets, reduction="none")
     monkeypatch.setattr(hf_measure, "LOSS_ELEMENTS", 2 * 5 * 300)  # two sequences a call: 4 calls
     assert torch.equal(hf_measure.NextToken(300).loss(logits, batch), whole)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_perturbation_rows_are_the_metric_of_the_hidden_states_in_any_chunking(kind, tmp_path):
+    """perturb=true: each layer's perturb_change and perturb_reach as evaluate/perturbation.spread
+    gives them on transformers' own hidden states, the same over 2 chunks as over one."""
+    from sinkexp.evaluate.perturbation import perturbed_position, spread, swap_token
+
+    model = hf_measure.load_model(tiny(kind, tmp_path / kind), "float32", torch.device("cpu"))
+    inputs = torch.randint(0, 256, (4, 12), generator=torch.Generator().manual_seed(2))
+    at = perturbed_position(12)
+    with torch.no_grad():
+        clean = model(input_ids=inputs, output_hidden_states=True).hidden_states[1:]
+        changed = model(input_ids=swap_token(inputs, at), output_hidden_states=True).hidden_states[1:]
+    rows = {(layer, metric): value for _, layer, _, _, metric, value in hf_measure.perturbation_rows(model, inputs, 5)}
+    for layer, (h, h_changed) in enumerate(zip(clean, changed)):
+        change, reach = spread(h, h_changed, at)
+        assert rows[layer, "perturb_change"] == pytest.approx(change) and rows[layer, "perturb_reach"] == pytest.approx(
+            reach
+        )
+    chunked = hf_measure.perturbation_rows(model, inputs, 5, chunk=2)
+    assert [row[:5] for row in chunked] == [(5, layer, -1, "all", metric) for layer, metric in rows]
+    assert [row[5] for row in chunked] == pytest.approx(list(rows.values()))

@@ -236,3 +236,24 @@ def test_a_sweeps_folders_name_the_settings_that_are_not_the_default(tmp_path):
     assert folder() == "main-abc" and folder(bos="false") == "main_bos=false-abc"
     assert folder(revision="step1000", n=16, text=str(tmp_path / "my book.txt")) == "step1000_text=my_book.txt_n=16-abc"
     assert run_dir(MeasureConfig(model="gpt2", bos="false"), False, "abc", "T").name == "T-abc"  # one run: its time
+
+
+def test_perturb_is_opt_in_its_rows_in_the_tables_and_earlier_runs_keep_their_hashes(tmp_path):
+    import dataclasses
+    import hashlib
+
+    from sinkexp.hf.settings import UNHASHED, MeasureConfig, config_hash
+
+    folder = str(tiny("gpt2", tmp_path / "g"))
+    result = sinkexp("measure", folder, "n=3", "seq_len=8", "perturb=true", f"dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
+    perturbed = metrics[metrics["metric"] == "perturb_change"]
+    assert sorted(perturbed["layer"]) == [0, 1] and (perturbed["value"] > 0).all() and (perturbed["head"] == -1).all()
+    wrong = sinkexp("measure", folder, "perturb=yes", cwd=tmp_path)
+    assert wrong.returncode == 2 and "perturb='yes' is not valid; choose one of: true, false" in wrong.stderr
+    cfg = MeasureConfig(model="m")  # the hash as written before the key existed: every setting but UNHASHED
+    before = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in (*UNHASHED, "perturb")}
+    before.update(model="d", text="t", revision=None, chunk=None)
+    digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:8]
+    assert config_hash(cfg, "d", "t") == digest != config_hash(dataclasses.replace(cfg, perturb=True), "d", "t")
