@@ -20,7 +20,7 @@ from sinkexp.errors import ConfigError
 from sinkexp.reproduce.declare import DeclarationError, Paper
 from sinkexp.reproduce.run import OUTPUT_ROOT, estimate_papers, exit_code, reproduce
 from sinkexp.reproduce.verdicts import VERDICTS
-from sinkexp.reproduce.write import CLAIMS, passing, write_docs
+from sinkexp.reproduce.write import CLAIMS, passing, write_docs, write_findings
 
 USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--docs DIR] [--pack|--no-pack]
            (overrides apply to every run)
@@ -146,5 +146,6 @@ def estimate_or_reproduce(
     except ConfigError as err:
         return fail(str(err))
     if args.docs is not None:
+        write_findings(papers, OUTPUT_ROOT, args.docs)  # the findings tables the pages mark as generated
         print(f"written: {write_docs(args.docs, rows)}")
     return exit_code(rows)

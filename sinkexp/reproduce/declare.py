@@ -16,6 +16,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
+from typing import Callable
 
 from sinkexp.evaluate.tables import METRICS
 from sinkexp.reproduce.claims import (
@@ -65,6 +67,9 @@ class Paper:
     title: str
     experiments: tuple[Experiment | Checkpoint, ...]
     claims: tuple[Claim, ...]
+    # A table its findings page shows, made from its runs below the folder given (root/<name>): reproduce
+    # writes it to <name>/findings.md, and with --docs DIR between the markers of DIR/findings/<name>.md
+    findings: Callable[[Path], str] | None = None
 
     def __post_init__(self) -> None:
         check_paper(self)

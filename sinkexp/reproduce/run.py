@@ -13,7 +13,7 @@ from sinkexp.machine import preemption
 from sinkexp.reproduce.checkpoints import measure_checkpoints, planned_runs
 from sinkexp.reproduce.declare import Paper
 from sinkexp.reproduce.verdicts import check_claims
-from sinkexp.reproduce.write import figures, passing, table_text, write_claims_report
+from sinkexp.reproduce.write import figures, passing, table_text, write_claims_report, write_findings
 
 OUTPUT_ROOT = Path("outputs/reproduce")
 
@@ -60,6 +60,7 @@ def reproduce(
     if scale_of(overrides) != "cpu":  # another scale's verdicts beside the CPU sizes', not over them
         out = out / scale_of(overrides)
     report = write_claims_report(papers, rows, out, root, command, seconds, reports)
+    write_findings(papers, root)
     print(table_text(rows))
     print(f"{passing(rows)}; wall time {time.perf_counter() - started:.0f} s; report: {report}")
     return rows

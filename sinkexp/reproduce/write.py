@@ -193,6 +193,22 @@ def headline(rows: pd.DataFrame) -> str:
     return f"**{passing(rows)}** (paper claims by paper: {by_paper})."
 
 
+FINDINGS = "findings.md"  # a paper's generated findings table (Paper.findings), beside its claims.csv
+GENERATED = re.compile(r"(<!-- generated: sinkexp reproduce (\S+) -->\n)(.*?)(<!-- /generated -->)", re.S)
+
+
+def write_findings(papers: list[Paper], root: Path, docs: Path | None = None) -> None:
+    """Each paper's findings table (Paper.findings, from its runs below root/<paper>) into
+    root/<paper>/findings.md and, with `docs`, between the generated-markers of docs/findings/<paper>.md."""
+    for paper in (p for p in papers if p.findings is not None):
+        table = paper.findings(root / paper.name)
+        write_text(root / paper.name / FINDINGS, table + "\n")
+        page = Path(docs or "") / "findings" / f"{paper.name}.md"
+        if docs is not None and page.exists() and GENERATED.search(page.read_text()):
+            text = GENERATED.sub(lambda m: f"{m[1]}{table}\n{m[4]}" if m[2] == paper.name else m[0], page.read_text())
+            write_text(page, text)
+
+
 def write_docs(docs: Path, rows: pd.DataFrame | None = None) -> Path:
     """DIR/results.md from `rows` (merged into DIR/claims.csv first: their papers' rows replace those
     papers' rows there, the other papers' stay) or from DIR/claims.csv as it is, and the headline

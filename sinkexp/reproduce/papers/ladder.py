@@ -16,6 +16,8 @@ alpha_s exceeds 0.3 (Gu et al.'s and Barbero et al.'s epsilon), and a massive ac
 least 100x the median entry (sinkexp's threshold, as sun2026's; i.i.d. Gaussian entries of the
 stream's shape give ~7: docs/metrics.md). All claims are extensions. Findings: docs/findings/ladder.md.
 """
+from pathlib import Path
+
 from sinkexp.reproduce.declare import Experiment, Paper, Value, at_least
 from sinkexp.reproduce.measures import final, head_extreme
 
@@ -49,10 +51,53 @@ def rung_claims(rung: str) -> tuple:
     )
 
 
+def rung_row(rung: str, folder: Path) -> str:
+    """One rung's line of the table: per seed (0, 1, 2) the held-out loss, the sink rate over heads,
+    the largest head's sink score (bold above 0.3) and the largest massive_ratio, at the final step."""
+    # lazy: pulls in torch (~2.4 s) for the FLOPs; the declarations load without it
+    from omegaconf import OmegaConf
+
+    from sinkexp.config.validate import from_dictconfig
+    from sinkexp.jobs.cost import training_flops
+    from sinkexp.rundir.reading import RunFiles, collect
+
+    runs, finals = collect(folder) if folder.is_dir() else ([], None)
+    runs = runs[runs["status"] == "done"].sort_values("seed") if len(runs) else runs
+    if not len(runs):
+        return f"| `{rung}` | not run yet | | | | | |"
+    cells, flops = {"loss": [], "rate": [], "head": [], "massive": []}, set()
+    for run in runs["run"]:
+        mine, files = finals[finals["run"] == run], RunFiles(folder / run)
+        cfg = from_dictconfig(OmegaConf.load(folder / run / "config.yaml"))
+        flops.add(f"{training_flops(cfg) * cfg.train.steps:.2e}")
+        at = (mine["layer"] == -1) & (mine["query_type"] == "all")
+        cells["loss"].append(f"{mine[at & (mine['metric'] == 'loss_eval')]['value'].iloc[0]:.3f}")
+        cells["rate"].append(f"{mine[at & (mine['metric'] == 'sink_rate@0.3')]['value'].iloc[0]:.3g}")
+        m = files.metrics
+        heads = m[(m["step"] == m["step"].max()) & (m["metric"] == "sink_attn") & (m["head"] >= 0)]
+        top = heads[heads["query_type"] == "text"]["value"].max()
+        cells["head"].append(f"**{top:.3f}**" if top > 0.3 else f"{top:.3f}")
+        cells["massive"].append(f"{mine[mine['metric'] == 'massive_ratio']['value'].max():.1f}")
+    sinking = sum("**" in cell for cell in cells["head"])
+    values = " | ".join(", ".join(cells[name]) for name in cells)
+    return f"| `{rung}` | {', '.join(sorted(flops))} | {values} | {sinking} of {len(runs)} |"
+
+
+def rung_table(root: Path) -> str:
+    """The ladder's table (docs/findings/ladder.md), every rung from its runs below `root`."""
+    lines = [
+        "| rung | training FLOPs per run | held-out loss (nats/byte) | sink rate over heads (0.3) "
+        "| largest head sink score | largest `massive_ratio` | seeds with a head > 0.3 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    return "\n".join(lines + [rung_row(rung, root / rung) for rung in RUNGS])
+
+
 PAPER = Paper(
     name="ladder",
     title="The LM claims' measures up a scale ladder (sinkexp's own, task=lm)",
     experiments=tuple(Experiment(name=rung, overrides={"task": "lm", **extra}, grid=SEEDS)
                       for rung, extra in RUNGS.items()),
     claims=tuple(claim for rung in RUNGS for claim in rung_claims(rung)),
+    findings=rung_table,
 )
