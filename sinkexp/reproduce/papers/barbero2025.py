@@ -76,6 +76,13 @@ PERTURBATION_NOTE = ("The paper shows the change (Fig. 2) and states no figure: 
                      "(the relative change of every block's output after it, mean over layers; docs/metrics.md).")
 
 
+def perturbation_claim(name: str, kind: str, experiment: str, requires: str, statement: str) -> Value:
+    """Sec. 3-4, Fig. 2: the change of one token spreads less with the BOS sink than without BOS."""
+    return Value(name=name, kind=kind, requires=requires, statement=statement, source="Sec. 3-4, Fig. 2 (Gemma 7B)",
+                 paper_value="local with BOS, spreads without", experiment=experiment, measure=PERTURBATION,
+                 criterion=at_least(1.5), note=PERTURBATION_NOTE)
+
+
 def sink_formed_at(run: FinishedRun) -> float:
     """The first evaluated step at which non-trigger attention on BOS reaches 0.5 (inf: never)."""
     return first_step(curve(run, "sink_attn", "non_trigger"), 0.5)
@@ -111,20 +118,16 @@ PAPER = Paper(
               statement="Without BOS at inference the model performs much worse.",
               source="Sec. 5, Table 2", paper_value="large drop", experiment="trigger", measure=bos_removed("loss"),
               criterion=at_least(2.0), requires="trigger_sinks_on_bos", note="The factor 2 is sinkexp's."),
-        Value(name="perturbation_stays_local_with_bos", kind="extension", requires="trigger_sinks_on_bos",
-              statement="A one-token change moves the trigger model's representations less with its BOS sink than "
-                        "with BOS removed at inference.", source="Sec. 3-4, Fig. 2 (Gemma 7B)",
-              paper_value="local with BOS, spreads without", experiment="trigger", measure=PERTURBATION,
-              criterion=at_least(1.5), note=PERTURBATION_NOTE),
+        perturbation_claim("perturbation_stays_local_with_bos", "extension", "trigger", "trigger_sinks_on_bos",
+                           "A one-token change moves the trigger model's representations less with its BOS sink "
+                           "than with BOS removed at inference."),
         Value(name="backcopy_sinks_on_bos", kind="extension",
               statement="The one-layer Bigram-Backcopy model (seq_len 64) sinks on BOS (Guo et al. 2024).",
               source="-", paper_value="-", experiment="context_64", measure=BOS_ATTENTION, criterion=at_least(0.9),
               forms=True, note="The premise of the perturbation claim below; the threshold is sinkexp's."),
-        Value(name="backcopy_perturbation_stays_local_with_bos", kind="extension", requires="backcopy_sinks_on_bos",
-              statement="... and a one-token change moves its representations less with the sink than with BOS "
-                        "removed at inference.", source="Sec. 3-4, Fig. 2 (Gemma 7B)",
-              paper_value="local with BOS, spreads without", experiment="context_64", measure=PERTURBATION,
-              criterion=at_least(1.5), note=PERTURBATION_NOTE),
+        perturbation_claim("backcopy_perturbation_stays_local_with_bos", "extension", "context_64",
+                           "backcopy_sinks_on_bos", "... and a one-token change moves its representations less "
+                           "with the sink than with BOS removed at inference."),
         Value(name="long_context_sinks", kind="extension",
               statement="Trained on the longest context (256), the backcopy model sinks on BOS.",
               source="Sec. 4, Fig. 5(a)", paper_value="most sinks at the longest contexts", experiment="context_256",
@@ -153,11 +156,9 @@ PAPER = Paper(
               "much worse.", source="Sec. 5, Table 2", paper_value="large drop", experiment="lm",
               measure=bos_removed("loss"), criterion=at_least(2.0), requires="lm_sinks_on_bos",
               note="The factor 2 is sinkexp's."),
-        Value(name="lm_perturbation_stays_local_with_bos", kind="paper", requires="lm_sinks_on_bos",
-              statement="A one-token change moves the LM's representations less with its BOS sink than with BOS "
-                        "removed at inference.", source="Sec. 3-4, Fig. 2 (Gemma 7B)",
-              paper_value="local with BOS, spreads without", experiment="lm", measure=PERTURBATION,
-              criterion=at_least(1.5), note=PERTURBATION_NOTE),
+        perturbation_claim("lm_perturbation_stays_local_with_bos", "paper", "lm", "lm_sinks_on_bos",
+                           "A one-token change moves the LM's representations less with its BOS sink than with "
+                           "BOS removed at inference."),
         Value(name="lm_long_context_sinks", kind="extension", statement="An LM pre-trained on the longest context "
               "here (512 bytes) sinks (sink rate over all heads at alpha_s > 0.3 >= 0.1).", source="-",
               paper_value="-", experiment="lm_context_512", measure=LM_SINK_RATE, criterion=at_least(0.1), forms=True,
