@@ -162,7 +162,8 @@ def changed_settings(cfg: MeasureConfig) -> list[str]:
     """key=value for each of NAMED that differs from the default (a text file by its file name)."""
     default = MeasureConfig()
     changed = [key for key in NAMED if getattr(cfg, key) != getattr(default, key)]
-    return [f"{key}={Path(cfg.text).name if key == 'text' else getattr(cfg, key)}" for key in changed]
+    value = {key: str(getattr(cfg, key)).lower() if key == "perturb" else getattr(cfg, key) for key in changed}
+    return [f"{key}={Path(cfg.text).name if key == 'text' else value[key]}" for key in changed]
 
 
 def safe(name: str) -> str:

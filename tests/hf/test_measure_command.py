@@ -233,7 +233,7 @@ def test_a_sweeps_folders_name_the_settings_that_are_not_the_default(tmp_path):
     def folder(**settings):
         return run_dir(MeasureConfig(model="gpt2", name="s", **settings), True, "abc", "T").name
 
-    assert folder() == "main-abc" and folder(bos="false") == "main_bos=false-abc"
+    assert folder() == "main-abc" and folder(bos="false", perturb=True) == "main_bos=false_perturb=true-abc"
     assert folder(revision="step1000", n=16, text=str(tmp_path / "my book.txt")) == "step1000_text=my_book.txt_n=16-abc"
     assert run_dir(MeasureConfig(model="gpt2", bos="false"), False, "abc", "T").name == "T-abc"  # one run: its time
 
