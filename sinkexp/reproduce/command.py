@@ -19,6 +19,7 @@ import pandas as pd
 from sinkexp.errors import ConfigError
 from sinkexp.reproduce.declare import DeclarationError, Paper
 from sinkexp.reproduce.run import OUTPUT_ROOT, estimate_papers, exit_code, reproduce
+from sinkexp.reproduce.scales import with_scale
 from sinkexp.reproduce.verdicts import VERDICTS
 from sinkexp.reproduce.write import CLAIMS, passing, write_docs, write_findings
 
@@ -74,10 +75,26 @@ def last_verdicts(names, root: Path = OUTPUT_ROOT) -> pd.DataFrame:
     return pd.concat(rows).drop_duplicates(["paper", "claim"], keep="last")
 
 
-def list_papers(papers: dict[str, Paper], root: Path = OUTPUT_ROOT) -> str:
-    """Every claim with its source and criterion, and its verdict in the last run below `root`,
-    counted per kind for each paper."""
+RECORDED = Path(__file__).resolve().parents[2] / "docs" / CLAIMS  # the repository's table, in a clone
+
+
+def recorded_verdicts(path: Path = RECORDED) -> dict[tuple[str, str], str]:
+    """{(paper, claim): "cpu holds, reach contradicted"}: the verdicts the repository records per
+    scale (docs/claims.csv, as `reproduce --docs docs` wrote it); {} where there is none."""
+    if not path.is_file():
+        return {}
+    rows = with_scale(pd.read_csv(path))
+    return {
+        key: ", ".join(f"{row.scale} {row.verdict}" for row in group.itertuples())
+        for key, group in rows.groupby(["paper", "claim"], sort=False)
+    }
+
+
+def list_papers(papers: dict[str, Paper], root: Path = OUTPUT_ROOT, recorded: Path = RECORDED) -> str:
+    """Every claim with its source and criterion, its verdict in the last run below `root`, counted
+    per kind for each paper, and the verdicts docs/claims.csv records for it at each scale."""
     last = last_verdicts(papers, root).set_index(["paper", "claim"])
+    kept = recorded_verdicts(recorded)
     lines = []
     width = max(len(c.name) for paper in papers.values() for c in paper.claims)
     for paper in papers.values():
@@ -90,6 +107,8 @@ def list_papers(papers: dict[str, Paper], root: Path = OUTPUT_ROOT) -> str:
         for c, verdict in zip(paper.claims, verdicts):
             if verdict.startswith("not run") and c.experiments[0] in weights:  # a checkpoint not measured
                 verdict += f", needs weights: {weights[c.experiments[0]]}"
+            if (paper.name, c.name) in kept:
+                verdict += f" (recorded: {kept[paper.name, c.name]})"
             lines.append(
                 f"  {c.name:<{width}} [{c.kind}] {verdict}: {c.source}: {c.describe()} {c.criterion} "
                 f"(paper: {c.paper_value})"

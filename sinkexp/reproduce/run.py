@@ -12,6 +12,7 @@ import pandas as pd
 from sinkexp.machine import preemption
 from sinkexp.reproduce.checkpoints import measure_checkpoints, planned_runs
 from sinkexp.reproduce.declare import Paper
+from sinkexp.reproduce.scales import judged_at
 from sinkexp.reproduce.verdicts import check_claims
 from sinkexp.reproduce.write import figures, passing, table_text, write_claims_report, write_findings
 
@@ -54,8 +55,11 @@ def reproduce(
         for name, path in figures(paper, root).items():
             reports[paper.name, name] = path
         claimed.update(planned_runs(paper, root))
+        judged = judged_at(paper, scale_of(overrides))  # at reach: the claims whose experiments have a reach size
         results += [result.row(paper) for result in check_claims(paper, root, claimed, missing)]
+        results = [row for row in results if row["paper"] != paper.name or row["claim"] in judged]
     rows = pd.DataFrame(results)
+    rows.insert(2, "scale", scale_of(overrides))
     out = root / papers[0].name if len(papers) == 1 else root
     if scale_of(overrides) != "cpu":  # another scale's verdicts beside the CPU sizes', not over them
         out = out / scale_of(overrides)

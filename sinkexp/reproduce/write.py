@@ -15,6 +15,7 @@ import pandas as pd
 
 from sinkexp.report.runs import write_report as report_folder
 from sinkexp.reproduce.declare import Paper
+from sinkexp.reproduce.scales import SCALES, at_largest, side_by_side, with_scale
 from sinkexp.reproduce.verdicts import VERDICTS
 from sinkexp.rundir.files import write_csv, write_text
 
@@ -178,8 +179,17 @@ def results_page(rows: pd.DataFrame) -> str:
         *provenance_lines(rows),
         "",
     ]
+    rows = with_scale(rows)
     for paper, claims in rows.groupby("paper", sort=False):
-        lines += [f"## {paper} ({passing(claims)})", "", table_text(claims), ""]
+        if claims["scale"].nunique() == 1:
+            lines += [f"## {paper} ({passing(claims)})", "", table_text(claims), ""]
+        else:  # each claim's verdict at each scale, then each scale's table
+            lines += [f"## {paper} (at the largest scale run: {passing(at_largest(claims))})", ""]
+            lines += side_by_side(claims)
+            for scale, at in claims.groupby("scale", sort=False):
+                lines += ["", f"### scale={scale} ({passing(at)})", "", table_text(at)]
+            lines.append("")
+            claims = claims.drop_duplicates("claim")
         notes = [f"- **{r['claim']}**: {r['note']}" for _, r in claims.iterrows() if text(r["note"])]
         if notes:
             lines += ["Notes:", "", *notes, ""]
@@ -187,10 +197,19 @@ def results_page(rows: pd.DataFrame) -> str:
 
 
 def headline(rows: pd.DataFrame) -> str:
-    """One line: the verdicts by kind, and the paper claims' verdicts per paper."""
-    papers = rows[rows["kind"] == "paper"]
+    """One line: the verdicts by kind, and the paper claims' verdicts per paper; each claim at the
+    largest scale it was run at, the CPU sizes' counts beside them where a larger scale was run."""
+    rows = with_scale(rows)
+    largest = at_largest(rows)
+    papers = largest[largest["kind"] == "paper"]
     by_paper = "; ".join(f"{paper} {counted(claims)}" for paper, claims in papers.groupby("paper", sort=False))
-    return f"**{passing(rows)}** (paper claims by paper: {by_paper})."
+    if (rows["scale"] == "cpu").all():
+        return f"**{passing(rows)}** (paper claims by paper: {by_paper})."
+    cpu = rows[rows["scale"] == "cpu"]
+    return (
+        f"**{passing(largest)}**, each claim at the largest scale it was run at (at the CPU sizes alone: "
+        f"{passing(cpu)}) (paper claims by paper: {by_paper})."
+    )
 
 
 FINDINGS = "findings.md"  # a paper's generated findings table (Paper.findings), beside its claims.csv
@@ -210,15 +229,22 @@ def write_findings(papers: list[Paper], root: Path, docs: Path | None = None) ->
 
 
 def write_docs(docs: Path, rows: pd.DataFrame | None = None) -> Path:
-    """DIR/results.md from `rows` (merged into DIR/claims.csv first: their papers' rows replace those
-    papers' rows there, the other papers' stay) or from DIR/claims.csv as it is, and the headline
-    between the results-headline markers of the README beside DIR, when it has them."""
+    """DIR/results.md from `rows` (merged into DIR/claims.csv first: their papers' rows at their
+    scale replace those papers' rows at that scale there, the others stay; per paper, scale by scale)
+    or from DIR/claims.csv as it is, and the headline between the results-headline markers of the
+    README beside DIR, when it has them."""
     docs = Path(docs)
     if rows is not None:
+        rows = with_scale(rows)
         if (docs / CLAIMS).exists():
-            kept = pd.read_csv(docs / CLAIMS)
+            kept = with_scale(pd.read_csv(docs / CLAIMS))
             order = list(dict.fromkeys([*kept["paper"], *rows["paper"]]))
-            both = pd.concat([kept[~kept["paper"].isin(rows["paper"])], rows], ignore_index=True)
+            replaced = pd.MultiIndex.from_frame(kept[["paper", "scale"]]).isin(
+                pd.MultiIndex.from_frame(rows[["paper", "scale"]])
+            )
+            both = pd.concat([kept[~replaced], rows], ignore_index=True)
+            rank = both["scale"].map(SCALES.index)
+            both = both.assign(rank=rank).sort_values("rank", kind="stable").drop(columns="rank")
             rows = pd.concat([both[both["paper"] == paper] for paper in order], ignore_index=True)
         write_csv(docs / CLAIMS, rows)
     rows = pd.read_csv(docs / CLAIMS)

@@ -1,0 +1,46 @@
+"""A claim judged at several sizes: claims.csv's `scale` column, one row per claim and scale it was
+run at (cpu: the CPU sizes; reach: the sizes at which the experiment's effect forms on 2 cores;
+paper: the source's). The verdict that counts is the one at the largest scale run; the CPU
+verdicts stay beside it (docs/reproduce.md, "Scales").
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+SCALES = ("cpu", "reach", "paper")  # smallest to largest (reproduce/experiment.py: each one's sizes)
+
+
+def with_scale(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` with a scale column: cpu where a table written before the column has none."""
+    scale = rows["scale"].fillna("cpu") if "scale" in rows else "cpu"
+    return rows.assign(scale=scale)
+
+
+def judged_at(paper, scale: str) -> set[str]:
+    """The claims of `paper` a run at `scale` judges: at reach, those whose experiments all declare a
+    reach size (the others would repeat the CPU verdict at the CPU sizes); at cpu and paper, all."""
+    if scale != "reach":
+        return {claim.name for claim in paper.claims}
+    sized = {exp.name for exp in paper.experiments if getattr(exp, "reach", None)}
+    return {claim.name for claim in paper.claims if set(claim.experiments) <= sized}
+
+
+def at_largest(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each claim's row at the largest scale it was run at, in the rows' order."""
+    rows = with_scale(rows)
+    rank = rows["scale"].map(SCALES.index)
+    return rows[rank == rank.groupby([rows["paper"], rows["claim"]]).transform("max")]
+
+
+def side_by_side(claims: pd.DataFrame) -> list[str]:
+    """One paper's claims with their verdict at each scale run (a markdown table; -: not run there)."""
+    claims = with_scale(claims)
+    scales = [scale for scale in SCALES if (claims["scale"] == scale).any()]
+    verdict = {(row["claim"], row["scale"]): row["verdict"] for _, row in claims.iterrows()}
+    lines = ["| claim | kind | " + " | ".join(f"at {scale}" for scale in scales) + " |"]
+    lines.append("|---|---|" + "---|" * len(scales))
+    for _, row in claims.drop_duplicates("claim").iterrows():
+        cells = [verdict.get((row["claim"], scale), "-") for scale in scales]
+        lines.append(f"| {row['claim']} | {row['kind']} | " + " | ".join(cells) + " |")
+    return lines

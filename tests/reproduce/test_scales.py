@@ -1,0 +1,86 @@
+"""Verdicts at several scales (reproduce/scales.py): claims.csv keeps a row per claim and scale, the
+headline counts each claim at the largest scale run with the CPU counts beside, results.md shows the
+scales side by side, --docs replaces only the same paper's rows at the same scale, and --list shows
+the verdicts docs/claims.csv records."""
+
+import pandas as pd
+from plumbing import plumbing_paper
+
+from sinkexp.reproduce.command import list_papers, recorded_verdicts
+from sinkexp.reproduce.scales import at_largest, judged_at, with_scale
+from sinkexp.reproduce.write import CLAIMS, headline, results_page, write_docs
+
+
+def two_scales(plumbed) -> pd.DataFrame:
+    """The plumbing paper's rows at cpu, and its first claim again at reach with another verdict."""
+    cpu = plumbed[1].reset_index()
+    assert (cpu["scale"] == "cpu").all()  # reproduce writes the column
+    reach = cpu.iloc[:1].assign(scale="reach", verdict="holds" if cpu["verdict"].iloc[0] != "holds" else "not reached")
+    return pd.concat([cpu, reach], ignore_index=True)
+
+
+def test_the_largest_scale_run_counts_and_the_cpu_counts_stand_beside(plumbed):
+    rows = two_scales(plumbed)
+    largest = at_largest(rows)
+    first = rows["claim"].iloc[0]
+    assert len(largest) == len(plumbed[1]) and largest.set_index("claim").at[first, "scale"] == "reach"
+    line = headline(rows)
+    assert "each claim at the largest scale it was run at (at the CPU sizes alone:" in line
+    assert headline(rows[rows["scale"] == "cpu"]) == headline(rows[rows["scale"] == "cpu"].drop(columns="scale"))
+    page = results_page(rows)
+    assert "| claim | kind | at cpu | at reach |" in page and "### scale=reach" in page
+    reach_verdict = rows["verdict"].iloc[-1]
+    assert f"| {first} | {rows['kind'].iloc[0]} | {rows['verdict'].iloc[0]} | {reach_verdict} |" in page
+
+
+def test_docs_replace_only_the_same_papers_rows_at_the_same_scale(plumbed, tmp_path):
+    rows = two_scales(plumbed)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    old = rows[rows["scale"] == "cpu"].drop(columns="scale").assign(paper="other")  # a table without the column
+    rows[rows["scale"] == "cpu"].drop(columns="scale").pipe(lambda r: pd.concat([r, old])).to_csv(
+        docs / CLAIMS, index=False
+    )
+    write_docs(docs, rows[rows["scale"] == "reach"])
+    written = with_scale(pd.read_csv(docs / CLAIMS))
+    assert written.groupby(["paper", "scale"]).size().to_dict() == {
+        ("other", "cpu"): len(old),
+        ("plumbing", "cpu"): len(old),
+        ("plumbing", "reach"): 1,
+    }
+    write_docs(docs, rows[rows["scale"] == "cpu"].assign(verdict="not run"))  # the cpu rows again: replaced
+    written = with_scale(pd.read_csv(docs / CLAIMS))
+    assert (written[(written["paper"] == "plumbing") & (written["scale"] == "cpu")]["verdict"] == "not run").all()
+    assert len(written[written["scale"] == "reach"]) == 1 and len(written) == 2 * len(old) + 1
+
+
+def test_a_reach_run_judges_only_the_claims_whose_experiments_have_a_reach_size():
+    from dataclasses import replace
+
+    from sinkexp.reproduce.declare import Paper
+
+    paper = plumbing_paper()
+    tiny = paper.experiments[0]
+    assert judged_at(paper, "reach") == set() and judged_at(paper, "cpu") == {"possible", "impossible", "paired"}
+    sized = replace(tiny, name="sized", reach={"train.steps": 40})
+    both = Paper(
+        name="p",
+        title="t",
+        experiments=(tiny, sized),
+        claims=(
+            *paper.claims,
+            replace(paper.claims[1], name="at_reach", experiment="sized"),
+        ),
+    )
+    assert judged_at(both, "reach") == {"at_reach"} and len(judged_at(both, "paper")) == 4
+
+
+def test_list_shows_the_recorded_verdicts_per_scale(plumbed, tmp_path):
+    rows = two_scales(plumbed)
+    rows.to_csv(tmp_path / CLAIMS, index=False)
+    first = rows["claim"].iloc[0]
+    recorded = recorded_verdicts(tmp_path / CLAIMS)
+    assert recorded["plumbing", first] == f"cpu {rows['verdict'].iloc[0]}, reach {rows['verdict'].iloc[-1]}"
+    listed = list_papers({"plumbing": plumbing_paper()}, tmp_path / "none", tmp_path / CLAIMS)
+    assert f"not run yet (recorded: cpu {rows['verdict'].iloc[0]}, reach" in listed
+    assert recorded_verdicts(tmp_path / "missing.csv") == {}
