@@ -8,13 +8,16 @@
                   that a phenomenon forms failed with nothing showing the size sufficed; no run
                   solved the task it is counted on): the claim was not tested
     cannot fail   the criterion also holds on the untrained model: the runs test nothing
-    not run       the claim could not be measured (a run did not finish, a value is missing)
+    not run       the claim could not be measured (a run did not finish, a value is missing), or
+                  it passed while its untrained value is unknown (NaN, not measured) and no contrast
+                  shows that it could have failed
 
 One run that misses the criterion decides, whatever the mean says.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,8 +71,9 @@ class Result:
 
     @property
     def passed_initially(self) -> bool | None:
-        """The criterion holds on every selected run untrained; None where step 0 was not measured."""
-        if self.initial_problem or not self.initial:
+        """The criterion holds on every selected run untrained; None where step 0 was not measured or
+        a run's untrained value is NaN (unknown, not a failure: e.g. no sink to read at step 0)."""
+        if self.initial_problem or not self.initial or any(math.isnan(v) for v in self.initial.values()):
             return None
         return all(map(self.claim.criterion.holds, self.initial.values()))
 
@@ -231,12 +235,17 @@ def decide(claim: Claim, result: Result, done: dict[str, Result]) -> tuple[str, 
     if result.problem:
         return ("not reached" if result.unsolved else "not run"), result.problem
     if result.passed:
+        beside = [c for c in claim.contrast if done[c].verdict == "holds" and done[c].passed_initially is False]
+        if result.passed_initially is None:  # nothing shows the criterion could have failed, but a contrast may
+            unknown = result.initial_problem or "its untrained value is NaN"
+            if beside:
+                return "holds", f"{unknown}, but beside {beside[0]}, which holds only trained"
+            return "not run", f"{unknown}, and no contrast stands in for the check that it could fail"
         if result.passed_initially:
-            beside = [c for c in claim.contrast if done[c].verdict == "holds" and done[c].passed_initially is False]
             if beside:
                 return "holds", f"untrained too, but beside {beside[0]}, which holds only trained"
             return "cannot fail", "its criterion holds on the untrained model too (step 0)"
-        return "holds", result.initial_problem
+        return "holds", ""
     if claim.forms:
         evidence = [c for c in claim.reached if done[c].verdict == "holds"]
         if claim.reached and len(evidence) == len(claim.reached):

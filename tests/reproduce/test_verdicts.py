@@ -214,3 +214,21 @@ def test_a_ratio_over_zero_is_not_run():
     )
     verdict, why = verdicts([over], {"a": (2.0, 1.0), "b": (0.0, 1.0)})["over"]
     assert verdict == "not run" and why.endswith("over an against run's 0: no ratio")
+
+
+def test_an_untrained_value_that_cannot_be_measured_is_no_failure_and_needs_a_contrast_to_hold():
+    """NaN at step 0 (no sink to read yet) says nothing about whether the criterion could fail: the
+    claim is not run, unless a contrast on the same runs holds trained and fails untrained."""
+    sinks = claim("softmax_sinks", "softmax", at_least(0.9))
+    unknown = claim("spread", "spread", at_least(0.5))
+    beside = claim("spread_beside", "spread", at_least(0.5), contrast="softmax_sinks")
+    found = verdicts([sinks, unknown, beside], {"softmax": (0.99, 0.1), "spread": (0.8, float("nan"))})
+    assert found["softmax_sinks"] == ("holds", "")
+    assert found["spread"] == (
+        "not run",
+        "its untrained value is NaN, and no contrast stands in for the check that it could fail",
+    )
+    assert found["spread_beside"] == (
+        "holds",
+        "its untrained value is NaN, but beside softmax_sinks, which holds only trained",
+    )
