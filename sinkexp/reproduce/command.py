@@ -21,7 +21,7 @@ from sinkexp.reproduce.declare import DeclarationError, Paper
 from sinkexp.reproduce.run import OUTPUT_ROOT, estimate_papers, exit_code, reproduce
 from sinkexp.reproduce.scales import with_scale
 from sinkexp.reproduce.verdicts import VERDICTS
-from sinkexp.reproduce.write import CLAIMS, passing, write_docs, write_findings
+from sinkexp.reproduce.write import CLAIMS, passing, write_docs
 
 USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--docs DIR] [--pack|--no-pack]
            (overrides apply to every run)
@@ -160,11 +160,15 @@ def estimate_or_reproduce(
             print(format_estimate(*estimated, took=time.perf_counter() - STARTED))
             return 0
         rows = reproduce(
-            papers, overrides, command="sinkexp reproduce " + " ".join(args.words), pack=args.pack, weights=weights
+            papers,
+            overrides,
+            command="sinkexp reproduce " + " ".join(args.words),
+            pack=args.pack,
+            weights=weights,
+            docs=args.docs,  # the findings pages' generated tables, from the tables reproduce makes
         )
     except ConfigError as err:
         return fail(str(err))
     if args.docs is not None:
-        write_findings(papers, OUTPUT_ROOT, args.docs)  # the findings tables the pages mark as generated
         print(f"written: {write_docs(args.docs, rows)}")
     return exit_code(rows)

@@ -26,12 +26,14 @@ def reproduce(
     command: str = "",
     pack: bool | None = None,
     weights: Path | None = None,
+    docs: Path | None = None,
 ) -> pd.DataFrame:
     """Run (or resume) every experiment of `papers`, check their claims, write claims.csv, REPORT.md
     and figures into `root` (one paper: root/<paper>/), print the table; returns the claims table.
     Every job is checked before the first one trains (ConfigError on the first bad one). `pack`:
     train each job's seeds and hyper-parameter values together (None: on a GPU only, execute.packs_pay).
-    Checkpoints are measured where their weights are here (checkpoints.py; `weights`: a folder of them)."""
+    Checkpoints are measured where their weights are here (checkpoints.py; `weights`: a folder of them).
+    `docs`: the findings tables also go into the marked parts of docs/findings/<paper>.md (write_findings)."""
     # lazy: estimate, execute and pool pull in torch (~2.4 s); --list, --docs and declaration errors answer without it
     from sinkexp.reproduce.estimate import estimate
     from sinkexp.reproduce.execute import chose_launcher, plan_papers, planned_dirs, run_experiment, scale_of
@@ -64,7 +66,7 @@ def reproduce(
     if scale_of(overrides) != "cpu":  # another scale's verdicts beside the CPU sizes', not over them
         out = out / scale_of(overrides)
     report = write_claims_report(papers, rows, out, root, command, seconds, reports)
-    write_findings(papers, root)
+    write_findings(papers, root, docs)
     print(table_text(rows))
     print(f"{passing(rows)}; wall time {time.perf_counter() - started:.0f} s; report: {report}")
     return rows
