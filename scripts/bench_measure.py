@@ -10,6 +10,8 @@ token ids, alternating repetitions so that drift in the machine hits both alike:
   attn_implementation="eager" and called with output_attentions=True (every layer's maps returned);
 - measure: sinkexp.hf.measure.measure, the forward pass with sinkexp's taps and every metric row of
   every layer (docs/metrics.md), the taps of a layer dropped once its rows are made.
+Both run in one process with the allocator `sinkexp measure` sets (glibc's freed memory kept,
+sinkexp/machine/allocator.py); `--glibc` leaves glibc's defaults for both.
 Reported: seconds per pass of each and the measure / reference ratio. Another process on the
 machine makes the numbers invalid: they are marked so.
 """
@@ -24,6 +26,7 @@ import torch
 from transformers import AutoModelForCausalLM, GPTNeoXConfig
 
 from sinkexp.hf.measure import load_model, measure
+from sinkexp.machine.allocator import keep_freed_memory
 from sinkexp.machine.benchmark import load, machine, time_sides, validity
 
 
@@ -50,7 +53,9 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=None, help="sequences per pass of the measure side")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--glibc", action="store_true", help="glibc's malloc defaults for both sides")
     args = parser.parse_args()
+    allocator = "glibc defaults" if args.glibc else keep_freed_memory()
 
     torch.set_num_threads(args.threads)
     device = torch.device("cpu")
@@ -72,6 +77,7 @@ def main() -> None:
     print(
         f"Pythia-70M-shaped GPT-NeoX (random weights), {args.n} x {args.seq_len} tokens, chunk {args.chunk or args.n}"
     )
+    print(f"allocator (both sides): {allocator}")
     for side, values in seconds.items():
         print(
             f"  {side:<10} {median[side]:7.3f} s per pass (median of {args.reps}: "

@@ -115,8 +115,9 @@ def layer_rows(rows: Rows, layer: int, cache: dict, anatomy, batch, query_sets: 
     query_rows(rows, layer, taps["scores"], taps["weights"], share, gates, anatomy, batch, query_sets)
     updates = metrics.head_values(taps["mixed"], parts.w_o)  # (B, H, T, d_model)
     if parts.n_heads > 1:
-        for query_type, queries in query_sets.items():
-            rows.scalar(layer, "head_cancellation", metrics.head_cancellation(updates, queries), query_type)
+        cancelled = once_per_query_set(query_sets, lambda queries: metrics.head_cancellation(updates, queries))
+        for query_type, value in cancelled.items():
+            rows.scalar(layer, "head_cancellation", value, query_type)
     sink_scores = head_rows(rows, layer, share, taps["k"], taps["v"], updates, parts, batch.sink)
     attn_write = at_positions(cache[f"blocks.{layer}.attn.output"], anatomy.tokens, 1)  # (B, T, d_model)
     rows.scalar(layer, "common_mode", metrics.common_mode_fraction(attn_write))
@@ -146,20 +147,42 @@ def query_rows(rows: Rows, layer: int, scores, weights, share, gates, anatomy, b
     gap_defined = ~gap[:, 0].isnan()  # (B, T), same for every head
     top_is_sink = metrics.top_key_is_sink(weights, batch.sink)  # (B, H, T): sink_match's, for every query type
     parts = anatomy.layers[layer]
-    for query_type, queries in query_sets.items():
+
+    def where_it_goes(queries) -> dict:
         inflow, has = metrics.column_inflow(weights, queries)  # max_inflow's and sink_match_seq's
-        rows.per_head(layer, query_type, "sink_attn", metrics.sink_attn(weights, batch.sink, queries))
-        rows.per_head(layer, query_type, "sink_share", metrics.sink_attn(share, batch.sink, queries))
-        rows.per_head(layer, query_type, "max_inflow", metrics.max_inflow_of(inflow, has))
-        rows.per_head(layer, query_type, "sink_match", metrics.query_mean(top_is_sink, queries))
-        rows.per_head(layer, query_type, "sink_match_seq", metrics.sink_match_seq_of(inflow, has, batch.sink))
-        rows.per_head(layer, query_type, "logit_gap", metrics.query_mean(gap.nan_to_num(0.0), queries & gap_defined))
+        values = {
+            "sink_attn": metrics.sink_attn(weights, batch.sink, queries),
+            "sink_share": metrics.sink_attn(share, batch.sink, queries),
+            "max_inflow": metrics.max_inflow_of(inflow, has),
+            "sink_match": metrics.query_mean(top_is_sink, queries),
+            "sink_match_seq": metrics.sink_match_seq_of(inflow, has, batch.sink),
+            "logit_gap": metrics.query_mean(gap.nan_to_num(0.0), queries & gap_defined),
+        }
         if parts.has_slot:
-            rows.per_head(layer, query_type, "slot_attn", metrics.query_mean(extra_mass["slot_attn"], queries))
+            values["slot_attn"] = metrics.query_mean(extra_mass["slot_attn"], queries)
         if len(anatomy.registers):
-            rows.per_head(layer, query_type, "register_attn", metrics.query_mean(extra_mass["register_attn"], queries))
+            values["register_attn"] = metrics.query_mean(extra_mass["register_attn"], queries)
         if gates is not None:
-            rows.per_head(layer, query_type, "gate", metrics.query_mean(at_positions(gates, keep, 2).mean(-1), queries))
+            values["gate"] = metrics.query_mean(at_positions(gates, keep, 2).mean(-1), queries)
+        return values
+
+    for query_type, values in once_per_query_set(query_sets, where_it_goes).items():
+        for metric, value in values.items():
+            rows.per_head(layer, query_type, metric, value)
+
+
+def once_per_query_set(query_sets: dict, compute) -> dict:
+    """{query type: compute(its queries)}, computed once for query types that select the same
+    queries (an LM's `text` and `all`: every query is text): the same values, half the work."""
+    done: list[tuple[torch.Tensor, object]] = []
+    results = {}
+    for query_type, queries in query_sets.items():
+        result = next((value for mask, value in done if torch.equal(mask, queries)), None)
+        if result is None:
+            result = compute(queries)
+            done.append((queries, result))
+        results[query_type] = result
+    return results
 
 
 def at_positions(x: torch.Tensor, index: torch.Tensor, dim: int) -> torch.Tensor:

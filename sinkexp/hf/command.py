@@ -26,6 +26,7 @@ from sinkexp.hf import settings as hf_settings
 from sinkexp.hf import sources
 from sinkexp.hf.measure import NextToken, load_model, measure, perturbation_rows
 from sinkexp.jobs.plan import check_run_dir
+from sinkexp.machine.allocator import keep_freed_memory
 from sinkexp.machine.devices import resolve_device
 from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir.claim import RunClaim
@@ -91,9 +92,10 @@ def plan(argv: list[str]) -> tuple[bool, list[Job]]:
     return multirun, list(planned.values())
 
 
-def start_meta(job: Job, device: torch.device) -> dict:
+def start_meta(job: Job, device: torch.device, allocator: str) -> dict:
     """meta.json's opening fields (provenance.opening_meta) with what a measure run adds: the model
-    (its weights' digests once they are read), the dtype and transformers' version."""
+    (its weights' digests once they are read), the dtype, transformers' version, and the allocator
+    (as a training job's, machine/allocator.py: the loss's and the taps' buffers reused)."""
     import transformers  # lazy: transformers is the hf extra (cli.py checks for it first)
 
     return opening_meta(
@@ -106,6 +108,7 @@ def start_meta(job: Job, device: torch.device) -> dict:
             "dtype": job.cfg.dtype,
         },
         versions_extra={"transformers": transformers.__version__},
+        notes={"allocator": allocator},
     )
 
 
@@ -113,7 +116,7 @@ def measure_into(job: Job, run: RunClaim) -> dict:
     """Load, measure and write the run's files, under `run`'s claim (RunClaim: config.yaml and the
     opening meta.json first, DONE last). Returns the summary."""
     began, device = time.perf_counter(), resolve_device(job.cfg.device)
-    run.begin(job.written, start_meta(job, device))
+    run.begin(job.written, start_meta(job, device, allocator=keep_freed_memory()))
     folder = sources.resolve(job.cfg.model, job.cfg.revision, weights=True)
     run.meta["model"]["weights"] = {path.name: sources.file_digest(path) for path in sources.weight_files(folder)}
     model = load_model(folder, job.cfg.dtype, device)

@@ -39,7 +39,10 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 LOCATIONS = ("massive_position", "massive_channel")  # positions, not amounts: combined by the mode
 
 
-LOSS_ELEMENTS = 2**24  # logits per cross-entropy call in NextToken.loss (64 MiB in float32)
+# Logits per cross-entropy call in NextToken.loss: 16 MiB in float32, under glibc's largest mmap
+# threshold, so with the freed memory kept (machine/allocator.py) each call's buffers are reused
+# instead of mapped and faulted in again (2x faster than 64 MiB calls, docs/performance.md).
+LOSS_ELEMENTS = 2**22
 
 
 class NextToken:
@@ -52,13 +55,15 @@ class NextToken:
         self.vocab_size = vocab_size
 
     def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
-        """Per position, (B, T); a few sequences at a time (LOSS_ELEMENTS logits): each position's
-        log-softmax is its own, so the values are the whole batch's, without its (B, V, T) buffer
-        (4x faster at Pythia's vocabulary of 50304 on the CPU, docs/performance.md)."""
+        """Per position, (B, T); a few sequences at a time (LOSS_ELEMENTS logits), each position's
+        logits a contiguous row of V: each position's log-softmax is its own, so the values are the
+        whole batch's without its buffers. Over rows, torch's log-softmax reduces in vector lanes;
+        over a (B, V, T) view it summed the V terms one by one: 3.3x slower at Pythia's vocabulary
+        of 50304 and 50x further from float64 (docs/performance.md)."""
         sequences = max(1, LOSS_ELEMENTS // pred[0].numel())
         return torch.cat(
             [
-                F.cross_entropy(part.float().transpose(1, 2), targets, reduction="none")
+                F.cross_entropy(part.float().flatten(0, 1), targets.flatten(), reduction="none").view(targets.shape)
                 for part, targets in zip(pred.split(sequences), batch.targets.split(sequences))
             ]
         )

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from sinkexp.evaluate import metrics as evaluate_metrics
-from sinkexp.evaluate.evaluator import attention_rows, evaluate, loss_rows
+from sinkexp.evaluate.evaluator import attention_rows, evaluate, loss_rows, once_per_query_set
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS, final_values, summary
 from sinkexp.model.transformer import Anatomy, LayerAnatomy
 from sinkexp.tasks.base import Batch
@@ -259,3 +259,14 @@ def test_the_evaluator_writes_exactly_the_registered_metrics(make_config):
         finals = final_values(pd.DataFrame(rows, columns=METRIC_COLUMNS), pd.DataFrame(losses, columns=LOSS_COLUMNS))
         written |= set(finals["metric"])
     assert written == set(METRICS) - set(MEASURE_ONLY)  # those: sinkexp measure perturb=true
+
+
+def test_query_types_that_select_the_same_queries_are_computed_once():
+    """An LM's `text` and `all` select the same queries: one computation serves both, in the
+    query types' order; a type with other queries gets its own."""
+    text = torch.tensor([[False, True, True]])
+    calls = []
+    values = once_per_query_set(
+        {"text": text, "other": ~text, "all": text.clone()}, lambda queries: calls.append(queries) or len(calls)
+    )
+    assert values == {"text": 1, "other": 2, "all": 1} and len(calls) == 2

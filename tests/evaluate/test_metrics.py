@@ -148,6 +148,22 @@ def test_stable_rank_is_the_svds_at_any_scale_and_when_the_eigensolver_gives_up(
     torch.testing.assert_close(metrics.stable_rank(update * 1e20), expected)
 
 
+def test_stable_rank_is_the_same_bit_for_bit_on_any_thread_count_and_memory_order():
+    """The eigenproblems split among two threads, and an update stored head-major as head_values
+    leaves it, give exactly the values of one thread on a contiguous update."""
+    update = torch.randn(4, 3, 6, 10, generator=torch.Generator().manual_seed(1))
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        alone = metrics.stable_rank(update)
+        torch.set_num_threads(2)
+        assert torch.equal(metrics.stable_rank(update), alone)
+        head_major = update.transpose(0, 1).contiguous().transpose(0, 1)  # (B, H, ...) viewed, stored (H, B, ...)
+        assert torch.equal(metrics.stable_rank(head_major), alone)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_qk_spectrum_of_a_known_bilinear_form():
     d_model, H, D = 4, 2, 2
     w_q = torch.zeros(H * D, d_model)

@@ -146,7 +146,8 @@ def test_a_failed_measurement_writes_failed_and_the_rerun_ends_done(tmp_path, mo
     )
     meta = json.loads((run / "meta.json").read_text())
     fields = "schema_version config_hash command model dtype device versions git argv start_time end_time wall_time_s"
-    assert list(meta) == fields.split()  # opening_meta's fields, with measure's command, model and dtype
+    fields += " allocator"
+    assert list(meta) == fields.split()  # opening_meta's fields, with measure's command, model, dtype and allocator
     assert meta["command"] == "measure" and meta["end_time"] >= meta["start_time"] and meta["wall_time_s"] > 0
     assert meta["model"]["weights"] == {"model.safetensors": file_digest(tmp_path / "g/model.safetensors")}
 
