@@ -7,14 +7,15 @@
 Every field is named. A claim says what it is (`kind`: the paper's own claim, sinkexp's extension,
 or a control; KINDS), and is one of three types, each with a criterion that means one thing:
 - `Value`: the measure on each selected run;
-- `Paired`: the measure on each selected run compared (difference or ratio) with the `against`
-  run of the same seed and structure seed;
+- `Paired`: the measure on each selected run compared (difference, ratio, or ratio over the
+  against runs' spread; COMPARISONS) with the `against` run of the same seed and structure seed;
 - `Trend`: per draw (seed, structure seed), Spearman's rho of the measure against `key`.
 What decides its verdict (verdicts.py): `requires` (premises: earlier claims that must hold),
-`forms` (the claim is that a phenomenon forms; failing, it is "not reached" unless the `reached`
-claims show the size sufficed), `contrast` (claims on the same task that hold trained and fail
-untrained: a claim that also holds untrained is evidence only beside them). Each of the three
-takes one claim's name or several, and reads as a tuple of names.
+`forms` (the claim is that a phenomenon forms; failing on every run, it is "not reached" unless
+the `reached` claims show the size sufficed, or its premise held at the reach size), `contrast`
+(claims of the same measure family, on runs of the same task and sizes, that hold trained and fail
+untrained: a claim that also holds untrained, or whose untrained value is unknown, is evidence only
+beside them). Each of the three takes one claim's name or several, and reads as a tuple of names.
 """
 
 from __future__ import annotations
@@ -23,43 +24,63 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+# Whose threshold a criterion is (claims.csv and results.md print it beside the bound): sinkexp's
+# choice, a figure the source itself gives, or no magnitude at all, only the source's direction
+# (a difference <= 0, a ratio >= 1). A magnitude a source read at its own training length is not
+# applied at another: such a claim is stated in the source's direction (docs/reproduce.md, "Thresholds").
+THRESHOLDS = {"sinkexp": "sinkexp's", "source": "the source's", "direction": "the source's direction"}
+
 
 @dataclass(frozen=True)
 class Criterion:
     low: float = -math.inf
     high: float = math.inf
+    by: str = "sinkexp"  # whose threshold (THRESHOLDS)
 
     def holds(self, value: float) -> bool:
         return self.low <= value <= self.high  # NaN fails
 
-    def __str__(self) -> str:
+    def bound(self) -> str:
         if math.isinf(self.high):
             return f">= {self.low:g}"
         if math.isinf(self.low):
             return f"<= {self.high:g}"
         return f"in [{self.low:g}, {self.high:g}]"
 
-
-def at_least(x: float) -> Criterion:
-    return Criterion(low=x)
-
-
-def at_most(x: float) -> Criterion:
-    return Criterion(high=x)
+    def __str__(self) -> str:
+        return f"{self.bound()} ({THRESHOLDS.get(self.by, self.by)})"
 
 
-def between(low: float, high: float) -> Criterion:
-    return Criterion(low, high)
+def at_least(x: float, by: str = "sinkexp") -> Criterion:
+    return Criterion(low=x, by=by)
+
+
+def at_most(x: float, by: str = "sinkexp") -> Criterion:
+    return Criterion(high=x, by=by)
+
+
+def between(low: float, high: float, by: str = "sinkexp") -> Criterion:
+    return Criterion(low, high, by)
 
 
 @dataclass(frozen=True)
 class Measure:
     """What a claim measures on one run: a description (printed with the claim), the function of a
-    finished run (measures.py), and the metrics it reads (checked against the registry)."""
+    finished run (measures.py), the metrics it reads (checked against the registry), and its family:
+    the quantity it reads, by which a contrast is matched to it (its metrics where it reads some; a
+    name for a measure computed from the model or the attention maps: "intervention", ...).
+    `detail`, where given, says in a phrase what one run's value is made of (claims.csv's detail:
+    e.g. a pooled peak's two largest keys, where a sink split over them)."""
 
     describe: str
     of: Callable
     metrics: tuple[str, ...] = ()
+    family: tuple[str, ...] = ()
+    detail: Callable | None = None
+
+    @property
+    def families(self) -> set[str]:
+        return set(self.family or self.metrics)
 
 
 @dataclass(frozen=True)
@@ -72,7 +93,7 @@ class Condition:
     criterion: Criterion
 
     def __str__(self) -> str:
-        return f"{self.measure.describe} {self.criterion}"
+        return f"{self.measure.describe} {self.criterion.bound()}"
 
 
 KINDS = {
@@ -98,7 +119,7 @@ class Claim:
     requires: str | tuple[str, ...] = ()  # earlier claim(s) of the paper that must hold first (premises)
     forms: bool = False  # the claim is that a phenomenon forms (a sink, a spike, a solved task)
     reached: str | tuple[str, ...] = ()  # for `forms`: earlier claim(s) whose holding shows the size sufficed
-    contrast: str | tuple[str, ...] = ()  # earlier claim(s) on the same task that hold, and fail untrained
+    contrast: str | tuple[str, ...] = ()  # earlier claim(s), same measure family and runs, that fail untrained
     note: str = ""  # what the claim is, where it is not the paper's own
 
     def __post_init__(self) -> None:
@@ -136,12 +157,13 @@ class Value(Claim):
 
 @dataclass(frozen=True, kw_only=True)
 class Paired(Claim):
-    """The criterion holds for measure(run) - measure(against run), or their ratio, on every
-    selected run; the against run has the same seed and structure seed."""
+    """The criterion holds for measure(run) compared with measure(against run) (COMPARISONS: their
+    difference, their ratio, or the ratio over the against runs' spread) on every selected run;
+    the against run has the same seed and structure seed."""
 
     against: dict  # settings of the runs compared with
     against_in: str | None = None  # the experiment they come from (default: the claim's own)
-    compare: str = "difference"  # "difference" or "ratio"
+    compare: str = "difference"  # COMPARISONS
 
     @property
     def experiments(self) -> tuple[str, ...]:
@@ -162,7 +184,13 @@ class Trend(Claim):
         return f"Spearman rho of {self.measure.describe} against {self.key}{self.counted()}"
 
 
-COMPARISONS = ("difference", "ratio")
+COMPARISONS = {
+    "difference": "measure(run) - measure(its draw's against run)",
+    "ratio": "measure(run) / measure(its draw's against run)",
+    # the ratio over the against arm's own spread, max / min over its draws: <= 1 when a run is no
+    # further from its draw's against run than the against runs are from one another
+    "ratio over spread": "(measure(run) / measure(its draw's against run)) / (max / min of the against runs)",
+}
 
 
 def names(given: str | tuple[str, ...]) -> tuple[str, ...]:

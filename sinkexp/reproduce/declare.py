@@ -23,6 +23,7 @@ from sinkexp.evaluate.tables import METRICS
 from sinkexp.reproduce.claims import (
     COMPARISONS,
     KINDS,
+    THRESHOLDS,
     Claim,
     Condition,
     Criterion,
@@ -157,14 +158,12 @@ def reference_problem(paper: Paper, claim: Claim, earlier: list[str]) -> str:
     missing = [name for name in claim.experiments if name not in names]
     if missing:
         return f"experiment {missing[0]!r} is not declared; experiments: {', '.join(names)}"
-    for other in claim.contrast:  # the same setting: a claim on runs of the same task
-        theirs = {paper.experiment(e).task for e in paper.claim(other).own_experiments}
-        mine = {paper.experiment(e).task for e in claim.own_experiments}
-        if not theirs & mine:
-            return (
-                f"contrast={other!r} reads task {', '.join(sorted(theirs))}, not this claim's "
-                f"({', '.join(sorted(mine))}); a contrast is a claim on the same task"
-            )
+    for other in claim.contrast:
+        problem = contrast_problem(paper, claim, paper.claim(other))
+        if problem:
+            return f"contrast={other!r} {problem}"
+    if claim.criterion.by not in THRESHOLDS:
+        return f"criterion by={claim.criterion.by!r}; choose one of: {', '.join(THRESHOLDS)}"
     unknown = [
         m for m in (*claim.measure.metrics, *(claim.among.measure.metrics if claim.among else ())) if m not in METRICS
     ]
@@ -172,6 +171,30 @@ def reference_problem(paper: Paper, claim: Claim, earlier: list[str]) -> str:
         return f"metric {unknown[0]!r} is not in the registry (evaluate/tables.py); metrics: {', '.join(METRICS)}"
     if isinstance(claim, Paired) and claim.compare not in COMPARISONS:
         return f"compare={claim.compare!r}; choose one of: {', '.join(COMPARISONS)}"
+    return ""
+
+
+def contrast_problem(paper: Paper, claim: Claim, other: Claim) -> str:
+    """What keeps `other` from standing in for `claim`'s check that it could fail ('' if nothing): a
+    contrast reads the same quantity (a measure family they share) on runs like the claim's (an
+    experiment of the same task at the same CPU and reach sizes), so that its failing untrained
+    shows what this claim's measure reads there, not that something else formed."""
+    if not claim.measure.families & other.measure.families:
+        return (
+            f"measures {', '.join(sorted(other.measure.families))}, not this claim's "
+            f"{', '.join(sorted(claim.measure.families))}; a contrast reads the same quantity"
+        )
+
+    def sized(name: str) -> tuple:
+        exp = paper.experiment(name)
+        return exp.task, sorted(exp.cpu.items()), sorted(exp.reach.items())
+
+    mine, theirs = {repr(sized(e)) for e in claim.experiments}, {repr(sized(e)) for e in other.experiments}
+    if not mine & theirs:
+        return (
+            f"reads {', '.join(other.experiments)}, not runs like this claim's ({', '.join(claim.experiments)}: "
+            "the same task at the same sizes)"
+        )
     return ""
 
 

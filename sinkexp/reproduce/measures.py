@@ -3,137 +3,21 @@ loss ratio, or a causal intervention's effect.
 
 Each constructor returns a Measure (declare.py) that names the metrics it reads, so a paper file
 with a misspelt metric is refused on import. A value a run does not have (a query type the task
-lacks, a layer the model lacks) raises MissingValue: the claim is then **not run**, with that problem
-as its why, never judged on a NaN that would read as a scientific result. Interventions load the model (torch) only when
-a claim asks for them, once per run however many claims read them.
+lacks, a layer the model lacks) raises MissingValue (finished.py). Interventions load the model
+(torch) only when a claim asks for them, once per run however many claims read them.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
-from functools import cached_property
-from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from sinkexp.evaluate.tables import final_values
 from sinkexp.reproduce.claims import Measure
-from sinkexp.rundir.files import ATTENTION, finished
-from sinkexp.rundir.reading import RunFiles, collect, setting
-
-
-class MissingValue(LookupError):
-    """The run has no such value; the message says which."""
-
-
-@dataclass
-class FinishedRun:
-    """One finished run as a claim sees it: its settings (dotted keys), final values and files."""
-
-    path: Path
-    settings: dict
-    finals: pd.DataFrame  # final values: layer, query_type, metric, value (mean over heads)
-    experiment: str = ""  # the experiment (folder below the paper) the run belongs to
-    analyses: dict = field(default_factory=dict, repr=False)  # (analysis, args) -> its result
-    untrained: bool = False  # this view is the run at step 0 (its `initial`)
-
-    @property
-    def label(self) -> str:
-        """s<seed>/t<structure seed>: the draw, which pairs and groups runs across settings."""
-        return (
-            "/".join(
-                f"{'s' if key == 'seed' else 't'}{self.settings[key]}" for key in DRAW_KEYS if key in self.settings
-            )
-            or "run"
-        )  # a measured checkpoint: no seed
-
-    def setting(self, key: str):
-        return setting(self.settings, key)
-
-    @cached_property
-    def files(self) -> RunFiles:
-        return RunFiles(self.path)
-
-    @property
-    def metrics(self) -> pd.DataFrame:  # every evaluated step, per head (metrics.csv, read once); step 0 untrained
-        m = self.files.metrics
-        return m[m["step"] == 0] if self.untrained else m
-
-    @cached_property
-    def initial(self) -> "FinishedRun":
-        """The same run untrained: its step-0 evaluation (every run writes one) and its model
-        rebuilt from the seed, for measuring whether a claim's criterion could have failed."""
-        if self.settings.get("command") == "measure":  # a checkpoint: its untrained revision, if measured
-            return self.untrained_checkpoint()
-        m, losses = self.files.metrics, self.files.losses
-        if m is None or losses is None or not (m["step"] == 0).any():
-            raise MissingValue(f"{self.label} has no step-0 evaluation in its tables")
-        start = final_values(m[m["step"] == 0], losses[losses["step"] == 0])
-        return FinishedRun(self.path, self.settings, start, self.experiment, untrained=True)
-
-    def untrained_checkpoint(self) -> "FinishedRun":
-        """The measured untrained revision beside a checkpoint's run (reproduce/checkpoints.py)."""
-        folder = self.path.parent / "untrained"
-        if not finished(folder):
-            raise MissingValue(f"no untrained revision of {self.settings.get('model')} was measured")
-        table, finals = collect(folder)
-        return FinishedRun(folder, table.iloc[0].to_dict(), finals, self.experiment)  # its own run, read as it is
-
-    def attention(self) -> dict:
-        """The attention maps averaged over the held-out batch, per layer ({"layer0": (H, T, T)}):
-        attention.npz for the trained run, computed from the rebuilt model for its step 0."""
-        if self.untrained:
-            # lazy: pulls in torch (~2.4 s); --list and the declarations load measures.py without it
-            from sinkexp.evaluate.evaluator import mean_attention
-
-            return mean_attention(self.loaded.model, self.loaded.batch)
-        with np.load(self.path / ATTENTION) as maps:
-            return {name: maps[name] for name in maps.files}
-
-    @cached_property
-    def provenance(self) -> dict[str, str]:
-        """What produced the run (meta.json): its commit (+dirty), sinkexp and torch, device, threads."""
-        meta = self.files.meta or {}
-        git, versions, device = meta.get("git") or {}, meta.get("versions") or {}, meta.get("device") or {}
-        commit = (git.get("commit") or "unknown")[:7] + ("+dirty" if git.get("dirty") else "")
-        return {
-            "commits": commit,
-            "versions": f"sinkexp {versions.get('sinkexp')}, torch {versions.get('torch')}",
-            "devices": str(device.get("name") or device.get("resolved")),
-            "threads": str(device.get("torch_threads")),
-        }
-
-    @cached_property
-    def loaded(self):  # the trained model and held-out batch (sinkexp.analysis.load.load_run)
-        # lazy: pulls in torch (~2.4 s); --list and the declarations load measures.py without it
-        from sinkexp.analysis.load import load_run
-
-        return load_run(self.path, step=0 if self.untrained else None)
-
-    def analysis(self, fn: Callable, *args):
-        """fn(the loaded run, *args), a sinkexp.analysis.interventions analysis, computed once per run and
-        args (several claims read one analysis)."""
-        key = (fn.__name__, args)
-        if key not in self.analyses:
-            self.analyses[key] = fn(self.loaded, *args)
-        return self.analyses[key]
-
-    def final(self, metric: str, layer: int = -1, query_type: str = "all") -> float:
-        rows = self.finals[
-            (self.finals["metric"] == metric)
-            & (self.finals["layer"] == layer)
-            & (self.finals["query_type"] == query_type)
-        ]
-        if not len(rows):
-            raise MissingValue(f"{self.label} has no final {metric}[layer {layer}, {query_type}]")
-        return float(rows["value"].iloc[0])
-
-
-DRAW_KEYS = ("seed", "task.structure_seed")  # a paired claim pairs runs that share these
+from sinkexp.reproduce.finished import FinishedRun, MissingValue
+from sinkexp.rundir.files import ATTENTION
 
 
 def final(metric: str, layer: int | str = 0, query_type: str = "all") -> Measure:
@@ -196,17 +80,32 @@ def excess_loss(query_type: str) -> Measure:
 def pooled_peak(layer: int) -> Measure:
     """The largest attention any key position receives, averaged over every query and the held-out
     batch (the final maps of attention.npz; mean over heads): the dynamics notebook's sink score
-    (Kempner noop_dynamics.ipynb: `A.mean(dim=(0, 1))`, then its max), whichever position holds it.
-    A sink at a different key in every sequence does not count here (max_inflow counts it)."""
+    (Kempner noop_dynamics.ipynb cell 3, `A.mean(dim=(0, 1))`, and cell 9's `.max()`), whichever
+    position holds it. A sink at a different key in every sequence does not count here (max_inflow
+    counts it), nor does a sink split over two keys: its detail names the two largest keys and the
+    per-sequence max_inflow beside them."""
 
-    def value(run: FinishedRun) -> float:
+    def pooled(run: FinishedRun) -> np.ndarray:
         maps = run.attention()
         if f"layer{layer}" not in maps:
             raise MissingValue(f"{run.label} has no layer {layer} in {ATTENTION}")
-        weights = maps[f"layer{layer}"]  # (H, T, T)
-        return float(weights.mean(axis=1).max(axis=-1).mean())
+        return maps[f"layer{layer}"].mean(axis=1)  # (H, T, T) -> each head's attention per key, (H, T)
 
-    return Measure(f"peak of the pooled attention per key [layer {layer}]", value)
+    def detail(run: FinishedRun) -> str:
+        per_key = pooled(run).mean(axis=0)  # mean over heads
+        first, second = np.argsort(per_key)[::-1][:2]
+        try:
+            per_sequence = f"; per sequence (max_inflow) {run.final('max_inflow', layer, 'all'):.3g}"
+        except MissingValue:
+            per_sequence = ""
+        return f"key {first}: {per_key[first]:.3g}, key {second}: {per_key[second]:.3g}{per_sequence}"
+
+    return Measure(
+        f"peak of the pooled attention per key [layer {layer}]",
+        lambda run: float(pooled(run).max(axis=-1).mean()),
+        family=("pooled attention",),
+        detail=detail,
+    )
 
 
 def intervention(name: str, layer: int, query_type: str = "all") -> Measure:
@@ -219,7 +118,7 @@ def intervention(name: str, layer: int, query_type: str = "all") -> Measure:
         table = run.analysis(run_interventions, layer).set_index(["intervention", "query_type"])["loss"]
         return float(table[(name, query_type)] / table[("none", query_type)])
 
-    return Measure(f"loss with {name}[layer {layer}] / loss [{query_type}]", ratio)
+    return Measure(f"loss with {name}[layer {layer}] / loss [{query_type}]", ratio, family=("intervention",))
 
 
 def position_sink(how: str, query_type: str, before: str | None = None) -> Measure:
@@ -235,7 +134,7 @@ def position_sink(how: str, query_type: str, before: str | None = None) -> Measu
 
     where = f"{query_type} queries" + (f" before the {before}" if before else "")
     label = {"some": "max over layers and positions", "every": "max over layers of the min over positions"}[how]
-    return Measure(f"{label} of the sink attention per position [{where}]", value)
+    return Measure(f"{label} of the sink attention per position [{where}]", value, family=("sink_attn",))
 
 
 def payload_transfer(key: str, layer: int) -> Measure:
@@ -248,7 +147,7 @@ def payload_transfer(key: str, layer: int) -> Measure:
 
         return run.analysis(transfer, layer)[key]
 
-    return Measure(f"donor sink value [layer {layer}]: {key} of the change", value)
+    return Measure(f"donor sink value [layer {layer}]: {key} of the change", value, family=("payload transfer",))
 
 
 def bos_removed(key: str) -> Measure:
@@ -262,7 +161,7 @@ def bos_removed(key: str) -> Measure:
         values = run.analysis(without_bos)
         return values[f"{key}_no_bos"] / values[f"{key}_bos"]
 
-    return Measure(f"{key} without BOS / with BOS (at inference)", ratio)
+    return Measure(f"{key} without BOS / with BOS (at inference)", ratio, family=("without BOS",))
 
 
 def perturbation_spread() -> Measure:
@@ -278,7 +177,9 @@ def perturbation_spread() -> Measure:
         layers = [key.removeprefix("change_bos_") for key in values if key.startswith("change_bos_")]
         return sum(values[f"change_no_bos_{L}"] for L in layers) / sum(values[f"change_bos_{L}"] for L in layers)
 
-    return Measure("perturb_change without BOS / with BOS (at inference, mean over layers)", ratio)
+    return Measure(
+        "perturb_change without BOS / with BOS (at inference, mean over layers)", ratio, family=("perturbation",)
+    )
 
 
 def curve(run: FinishedRun, metric: str, query_type: str = "all", layer: int = 0, head: int = 0) -> pd.Series:

@@ -1,231 +1,37 @@
-"""A claim's verdict: its value on every run it selects, at the end of training and untrained
-(step 0 of the same runs), and which of the verdicts that makes it (docs/reproduce.md, "The verdict").
+"""A claim's verdict from its values (judge.py: on every run it selects, at the end of training and
+untrained, step 0 of the same runs), and which of the verdicts that makes it (docs/reproduce.md,
+"The verdict").
 
     holds         every selected run meets the criterion, and the criterion could have failed: it
                   does not also hold untrained, or a named contrast claim holds and fails untrained
-    contradicted  the effect the claim is about formed, and the claim's direction did not hold
+    contradicted  the effect the claim is about formed, and the claim's direction did not hold on
+                  some run: one run that misses the criterion decides, whatever the mean says, for
+                  a claim that a phenomenon forms too once it formed on another run, or on that run
+                  at an earlier step, or once the runs at the reach size fail where its premise held
     not reached   what the claim needs did not form at the size run (a premise failed; a claim
-                  that a phenomenon forms failed with nothing showing the size sufficed; no run
-                  solved the task it is counted on): the claim was not tested
+                  that a phenomenon forms failed on every run with nothing showing the size
+                  sufficed; no run solved the task it is counted on): the claim was not tested
     cannot fail   the criterion also holds on the untrained model: the runs test nothing
     not run       the claim could not be measured (a run did not finish, a value is missing), or
                   it passed while its untrained value is unknown (NaN, not measured) and no contrast
                   shows that it could have failed
-
-One run that misses the criterion decides, whatever the mean says.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from sinkexp.reproduce.claims import Claim, Paired, Trend
+from sinkexp.reproduce.claims import Claim
 from sinkexp.reproduce.declare import Paper
-from sinkexp.reproduce.measures import FinishedRun, MissingValue
-from sinkexp.rundir.reading import collect, setting
+from sinkexp.reproduce.judge import Result, judge, load_runs
 
 VERDICTS = ("holds", "contradicted", "not reached", "cannot fail", "not run")
 
 
-def load_runs(folder: Path, planned: set[Path] | None = None) -> tuple[list[FinishedRun], pd.DataFrame]:
-    """(finished runs, every run's settings and status) below an experiment's folder; only the
-    `planned` run directories when given (a folder may also hold runs of an earlier declaration)."""
-    if not folder.is_dir():
-        return [], pd.DataFrame(columns=["run", "status"])
-    table, finals = collect(folder)
-    if planned is not None:
-        table = table[[(folder / run).resolve() in planned for run in table["run"]]]
-    done = [
-        FinishedRun(folder / row["run"], row.to_dict(), finals[finals["run"] == row["run"]], experiment=folder.name)
-        for _, row in table.iterrows()
-        if row["status"] == "done"
-    ]
-    return done, table
-
-
-def selects(settings: dict, where: dict) -> bool:
-    return all(str(setting(settings, key)) == str(value) for key, value in where.items())
-
-
-@dataclass
-class Result:
-    claim: Claim
-    values: dict[str, float] = field(default_factory=dict)  # run label (s<seed>/t<structure seed>) -> value
-    problem: str = ""  # why the claim could not be measured
-    runs: list = field(default_factory=list)  # every run the values were computed from
-    excluded: dict[str, float] = field(default_factory=dict)  # selected runs `among` left out -> their value
-    unsolved: bool = False  # no selected run met `among`: not reached
-    initial: dict[str, float] = field(default_factory=dict)  # the same measure on the untrained runs (step 0)
-    initial_problem: str = ""  # why step 0 could not be measured
-    verdict: str = ""  # one of VERDICTS (check_claims)
-    why: str = ""  # what decided it, in a phrase
-
-    @property
-    def passed(self) -> bool:
-        """The criterion holds on every selected run at the end of training."""
-        return not self.problem and bool(self.values) and all(map(self.claim.criterion.holds, self.values.values()))
-
-    @property
-    def passed_initially(self) -> bool | None:
-        """The criterion holds on every selected run untrained; None where step 0 was not measured or
-        a run's untrained value is NaN (unknown, not a failure: e.g. no sink to read at step 0)."""
-        if self.initial_problem or not self.initial or any(math.isnan(v) for v in self.initial.values()):
-            return None
-        return all(map(self.claim.criterion.holds, self.initial.values()))
-
-    def row(self, paper: Paper) -> dict:
-        """The claim's line of claims.csv (docs/reproduce.md lists the columns). With 3-6 runs a
-        standard deviation says little: min and max are the interval a reader can check by eye."""
-        values = pd.Series(self.values, dtype=float)
-        return {
-            "paper": paper.name,
-            "declaration": paper.digest,
-            "claim": self.claim.name,
-            "kind": self.claim.kind,
-            "statement": self.claim.statement,
-            "source": self.claim.source,
-            "paper_value": self.claim.paper_value,
-            "measure": self.claim.describe(),
-            "mean": values.mean(),
-            "std": values.std(),
-            "min": values.min(),
-            "max": values.max(),
-            "n": len(values),
-            "values": labelled(self.values),
-            "criterion": str(self.claim.criterion),
-            "verdict": self.verdict,
-            "why": self.why,
-            "untrained": labelled(self.initial) or self.initial_problem,
-            "problem": self.problem,
-            "note": self.claim.note,
-            "excluded": labelled(self.excluded),
-            **provenance(self.runs),
-        }
-
-
-def labelled(values: dict[str, float]) -> str:
-    return " ".join(f"{k}={v:.4g}" for k, v in values.items())
-
-
-def provenance(runs: list[FinishedRun]) -> dict[str, str]:
-    """The distinct commits, versions, devices and thread counts of the runs a claim read ("; "
-    between several: a claim whose runs come from different code says so)."""
-    keys = ("commits", "versions", "devices", "threads")
-    return {key: "; ".join(sorted({run.provenance[key] for run in runs})) for key in keys}
-
-
-def ratio(a: float, b: float) -> float:
-    if b == 0:  # no ratio: the claim is not run, never judged on a NaN
-        raise MissingValue(f"{a:.4g} over an against run's 0: no ratio")
-    return a / b
-
-
-PAIRINGS = {"difference": lambda a, b: a - b, "ratio": ratio}
-
-
-def spearman(x: list[float], y: list[float]) -> float:
-    """Spearman's rank correlation: Pearson's on the ranks (ties share their mean rank); 0 when the
-    measure is the same on every run (no order either way, where Pearson's is undefined)."""
-    if len(set(y)) == 1:
-        return 0.0
-    return float(pd.Series(x, dtype=float).rank().corr(pd.Series(y, dtype=float).rank()))
-
-
-def per_run(claim: Claim, chosen: list[FinishedRun], others: dict[str, FinishedRun]) -> dict[str, float]:
-    """A Value claim: the measure on each run."""
-    return {run.label: claim.measure.of(run) for run in chosen}
-
-
-def paired(claim: Paired, chosen: list[FinishedRun], others: dict[str, FinishedRun]) -> dict[str, float]:
-    """A Paired claim: each run's measure against its draw's `against` run (difference or ratio)."""
-    pair = PAIRINGS[claim.compare]
-    return {run.label: pair(claim.measure.of(run), claim.measure.of(others[run.label])) for run in chosen}
-
-
-def trend(claim: Trend, chosen: list[FinishedRun], others: dict[str, FinishedRun]) -> dict[str, float]:
-    """A Trend claim: per draw (seed, structure seed), rho of the measure against `key` over its runs."""
-    draws: dict[str, list[FinishedRun]] = {}
-    for run in chosen:
-        draws.setdefault(run.label, []).append(run)
-    short = [name for name, runs in draws.items() if len(runs) < 3]
-    if short:
-        raise MissingValue("fewer than 3 runs to rank for " + ", ".join(short))
-    return {
-        name: spearman([float(run.setting(claim.key)) for run in runs], [claim.measure.of(run) for run in runs])
-        for name, runs in draws.items()
-    }
-
-
-def selection(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> tuple[list, dict, str]:
-    """(the runs `where` selects, the `against` runs by label, the problem that prevents a verdict)."""
-    arms = [claim.where] + ([claim.against] if isinstance(claim, Paired) else [])
-    unfinished = sum(
-        row["status"] != "done" and any(selects(row, arm) for arm in arms) for row in table.to_dict("records")
-    )
-    home = claim.own_experiments
-    chosen = sorted(
-        (r for r in runs if r.experiment in home and selects(r.settings, claim.where)), key=lambda run: run.label
-    )
-    others = {}
-    if isinstance(claim, Paired):
-        away = (claim.against_in,) if claim.against_in else home
-        others = {r.label: r for r in runs if r.experiment in away and selects(r.settings, claim.against)}
-    labels = [run.label for run in chosen]
-    missing = [label for label in labels if isinstance(claim, Paired) and label not in others]
-    problem = (
-        f"{unfinished} selected runs did not finish"
-        if unfinished
-        else "no run selected"
-        if not chosen
-        else "no paired run for " + ", ".join(missing)
-        if missing
-        else "several selected runs share a seed and structure seed; narrow `where`"
-        if not isinstance(claim, Trend) and len(set(labels)) < len(labels)
-        else ""
-    )
-    return chosen, others, problem
-
-
-def judge(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> Result:
-    """The claim's value on every run it selects, trained and untrained, or the problem that
-    prevents it. `where` selects among the runs of the claim's own experiments, `against` among
-    those of `against_in`; `among` keeps the runs that meet it (the others are listed)."""
-    chosen, others, problem = selection(claim, runs, table)
-    if problem:
-        return Result(claim, problem=problem)
-    excluded = {}
-    if claim.among:  # e.g. only the runs that solve the task: the others are listed, not counted
-        try:
-            condition = {run.label: claim.among.measure.of(run) for run in chosen}
-        except MissingValue as err:
-            return Result(claim, problem=str(err))
-        excluded = {label: value for label, value in condition.items() if not claim.among.criterion.holds(value)}
-        chosen = [run for run in chosen if run.label not in excluded]
-        if not chosen:
-            return Result(claim, problem=f"no selected run has {claim.among}", excluded=excluded, unsolved=True)
-    measure = paired if isinstance(claim, Paired) else trend if isinstance(claim, Trend) else per_run
-    paired_runs = [others[run.label] for run in chosen if run.label in others]
-    result = Result(claim, excluded=excluded, runs=chosen + paired_runs)
-    try:
-        result.values = measure(claim, chosen, others)
-    except MissingValue as err:
-        result.problem = str(err)
-        return result
-    try:  # the same runs untrained: could the criterion have failed?
-        result.initial = measure(
-            claim, [run.initial for run in chosen], {label: run.initial for label, run in others.items()}
-        )
-    except MissingValue as err:
-        result.initial_problem = f"step 0 not measured: {err}"
-    return result
-
-
-def decide(claim: Claim, result: Result, done: dict[str, Result]) -> tuple[str, str]:
-    """(verdict, why) of a measured claim, given the verdicts of the earlier claims it names."""
+def decide(claim: Claim, result: Result, done: dict[str, Result], scale: str = "cpu") -> tuple[str, str]:
+    """(verdict, why) of a measured claim at `scale`, given the verdicts of the earlier claims it names."""
     unmet = [p for p in claim.requires if done[p].verdict != "holds"]
     if unmet:
         verdict = done[unmet[0]].verdict
@@ -246,18 +52,44 @@ def decide(claim: Claim, result: Result, done: dict[str, Result]) -> tuple[str, 
                 return "holds", f"untrained too, but beside {beside[0]}, which holds only trained"
             return "cannot fail", "its criterion holds on the untrained model too (step 0)"
         return "holds", ""
-    if claim.forms:
-        evidence = [c for c in claim.reached if done[c].verdict == "holds"]
-        if claim.reached and len(evidence) == len(claim.reached):
-            return "contradicted", f"did not form although {' and '.join(evidence)} did at this size"
-        return "not reached", "it did not form at the size run; nothing here tells too small from absent"
-    return "contradicted", ""
+    return missed(claim, result, done, scale)
 
 
-def check_claims(paper: Paper, root: Path, planned: dict | None = None, missing: dict | None = None) -> list[Result]:
+def missed(claim: Claim, result: Result, done: dict[str, Result], scale: str) -> tuple[str, str]:
+    """(verdict, why) of a claim that some selected run misses: contradicted, the same for every
+    kind, except a claim that a phenomenon forms which failed on every run, at every evaluated step,
+    with nothing showing the size sufficed: not reached (too small and absent look alike)."""
+    misses = result.failing
+    runs = "misses it on " + ", ".join(f"{label} ({value:.4g}{lost(result, label)})" for label, value in misses.items())
+    if not claim.forms:
+        return "contradicted", runs
+    if len(misses) < len(result.values):
+        return "contradicted", f"formed on {len(result.values) - len(misses)} of {len(result.values)}; {runs}"
+    if result.earlier:
+        return "contradicted", f"formed, then was lost; {runs}"
+    evidence = [c for c in claim.reached if done[c].verdict == "holds"]
+    if claim.reached and len(evidence) == len(claim.reached):
+        return "contradicted", f"did not form although {' and '.join(evidence)} did at this size; {runs}"
+    if scale == "reach" and claim.requires:  # its premise holds (decide checked) at the size where it should form
+        premises = " and ".join(claim.requires)
+        return "contradicted", f"did not form at the reach size, where {premises} holds; {runs}"
+    return "not reached", f"it did not form at the size run; nothing here tells too small from absent; {runs}"
+
+
+def lost(result: Result, label: str) -> str:
+    """', met at step S (value)' for a run that met the criterion earlier and lost it by the end."""
+    if label not in result.earlier:
+        return ""
+    step, value = result.earlier[label]
+    return f", met at step {step}: {value:.4g}"
+
+
+def check_claims(
+    paper: Paper, root: Path, planned: dict | None = None, missing: dict | None = None, scale: str = "cpu"
+) -> list[Result]:
     """Every claim of `paper` on the runs below root/<paper>/ (those `planned`, when given), each
-    with its verdict (claims name only earlier claims, so one pass in order decides them all).
-    `missing`: (paper, experiment) -> why its runs are not here (a checkpoint's absent weights)."""
+    with its verdict at `scale` (claims name only earlier claims, so one pass in order decides them
+    all). `missing`: (paper, experiment) -> why its runs are not here (a checkpoint's absent weights)."""
     loaded = {
         exp.name: load_runs(root / paper.name / exp.name, planned and planned.get((paper.name, exp.name)))
         for exp in paper.experiments
@@ -269,6 +101,6 @@ def check_claims(paper: Paper, root: Path, planned: dict | None = None, missing:
         table = pd.concat([loaded[name][1] for name in claim.experiments], ignore_index=True)
         why = next((absent[name] for name in claim.experiments if name in absent), "")
         result = Result(claim, problem=why) if why else judge(claim, runs, table)
-        result.verdict, result.why = decide(claim, result, results)
+        result.verdict, result.why = decide(claim, result, results, scale)
         results[claim.name] = result
     return list(results.values())

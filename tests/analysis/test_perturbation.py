@@ -42,7 +42,8 @@ def test_both_settings_per_layer(trained):
 def test_the_claims_measure_is_the_ratio_of_the_layer_means_without_and_with_bos(trained):
     import pandas as pd
 
-    from sinkexp.reproduce.measures import FinishedRun, perturbation_spread
+    from sinkexp.reproduce.finished import FinishedRun
+    from sinkexp.reproduce.measures import perturbation_spread
 
     values = perturbation(trained)
     expected = (values["change_no_bos_0"] + values["change_no_bos_1"]) / (

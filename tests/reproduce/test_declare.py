@@ -214,12 +214,30 @@ def test_an_unknown_task_is_named_before_its_keys_are_looked_up():
         declare(experiments=(exp,))
 
 
-def test_a_contrast_on_another_task_is_refused():
-    """A contrast is evidence only in the same setting: a claim on another task's runs is refused."""
+def test_a_contrast_on_other_runs_or_another_quantity_is_refused():
+    """A contrast stands in for a claim's check that it could fail only where it reads the same
+    quantity (a measure family they share) on runs like the claim's (same task, same sizes)."""
     trigger = Experiment(name="trigger", overrides={"task": "trigger"}, grid={"seed": (0, 1, 2)})
+    longer = Experiment(name="longer", overrides={"task": "damping"}, grid={"seed": (0, 1, 2)}, cpu={"train.steps": 9})
     sinks = value(name="sinks", experiment="trigger", measure=final("sink_attn", 0, "non_trigger"))
     with pytest.raises(DeclarationError) as err:
         declare(sinks, value(contrast="sinks"), experiments=(ONE, trigger))
     assert str(err.value) == (
-        "p/c: contrast='sinks' reads task trigger, not this claim's (damping); a contrast is a claim on the same task"
+        "p/c: contrast='sinks' reads trigger, not runs like this claim's (one: the same task at the same sizes)"
     )
+    longer_sinks = value(name="sinks", experiment="longer", measure=final("sink_attn", 0))
+    with pytest.raises(DeclarationError, match="reads longer, not runs like this claim's"):
+        declare(longer_sinks, value(contrast="sinks"), experiments=(ONE, longer))
+    rank = value(name="rank", measure=final("stable_rank", 0))
+    with pytest.raises(DeclarationError) as err:
+        declare(rank, value(contrast="rank"))
+    assert str(err.value) == (
+        "p/c: contrast='rank' measures stable_rank, not this claim's sink_attn; a contrast reads the same quantity"
+    )
+    declare(value(name="sinks"), value(contrast="sinks", measure=final("sink_attn", 0, "active")))  # accepted
+
+
+def test_a_criterion_says_whose_threshold_it_is():
+    with pytest.raises(DeclarationError) as err:
+        declare(value(criterion=at_least(0.9, by="mine")))
+    assert str(err.value) == "p/c: criterion by='mine'; choose one of: sinkexp, source, direction"

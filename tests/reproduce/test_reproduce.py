@@ -19,9 +19,9 @@ from plumbing import QUICK_SIZES, claim, plumbing_paper
 from sinkexp.reproduce import reproduce
 from sinkexp.reproduce.declare import Checkpoint, Experiment, Paper, Value, at_least, at_most, between
 from sinkexp.reproduce.execute import experiment_overrides, plan_experiments
+from sinkexp.reproduce.judge import Result
 from sinkexp.reproduce.measures import final
 from sinkexp.reproduce.papers import PAPERS
-from sinkexp.reproduce.verdicts import Result
 
 
 def test_criteria_hold_inclusively_and_nan_never_passes():
@@ -29,7 +29,11 @@ def test_criteria_hold_inclusively_and_nan_never_passes():
     assert at_most(0.1).holds(0.1) and not at_most(0.1).holds(0.11)
     assert between(0.5, 2).holds(1.0) and not between(0.5, 2).holds(2.5)
     assert not any(c.holds(math.nan) for c in (at_least(0), at_most(1), between(0, 1)))
-    assert (str(at_least(0.9)), str(at_most(0.1)), str(between(0.5, 2))) == (">= 0.9", "<= 0.1", "in [0.5, 2]")
+    assert (str(at_least(0.9)), str(at_most(0.1, by="source")), str(between(0.5, 2, by="direction"))) == (
+        ">= 0.9 (sinkexp's)",
+        "<= 0.1 (the source's)",
+        "in [0.5, 2] (the source's direction)",
+    )
 
 
 def test_a_claim_passes_only_when_every_run_meets_it():

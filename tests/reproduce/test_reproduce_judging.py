@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from plumbing import claim, plumbing_paper
@@ -17,10 +16,12 @@ from sinkexp.analysis.interventions import run_interventions
 from sinkexp.analysis.load import load_run
 from sinkexp.reproduce import last_verdicts, main, reproduce
 from sinkexp.reproduce.declare import Condition, Measure, Paired, Paper, Trend, at_least, at_most, between
-from sinkexp.reproduce.measures import FinishedRun, MissingValue, final, intervention, pooled_peak
+from sinkexp.reproduce.finished import FinishedRun
+from sinkexp.reproduce.judge import judge, load_runs, selects, spearman
+from sinkexp.reproduce.measures import final, intervention
 from sinkexp.reproduce.papers import PAPERS
 from sinkexp.reproduce.scales import with_scale
-from sinkexp.reproduce.verdicts import check_claims, judge, load_runs, selects, spearman
+from sinkexp.reproduce.verdicts import check_claims
 from sinkexp.reproduce.write import headline, results_page, write_docs
 from sinkexp.rundir.reading import setting
 
@@ -231,18 +232,6 @@ def test_docs_for_one_paper_replace_only_that_papers_rows(plumbed, tmp_path):
     merged = pd.read_csv(tmp_path / "claims.csv")
     assert list(merged["paper"]) == ["other"] * 3 + ["plumbing"] * 3
     assert list(merged["verdict"]) == ["stale"] * 3 + list(rows["verdict"])
-
-
-def test_the_pooled_peak_is_the_dynamics_notebooks_sink_score(tmp_path):
-    """max over keys of the attention pooled over queries and sequences, mean over heads: a head
-    with all attention on key 2 scores 1, a uniform one 1/4; a layer the run lacks is missing."""
-    on_key_2 = np.zeros((4, 4))
-    on_key_2[:, 2] = 1.0
-    np.savez(tmp_path / "attention.npz", layer0=np.stack([on_key_2, np.full((4, 4), 0.25)]), sink=np.array(0))
-    run = FinishedRun(tmp_path, {"seed": 0}, pd.DataFrame())
-    assert pooled_peak(0).of(run) == pytest.approx((1.0 + 0.25) / 2)
-    with pytest.raises(MissingValue, match="no layer 1"):
-        pooled_peak(1).of(run)
 
 
 def test_a_claim_whose_premise_does_not_hold_is_not_reached_with_its_values_shown(plumbed):

@@ -56,7 +56,8 @@ from sinkexp.reproduce.declare import (
     at_most,
     between,
 )
-from sinkexp.reproduce.measures import FinishedRun, bos_removed, curve, final, first_step, perturbation_spread
+from sinkexp.reproduce.finished import FinishedRun
+from sinkexp.reproduce.measures import bos_removed, curve, final, first_step, perturbation_spread
 
 LENGTHS = (16, 32, 64, 128, 256)
 TOKENS_PER_STEP = 8192

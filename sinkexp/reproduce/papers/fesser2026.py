@@ -154,12 +154,16 @@ PAPER = Paper(
         Value(**BROADCAST, name="broadcast_loud_sink", kind="paper",
               statement="The hub's value is not suppressed (broadcast-like: ~1).",
               source=BROADCAST_SOURCE, paper_value="1.04", measure=final("value_norm_ratio", 1),
-              criterion=between(0.5, 2.0), requires="broadcast_routes_to_hub", contrast="broadcast_attention_on_hub"),
+              criterion=between(0.5, 2.0), requires="broadcast_routes_to_hub",
+              note="It cannot fail on these runs: untrained, the hub's value is as loud as any key's (~1.0), and "
+                   "no claim on broadcast runs reads value norms. The NOP sink's value, by contrast, is suppressed "
+                   "on damping (damping_silent_sink). The band [0.5, 2] is sinkexp's."),
         Value(**BROADCAST, name="broadcast_rank_one", kind="paper", statement="Layer 2's update is rank one.",
               source="Sec. 3, Fig. 3 (update rank; no stored number)", paper_value="rank one",
-              measure=final("stable_rank", 1), criterion=at_most(1.5), requires="broadcast_routes_to_hub",
-              contrast="broadcast_attention_on_hub",
-              note="Uniform attention is rank one too: the claim counts only beside the hub attention it rides on."),
+              measure=final("stable_rank", 1), criterion=at_most(1.05), requires="broadcast_routes_to_hub",
+              note="Rank one is a stable rank of 1; the tolerance 1.05 is sinkexp's. Untrained the update is "
+                   "nearly rank one too (1.12-1.14: near-uniform attention writes almost the same vector at every "
+                   "query), so a bound of 1.5 could not fail."),
         Value(**BROADCAST, name="broadcast_zero_hub_value_breaks", kind="paper",
               statement="Zeroing the hub's value in layer 2 breaks the task.", source="App. A.4, Table 3",
               paper_value="MSE 3.073 vs 0.0481 (64x)", measure=intervention("zero_sink_value", 1),
@@ -202,13 +206,17 @@ PAPER = Paper(
               where=PENALISED, measure=final("max_inflow", 1), criterion=at_most(0.2),
               requires="global_pathway_keeps_the_hub", contrast="global_pathway_keeps_the_hub"),
         Paired(name="penalty_keeps_the_mse", kind="paper",
-               statement="... at about the same task MSE as attention alone (within 20%).",
-               source="Sec. 5, Fig. 7B", paper_value="MSE 0.1441 vs 0.1397 (1.03x)", experiment="global_pathway",
-               where=PENALISED, measure=loss_ratio("all"), criterion=at_most(1.2),
-               against={"model.global_pathway": "none"}, against_in="broadcast", compare="ratio",
+               statement="... at about the same task MSE as attention alone (no further from it than the "
+                         "attention-only runs are from one another).",
+               source="Sec. 5, Fig. 7B", paper_value="MSE 0.1441 vs 0.1397 (1.03x; 30k steps x batch 1024)",
+               experiment="global_pathway", where=PENALISED, measure=loss_ratio("all"), criterion=at_most(1.0),
+               against={"model.global_pathway": "none"}, against_in="broadcast", compare="ratio over spread",
                requires=("broadcast_solved", "penalty_removes_the_hub_sink"), contrast="broadcast_solved",
-               note="Paired run for run (seed, structure seed) with the attention-only model; untrained both are "
-                    "alike, so the ratio counts only beside a base that learned the task (within 20%: sinkexp's)."),
+               note="Paired run for run (seed, structure seed) with the attention-only model, the ratio over the "
+                    "attention-only runs' own max / min: the paper's 1.03x is read at 30k steps x batch 1024, so no "
+                    "magnitude of it is applied here (docs/reproduce.md, 'Thresholds'); at 1000 x 256 the source's "
+                    "own code gives 1.14, 1.32, 1.18. Untrained both are alike, so it counts only beside a base "
+                    "that learned the task."),
         Value(experiment="damping_gated", where=GAMMA_0, name="gated_damping_solved", kind="extension",
               statement="With a head-wise output gate the one-head model still learns damping.",
               source="README abstract: gating eliminates NOP-like sinks (in ViTs)", paper_value="-",

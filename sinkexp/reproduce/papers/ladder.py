@@ -50,7 +50,7 @@ def rung_claims(rung: str) -> tuple:
         Value(name=f"{rung}_sinks", kind="extension",
               statement="Some head of the LM sinks on the first token (its mean attention there > 0.3).",
               source="Gu et al. 2025 / Barbero et al. 2025: a sink is alpha_s > 0.3", paper_value="> 0.3",
-              experiment=rung, measure=SINK, criterion=at_least(0.3), forms=True),
+              experiment=rung, measure=SINK, criterion=at_least(0.3, by="source"), forms=True),
         Value(name=f"{rung}_spikes", kind="extension",
               statement="The LM grows a massive activation (max |h| >= 100 x median |h| after some block).",
               source="sinkexp's threshold (sun2026's)", paper_value="-", experiment=rung, measure=SPIKE,
