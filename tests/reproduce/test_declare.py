@@ -241,3 +241,14 @@ def test_a_criterion_says_whose_threshold_it_is():
     with pytest.raises(DeclarationError) as err:
         declare(value(criterion=at_least(0.9, by="mine")))
     assert str(err.value) == "p/c: criterion by='mine'; choose one of: sinkexp, source, direction"
+
+
+def test_a_reach_size_for_a_key_the_task_lacks_is_refused():
+    bad = Experiment(
+        name="one", overrides={"task": "damping"}, grid={"seed": (0, 1, 2)}, reach={"task.bigram_table": "x"}
+    )
+    with pytest.raises(DeclarationError) as err:
+        declare(value(), experiments=(bad,))
+    assert str(err.value).startswith("p/one: task.bigram_table: unknown key for task=damping (did you mean")
+    assert "valid keys under 'task': task.centred, " in str(err.value)
+    assert "\n" not in str(err.value)

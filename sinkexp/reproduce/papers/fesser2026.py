@@ -49,6 +49,10 @@ BROADCAST_CPU = {"train.steps": 1000, "eval.every": 100}
 # 6.5k-9k steps (s0/t0 in both codes), so 12k steps on one structure draw x three seeds (~27 min a run)
 DAMPING_REACH = {"train.steps": 1000}
 DYNAMICS_REACH = {"train.batch_size": 1024, "train.steps": 12000, "eval.every": 500, "task.structure_seed": (0,)}
+# the source's own code (toy/global_pathway, attention only) at batch 256 forms the layer-1 sink (max inflow
+# >= 0.5) between 8k and 10k steps on seeds 0-2 (0.85, 0.80, 0.69 at 15-16k; batch 1024: 0.18 at 3.5k steps),
+# so 15k steps on one structure draw x three seeds (~18 min a run; docs/findings/fesser2026.md, "Reach")
+BROADCAST_REACH = {"train.steps": 15000, "eval.every": 1000, "task.structure_seed": (0,)}
 NOP_SINK = final("sink_attn", 0, "nop")
 PEAK = pooled_peak(0)      # the dynamics notebook's sink score: the most-attended position, pooled over queries
 
@@ -70,9 +74,10 @@ PAPER = Paper(
                    grid={"task.gamma": (0.0, 0.01, 0.1, 1.0), **DRAWS}, cpu=DYNAMICS_CPU, reach=DYNAMICS_REACH),
         Experiment(name="dynamics_rare_damping", overrides={"task": "damping_dynamics", "task.p": 0.1},
                    grid=DRAWS, cpu=DYNAMICS_CPU, reach=DYNAMICS_REACH),
-        Experiment(name="broadcast", overrides={"task": "broadcast"}, grid=DRAWS, cpu=BROADCAST_CPU),
+        Experiment(name="broadcast", overrides={"task": "broadcast"}, grid=DRAWS, cpu=BROADCAST_CPU,
+                   reach=BROADCAST_REACH),
         Experiment(name="global_pathway", overrides={"task": "broadcast", "model.global_pathway": "learned"},
-                   grid={"train.common_mode_penalty": (0.0, 1.0), **DRAWS}, cpu=BROADCAST_CPU),
+                   grid={"train.common_mode_penalty": (0.0, 1.0), **DRAWS}, cpu=BROADCAST_CPU, reach=BROADCAST_REACH),
         Experiment(name="damping_gated", overrides={"task": "damping", "task.gamma": 0.0, "attn": "gated"},
                    grid=DRAWS, cpu=DAMPING_CPU),
         Experiment(name="damping_register", overrides={"task": "damping", "task.gamma": 0.0, "model.n_registers": 1},
@@ -189,7 +194,7 @@ PAPER = Paper(
               source="Sec. 5 (toy/global_pathway README, the attention-only base)", paper_value="max inflow 0.888",
               measure=final("max_inflow", 0), criterion=at_least(0.5), forms=True,
               note="The threshold 0.5 is sinkexp's. The source's base sinks in layer 1 by 30k steps x batch 1024; "
-                   "its own code at 1000 x 256 had not yet (0.044, seed 0)."),
+                   "its own code at 1000 x 256 had not yet (0.044, seed 0), at 15000 x 256 had on seeds 0-2."),
         Value(name="global_pathway_keeps_the_hub", kind="paper",
               statement="With a global pathway beside attention, layer 2 still sinks on the hub.",
               source="Sec. 5, Fig. 7B (+ Global)", paper_value="max inflow 0.908 (base 0.906)",
