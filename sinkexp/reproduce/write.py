@@ -42,10 +42,15 @@ def table_text(rows: pd.DataFrame) -> str:
         verdict += f" (not counted: {r['excluded']})" if text(r.get("excluded")) else ""
         lines.append(
             f"| {r['paper']} | {r['claim']} | {r['kind']} | {r['source']} | {r['paper_value']} | "
-            f"{measured} | {text(r['values'])} | {text(r.get('untrained'))} | "
+            f"{measured} | {text(r['values'])}{per_run_detail(r)} | {text(r.get('untrained'))} | "
             f"{r['measure']} {r['criterion']} | {verdict} |"
         )
     return "\n".join(lines)
+
+
+def per_run_detail(row) -> str:
+    """' (detail: ...)' where the measure says what each run's value is made of (a split sink's keys)."""
+    return f" (detail: {text(row.get('detail'))})" if text(row.get("detail")) else ""
 
 
 def counted(rows: pd.DataFrame) -> str:
@@ -161,10 +166,12 @@ def results_page(rows: pd.DataFrame) -> str:
         "",
         "Each claim is checked on every run it selects (`s<seed>/t<structure seed>=value`), trained and "
         "untrained (step 0 of the same runs). **holds**: every run meets the criterion, and it could have "
-        "failed; **contradicted**: what the claim is about formed, and its direction did not hold; **not "
-        "reached**: what the claim needs did not form at the size run, so it was not tested; **cannot "
+        "failed; **contradicted**: what the claim is about formed, and its direction did not hold on some run "
+        "(the why names each; a phenomenon that formed on other runs, or earlier on that one, counts as formed); "
+        "**not reached**: what the claim needs did not form at the size run, so it was not tested; **cannot "
         "fail**: the criterion holds untrained too; **not run**: it could not be measured (its why says what is "
-        "missing). `paper`: the source's claim in its direction; "
+        "missing). Each criterion says whose threshold it is (sinkexp's, the source's, or only the source's "
+        "direction). `paper`: the source's claim in its direction; "
         "`extension`: a question sinkexp asks beyond it; `control`: a setting that cannot form the effect. "
         "How claims are declared and judged: [reproduce.md](reproduce.md); why effects do not form at the "
         "CPU sizes: [findings](findings/README.md).",

@@ -22,7 +22,7 @@ from sinkexp.reproduce.measures import final, intervention
 from sinkexp.reproduce.papers import PAPERS
 from sinkexp.reproduce.scales import with_scale
 from sinkexp.reproduce.verdicts import check_claims
-from sinkexp.reproduce.write import headline, results_page, write_docs
+from sinkexp.reproduce.write import headline, results_page, table_text, write_docs
 from sinkexp.rundir.reading import setting
 
 
@@ -286,3 +286,10 @@ def test_a_claim_among_solved_runs_lists_the_others_and_does_not_count_them():
     nobody = claim(name="none", measure=loss, criterion=at_least(0), among=Condition(loss, at_most(0.0)))
     result = judge(nobody, runs, table)
     assert not result.passed and result.problem == "no selected run has loss ratio <= 0"
+
+
+def test_the_results_table_shows_what_a_runs_value_is_made_of_where_the_measure_says(plumbed):
+    rows = pd.read_csv(plumbed[0] / "plumbing" / "claims.csv")
+    split = rows.iloc[:1].assign(detail="s0: key 15: 0.283, key 31: 0.244; per sequence (max_inflow) 0.316")
+    assert "(detail: s0: key 15: 0.283, key 31: 0.244; per sequence (max_inflow) 0.316)" in table_text(split)
+    assert "(detail:" not in table_text(rows.assign(detail=float("nan")))
