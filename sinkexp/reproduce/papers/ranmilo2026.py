@@ -87,14 +87,16 @@ PAPER = Paper(
     experiments=(
         Experiment(name="one_layer", overrides={"task": "trigger"},
                    grid=ALL_THREE, cpu=CPU),
+        # evaluated every 100 steps: a run that solves and then collapses (seed 0 at lr 3e-3, between
+        # steps 500 and 750) is seen solved, and the claim's why says so
         Experiment(name="two_layers", overrides={"task": "trigger", "model.n_layers": 2}, grid=ALL_THREE,
-                   cpu={"train.steps": 3000, "eval.every": 250}),
+                   cpu={"train.steps": 3000, "eval.every": 100}),
         # sinkexp's recipe against the collapse at lr 3e-3 (the paper gives no optimiser): no collapse
         # on held-out seeds 3-5 (trigger loss 1.4-2.3% of the zero predictor)
         Experiment(name="two_layers_warmup", overrides={"task": "trigger", "model.n_layers": 2, "attn": "softmax",
                                                         "train.lr": 0.001, "train.warmup": 300,
                                                         "train.schedule": "cosine"},
-                   grid=SEEDS, cpu={"train.steps": 3000, "eval.every": 250}),
+                   grid=SEEDS, cpu={"train.steps": 3000, "eval.every": 100}),
         Experiment(name="hidden_bos", overrides={"task": "trigger", "model.hide_bos": True}, grid=BOTH, cpu=CPU),
         Experiment(name="four_heads", overrides={"task": "trigger", "model.n_heads": 4}, grid=ALL_THREE, cpu=CPU),
         Experiment(name="four_heads_no_mixing", overrides={"task": "trigger", "model.n_heads": 4, "attn": "softmax",
