@@ -1,9 +1,11 @@
 """The calibration behind `sinkexp reproduce --estimate` (estimate.py): how long a job's training
 step and evaluation take on the device at hand, each distinct job timed once and the timings kept.
 
-Each job is built at its sizes and timed for a warm-up step, then the faster of two timings of
-CALIBRATION_STEPS steps and of one evaluation (a first evaluation pays one-time costs: 2.3 s against
-0.3 s for a similar job, seen once here), with the thread count its jobs will use. On the CPU the
+Each job is built at its sizes and timed after a warm-up step and a warm-up evaluation of a few
+sequences (a first evaluation pays one-time costs: 2.3 s against 0.3 s for a similar job, seen once
+here): one timing of CALIBRATION_STEPS steps and one of an evaluation, with the thread count its jobs
+will use. (The faster of two timings each, as before, predicted `reproduce all` within 1% of this,
+424 against 427 min, and took 121 s against 85 s from an empty cache: docs/performance.md.) On the CPU the
 load is probed before the first timing and after the last (threads.busy_cores): timings taken while
 other processes kept cores busy (benchmark.QUIET or more; seen here: a plan timed beside two
 training processes predicted sun2026 at 10.3 h) serve this estimate, which says so, and are not kept.
@@ -33,15 +35,19 @@ from sinkexp.tasks import held_out_batch
 from sinkexp.train.replicas import ReplicaTrainer
 
 CALIBRATION_STEPS = 3
+WARM_UP_SEQUENCES = 8  # the warm-up evaluation's batch: one-time costs paid, a full evaluation's time not
 CALIBRATIONS = CACHE / "calibration.json"
 
 
-def calibrate(cfg: Config, device: torch.device, reps: int = 2) -> tuple[float, float]:
+def calibrate(cfg: Config, device: torch.device, reps: int = 1) -> tuple[float, float]:
     """(seconds per training step of the job, seconds per evaluation of all its runs) on `device`,
-    each the best of `reps` timings (after a warm-up step)."""
+    each the best of `reps` timings, after a warm-up step and a warm-up evaluation of a few sequences
+    (which pays the first evaluation's one-time costs)."""
     run_cfgs = run_configs(cfg)
     tasks, trainer = make_trainer(run_cfgs, device)
     trainer.train_step()  # warm-up: allocations, first kernels
+    models = [view.model for view in trainer.views()] if isinstance(trainer, ReplicaTrainer) else [trainer.model]
+    evaluate(models[0], tasks[0], held_out_batch(tasks[0], WARM_UP_SEQUENCES, cfg.eval.seed, device), 0)
 
     def timed(fn) -> float:
         best = math.inf
@@ -56,7 +62,6 @@ def calibrate(cfg: Config, device: torch.device, reps: int = 2) -> tuple[float, 
         return best
 
     step = timed(lambda: [trainer.train_step() for _ in range(CALIBRATION_STEPS)]) / CALIBRATION_STEPS
-    models = [view.model for view in trainer.views()] if isinstance(trainer, ReplicaTrainer) else [trainer.model]
     batch = held_out_batch(tasks[0], cfg.eval.batch_size, cfg.eval.seed, device)
     evaluation = timed(lambda: evaluate(models[0], tasks[0], batch, 0)) * len(models)
     return step, evaluation
