@@ -6,8 +6,9 @@ and their order are sinkexp's choice: the defaults (sun2026's pre-norm LM runs, 
 `reproduce sun2026` has finished them), then Gu et al.'s training recipe at the same compute, then
 that recipe with 4x the steps or twice the width (training FLOPs per run: `reproduce ladder --estimate`),
 then the search for a size that sinks on every seed: from the 8000-step rung, one lever at a time
-(twice its steps; twice the learning rate, Gu et al.'s lever: a higher rate, more sinks; the levers
-of weight decay and context length were not run, see RUNGS). The corpus is fixed (4.15 MB), so Gu et al.'s lever of more
+(twice its steps; twice the learning rate and twice the weight decay, Gu et al.'s levers: a higher
+rate or decay, more sinks; half the context at the same bytes per step, Sun et al.'s: sinks arise
+mainly in short-context training). The corpus is fixed (4.15 MB), so Gu et al.'s lever of more
 unique data is not one this machine has.
 Gu et al.'s recipe is read from their code (sail-sg/Attention-Sink): every config sets min_lr equal
 to learning_rate, so after the warm-up the rate is constant (their text says cosine); weight decay
@@ -35,9 +36,10 @@ RUNGS = {                                       # each: the overrides of task=lm
     # The reach search (docs/findings/ladder.md): from the 8000-step rung, one lever at a time
     "constant_lr_wd0.5_steps_16000": {**GU_DECAY, "train.steps": 16000},                    # 2x the steps
     "constant_lr_wd0.5_steps_8000_lr6e-3": {**GU_DECAY, "train.steps": 8000, "train.lr": 6e-3},  # 2x the rate
-    # Not run, the search's budget (about 12 CPU-hours) spent: twice the decay (weight_decay 1.0), and
-    # half the context at the same bytes per step (task.seq_len 64, train.batch_size 64; Sun et al.:
-    # sinks arise mainly in short contexts). docs/findings/ladder.md says what each would ask.
+    "constant_lr_wd1.0_steps_8000": {**GU, "train.weight_decay": 1.0, "train.steps": 8000},      # 2x the decay
+    # half the context at the same bytes per step (Sun et al.: sinks arise mainly in short contexts)
+    "constant_lr_wd0.5_steps_8000_ctx64": {**GU_DECAY, "train.steps": 8000, "task.seq_len": 64,
+                                           "train.batch_size": 64},
 }
 SINK = head_extreme("sink_attn", "all", "text")
 SPIKE = final("massive_ratio", "max")
