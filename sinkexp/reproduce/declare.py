@@ -177,17 +177,20 @@ def reference_problem(paper: Paper, claim: Claim, earlier: list[str]) -> str:
 def contrast_problem(paper: Paper, claim: Claim, other: Claim) -> str:
     """What keeps `other` from standing in for `claim`'s check that it could fail ('' if nothing): a
     contrast reads the same quantity (a measure family they share) on runs like the claim's (an
-    experiment of the same task at the same CPU and reach sizes), so that its failing untrained
-    shows what this claim's measure reads there, not that something else formed."""
+    experiment of the same task at the same CPU sizes, and the same reach sizes where the claim is
+    judged at reach: scales.judged_at), so that its failing untrained shows what this claim's
+    measure reads there, not that something else formed."""
     if not claim.measure.families & other.measure.families:
         return (
             f"measures {', '.join(sorted(other.measure.families))}, not this claim's "
             f"{', '.join(sorted(claim.measure.families))}; a contrast reads the same quantity"
         )
 
+    at_reach = all(paper.experiment(name).reach for name in claim.experiments)
+
     def sized(name: str) -> tuple:
         exp = paper.experiment(name)
-        return exp.task, sorted(exp.cpu.items()), sorted(exp.reach.items())
+        return exp.task, sorted(exp.cpu.items()), sorted(exp.reach.items()) if at_reach else None
 
     mine, theirs = {repr(sized(e)) for e in claim.experiments}, {repr(sized(e)) for e in other.experiments}
     if not mine & theirs:

@@ -235,6 +235,12 @@ def test_a_contrast_on_other_runs_or_another_quantity_is_refused():
         "p/c: contrast='rank' measures stable_rank, not this claim's sink_attn; a contrast reads the same quantity"
     )
     declare(value(name="sinks"), value(contrast="sinks", measure=final("sink_attn", 0, "active")))  # accepted
+    # reach sizes count where the claim is judged at reach, and only there
+    grown = dataclasses.replace(trigger, name="grown", reach={"train.steps": 9})
+    on_grown = value(name="sinks", experiment="grown", measure=final("sink_attn", 0, "non_trigger"))
+    declare(on_grown, value(contrast="sinks", experiment="trigger"), experiments=(trigger, grown))  # accepted
+    with pytest.raises(DeclarationError, match="reads trigger, not runs like this claim's"):
+        declare(sinks, value(contrast="sinks", experiment="grown"), experiments=(trigger, grown))
 
 
 def test_a_criterion_says_whose_threshold_it_is():
