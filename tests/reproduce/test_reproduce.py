@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 from plumbing import QUICK_SIZES, claim, plumbing_paper
 
+from sinkexp.jobs.plan import plan
 from sinkexp.reproduce import reproduce
 from sinkexp.reproduce.declare import Checkpoint, Experiment, Paper, Value, at_least, at_most, between
 from sinkexp.reproduce.execute import experiment_overrides, plan_experiments
@@ -70,6 +71,28 @@ def test_every_claim_has_its_experiment_three_seeds_and_two_structure_draws(pape
 def test_every_job_of_every_paper_composes_and_validates(tmp_path):
     plans = plan_experiments(list(PAPERS.values()), [], tmp_path)  # raises ConfigError on the first bad job
     assert all(plan.multirun for plan in plans.values())  # each experiment is one sweep
+
+
+def test_the_lms_reach_size_is_the_ladder_rung_that_sank_on_every_seed(tmp_path):
+    """barbero2025's lm at scale=reach trains the ladder's sinking rung, run for run (the same config
+    hashes), as does lm_context_64 (the rung's length); gu2025's lm_attention takes its sizes and recipe."""
+    chosen = [
+        ("ladder", "constant_lr_wd0.5_steps_8000_ctx64"),
+        ("barbero2025", "lm"),
+        ("barbero2025", "lm_context_64"),
+        ("gu2025", "lm_attention"),
+    ]
+    plans = {
+        (paper, name): plan(
+            experiment_overrides(PAPERS[paper].experiment(name), tmp_path / paper / name, ["scale=reach"], False),
+            multirun=True,
+        )
+        for paper, name in chosen
+    }
+    hashes = [sorted(digest for _, digest in plans[key].runs) for key in chosen[:3]]
+    assert hashes[0] == hashes[1] == hashes[2]
+    cfg = plans["gu2025", "lm_attention"].jobs[0].config
+    assert (cfg.task.seq_len, cfg.train.batch_size, cfg.train.steps, cfg.train.weight_decay) == (64, 64, 8000, 0.5)
 
 
 def test_packed_plans_train_the_same_runs_in_fewer_jobs(tmp_path):

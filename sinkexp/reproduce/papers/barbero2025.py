@@ -43,6 +43,10 @@ sinkexp's sizes:
   moves: 2, 4 and 8 layers at d_model 64, sinkexp's question (an extension). The trend requires
   sinks at 8 layers; the share of heads in the first and last layer changes with depth too (the
   per-layer values are in each run).
+At `scale=reach` the LM runs at the scale ladder's first rung that sinks on every seed (`LM_REACH`,
+papers/ladder.py: 8000 steps of 64 x 64 bytes, weight decay 0.5, the constant schedule;
+docs/findings/ladder.md): `lm` and `lm_no_bos`, and each context length at its own length and 4096 bytes a step
+with the rung's steps and recipe (`lm_context_64` is the rung itself); depth stays at the CPU size.
 """
 from sinkexp.reproduce.declare import (
     Checkpoint,
@@ -58,6 +62,7 @@ from sinkexp.reproduce.declare import (
 )
 from sinkexp.reproduce.finished import FinishedRun
 from sinkexp.reproduce.measures import bos_removed, curve, final, first_step, perturbation_spread
+from sinkexp.reproduce.papers.ladder import LM_REACH, LM_REACH_AT_ITS_LENGTH
 
 LENGTHS = (16, 32, 64, 128, 256)
 TOKENS_PER_STEP = 8192
@@ -95,15 +100,16 @@ PAPER = Paper(
     experiments=(
         Experiment(name="trigger", overrides={"task": "trigger", "attn": "softmax"}, grid={"seed": (0, 1, 2)},
                    cpu={"train.steps": 1000, "eval.every": 250}),
-        Experiment(name="lm", overrides=LM, grid=LM_SEEDS),
+        Experiment(name="lm", overrides=LM, grid=LM_SEEDS, reach=LM_REACH),
         *(Experiment(name=name, overrides={"task": "backcopy", "task.seq_len": length,
                                            "train.batch_size": TOKENS_PER_STEP // length},
                      grid=DRAWS, cpu={"train.steps": 1000, "eval.every": 50})
           for name, length in zip(CONTEXT, LENGTHS)),
         *(Experiment(name=name, overrides={**LM, "task.seq_len": length,
-                                           "train.batch_size": LM_BYTES_PER_STEP // length}, grid=LM_SEEDS)
+                                           "train.batch_size": LM_BYTES_PER_STEP // length}, grid=LM_SEEDS,
+                     reach=LM_REACH_AT_ITS_LENGTH)
           for name, length in zip(LM_CONTEXT, LM_LENGTHS)),
-        Experiment(name="lm_no_bos", overrides={**LM, "task.bos": False}, grid=LM_SEEDS),
+        Experiment(name="lm_no_bos", overrides={**LM, "task.bos": False}, grid=LM_SEEDS, reach=LM_REACH),
         Experiment(name="lm_depth", overrides=LM, grid={"model.n_layers": (2, 4, 8), **LM_SEEDS}),
         Checkpoint(name="llama31_405b", model="meta-llama/Llama-3.1-405B", settings={"dtype": "bfloat16"}),
     ),

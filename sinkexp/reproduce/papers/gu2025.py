@@ -35,9 +35,13 @@ cosine; AdamW with betas (0.9, 0.95), weight decay 0.1 and clipping 1 are theirs
 there are the paper's; "sinks emerge" is read as a rate >= 0.1 (sinkexp's threshold, as sun2026's),
 "almost none" as <= 0.01 (no head of 16), and both the sigmoid and the bias claims require the
 softmax LM to sink: with no sink to remove they say nothing.
+At `scale=reach` the LM runs at the scale ladder's first rung that sinks on every seed (`LM_REACH`,
+papers/ladder.py: 8000 steps of 64 x 64 bytes, weight decay 0.5, the constant schedule;
+docs/findings/ladder.md).
 """
 from sinkexp.reproduce.declare import Checkpoint, Experiment, Paired, Paper, Value, at_least, at_most, between
 from sinkexp.reproduce.measures import final, loss_ratio
+from sinkexp.reproduce.papers.ladder import LM_REACH
 
 SOFTMAX, SIGMOID, SIGMOID_NORM = ({"attn.name": "softmax"}, {"attn.name": "sigmoid_nobias"},
                                   {"attn.name": "sigmoid_norm"})
@@ -72,7 +76,8 @@ PAPER = Paper(
         Experiment(name="one_head_kv_bias", overrides={"task": "trigger"},
                    grid={"attn": ("softmax", "sink_kv"), "seed": (0, 1, 2)}, cpu=CPU),
         Experiment(name="lm_attention", overrides={"task": "lm", "train.schedule": "constant"},
-                   grid={"attn": ("softmax", "sigmoid_nobias", "sigmoid_norm", "sink_kv"), "seed": (0, 1, 2)}),
+                   grid={"attn": ("softmax", "sigmoid_nobias", "sigmoid_norm", "sink_kv"), "seed": (0, 1, 2)},
+                   reach=LM_REACH),
         *(Checkpoint(name=name, model=model) for name, (model, _, _) in OPEN_LMS.items()),
         Checkpoint(name="mistral_7b_instruct", model="mistralai/Mistral-7B-Instruct-v0.1"),
         Checkpoint(name="pythia_14m", model="EleutherAI/pythia-14m", untrained="step0"),

@@ -41,6 +41,13 @@ RUNGS = {                                       # each: the overrides of task=lm
     "constant_lr_wd0.5_steps_8000_ctx64": {**GU_DECAY, "train.steps": 8000, "task.seq_len": 64,
                                            "train.batch_size": 64},
 }
+# scale=reach for the LM experiments of gu2025, barbero2025 and sun2026: the search's first rung whose
+# three seeds all sink (docs/findings/ladder.md), as overrides of task=lm's defaults. Its bytes per
+# step (64 x 64 = 4096) are the LM context experiments' too, which keep their own length and batch.
+REACH_RUNG = "constant_lr_wd0.5_steps_8000_ctx64"
+LM_REACH = RUNGS[REACH_RUNG]
+LM_REACH_AT_ITS_LENGTH = {key: value for key, value in LM_REACH.items()
+                          if key not in ("task.seq_len", "train.batch_size")}
 SINK = head_extreme("sink_attn", "all", "text")
 SPIKE = final("massive_ratio", "max")
 

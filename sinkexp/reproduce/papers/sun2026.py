@@ -41,9 +41,14 @@ Also on the LM, at sinkexp's sizes:
 - gated attention removes the sink without a loss of performance. The gate is sinkexp's choice:
   Qiu et al. 2025's element-wise sigmoid gate on the attention output (`attn=gated
   attn.gate=elementwise`).
+At `scale=reach` the LM runs at the scale ladder's first rung that sinks on every seed (`LM_REACH`,
+papers/ladder.py: 8000 steps of 64 x 64 bytes, weight decay 0.5, the constant schedule;
+docs/findings/ladder.md), for the norms and gating claims (`lm_norms`, `lm_gated`); the other LM
+experiments stay at the CPU size.
 """
 from sinkexp.reproduce.declare import Experiment, Paired, Paper, Trend, Value, at_least, at_most, between
 from sinkexp.reproduce.measures import excess_loss, final, loss_ratio
+from sinkexp.reproduce.papers.ladder import LM_REACH
 
 DRAWS = {"seed": (0, 1, 2), "task.structure_seed": (0, 1)}
 CPU = {"train.steps": 1000, "eval.every": 250}
@@ -82,14 +87,16 @@ PAPER = Paper(
         Experiment(name="weight_decay", overrides=BACKCOPY, grid={"train.weight_decay": (0.0, 0.1), **DRAWS}, cpu=CPU),
         Experiment(name="weight_decay_3_layers", overrides={**BACKCOPY, "model.n_layers": 3},
                    grid={"train.weight_decay": (0.0, 0.0001, 0.1), **DRAWS}, cpu=CPU),
-        Experiment(name="lm_norms", overrides=LM, grid={"model.norm": ("pre", "sandwich"), **LM_SEEDS}),
+        Experiment(name="lm_norms", overrides=LM, grid={"model.norm": ("pre", "sandwich"), **LM_SEEDS},
+                   reach=LM_REACH),
         Experiment(name="lm_dyt", overrides={**LM, "model.norm_type": "dyt"}, grid=LM_SEEDS),
         *(Experiment(name=name, overrides={**LM, "train.schedule": "constant", "task.seq_len": length,
                                            "train.batch_size": LM_BYTES_PER_STEP // length},
                      grid=LM_SEEDS) for name, length in zip(LM_CONTEXT, LM_LENGTHS)),
         Experiment(name="lm_heads", overrides=LM, grid={"model.n_heads": (2, 4, 8), **LM_SEEDS}),
         Experiment(name="lm_weight_decay", overrides=LM, grid={"train.weight_decay": (0.0, 0.1, 1.0), **LM_SEEDS}),
-        Experiment(name="lm_gated", overrides={**LM, "attn": "gated", "attn.gate": "elementwise"}, grid=LM_SEEDS),
+        Experiment(name="lm_gated", overrides={**LM, "attn": "gated", "attn.gate": "elementwise"}, grid=LM_SEEDS,
+                   reach=LM_REACH),
     ),
     claims=(
         Value(name="pre_norm_spikes", kind="extension",
