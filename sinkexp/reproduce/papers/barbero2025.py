@@ -45,8 +45,9 @@ sinkexp's sizes:
   per-layer values are in each run).
 At `scale=reach` the LM runs at the scale ladder's first rung that sinks on every seed (`LM_REACH`,
 papers/ladder.py: 8000 steps of 64 x 64 bytes, weight decay 0.5, the constant schedule;
-docs/findings/ladder.md): `lm` and `lm_no_bos`, and each context length at its own length and 4096 bytes a step
-with the rung's steps and recipe (`lm_context_64` is the rung itself); depth stays at the CPU size.
+docs/findings/ladder.md): `lm` and `lm_no_bos`, and each context length at its own length and 4096
+bytes a step with the rung's steps and recipe (`lm_context_64` is the rung itself); depth stays at
+the CPU size.
 """
 from sinkexp.reproduce.declare import (
     Checkpoint,
