@@ -4,9 +4,9 @@ step and evaluation take on the device at hand, each distinct job timed once and
 Each job is built at its sizes and timed after a warm-up step and a warm-up evaluation of a few
 sequences (a first evaluation pays one-time costs: 2.3 s against 0.3 s for a similar job, seen once
 here): one timing of CALIBRATION_STEPS steps and one of an evaluation, with the thread count its jobs
-will use. (The faster of two timings each, as before, predicted `reproduce all` within 1% of this,
-424 against 427 min, and took 121 s against 85 s from an empty cache: docs/performance.md.) On the CPU the
-load is probed before the first timing and after the last (threads.busy_cores): timings taken while
+will use (the faster of two timings each predicted `reproduce all` within 1% of this and took 121 s
+against 85 s from an empty cache: docs/performance.md). On the CPU the load is probed before the
+first timing and after the last (threads.busy_cores): timings taken while
 other processes kept cores busy (benchmark.QUIET or more; seen here: a plan timed beside two
 training processes predicted sun2026 at 10.3 h) serve this estimate, which says so, and are not kept.
 
@@ -17,7 +17,6 @@ again, and `--recalibrate` measures afresh.
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
@@ -39,10 +38,10 @@ WARM_UP_SEQUENCES = 8  # the warm-up evaluation's batch: one-time costs paid, a 
 CALIBRATIONS = CACHE / "calibration.json"
 
 
-def calibrate(cfg: Config, device: torch.device, reps: int = 1) -> tuple[float, float]:
+def calibrate(cfg: Config, device: torch.device) -> tuple[float, float]:
     """(seconds per training step of the job, seconds per evaluation of all its runs) on `device`,
-    each the best of `reps` timings, after a warm-up step and a warm-up evaluation of a few sequences
-    (which pays the first evaluation's one-time costs)."""
+    each timed once, after a warm-up step and a warm-up evaluation of a few sequences (which pays the
+    first evaluation's one-time costs)."""
     run_cfgs = run_configs(cfg)
     tasks, trainer = make_trainer(run_cfgs, device)
     trainer.train_step()  # warm-up: allocations, first kernels
@@ -50,16 +49,13 @@ def calibrate(cfg: Config, device: torch.device, reps: int = 1) -> tuple[float, 
     evaluate(models[0], tasks[0], held_out_batch(tasks[0], WARM_UP_SEQUENCES, cfg.eval.seed, device), 0)
 
     def timed(fn) -> float:
-        best = math.inf
-        for _ in range(reps):
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            started = time.perf_counter()
-            fn()
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            best = min(best, time.perf_counter() - started)
-        return best
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        started = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter() - started
 
     step = timed(lambda: [trainer.train_step() for _ in range(CALIBRATION_STEPS)]) / CALIBRATION_STEPS
     batch = held_out_batch(tasks[0], cfg.eval.batch_size, cfg.eval.seed, device)
