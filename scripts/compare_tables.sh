@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Whether a change leaves runs alone: the same short runs (30 steps, every task and the variants
 # with their own code paths) trained from another checkout and from this one, in fresh folders;
-# prints each run's config hashes on both sides and whether metrics.csv and losses.csv are equal
+# prints each run's config hashes on both sides and whether metrics.csv, losses.csv and summary.json are equal
 # byte for byte. Usage: bash scripts/compare_tables.sh ../base-checkout   (about 3 minutes)
 set -euo pipefail
 BASE=$(cd "$1" && pwd)
@@ -32,7 +32,7 @@ for i in "${!runs[@]}"; do
   hashes() { ls "$OUT/$1/r$i" | tr '\n' ' '; }
   same=equal
   for run in "$OUT/base/r$i"/*; do
-    for table in metrics.csv losses.csv; do
+    for table in metrics.csv losses.csv summary.json; do
       cmp -s "$run/$table" "$OUT/here/r$i/$(basename "$run")/$table" || { same=DIFFERENT; status=1; }
     done
   done

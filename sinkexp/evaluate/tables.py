@@ -1,13 +1,12 @@
 """A run's tables: their columns, and the final values that summary.json, the printed table and
-`sinkexp report` all read (one derivation, no model code: pandas only). docs/rundir.md describes
-the files.
+`sinkexp report` all read (one derivation, no model code). Plain Python over the rows, so a run
+imports no pandas; rundir/reading.py applies the same derivation to tables read back as DataFrames.
+docs/rundir.md describes the files.
 """
 
 from __future__ import annotations
 
 import math
-
-import pandas as pd
 
 METRIC_COLUMNS = ["step", "layer", "head", "query_type", "metric", "value"]
 LOSS_COLUMNS = ["step", "split", "loss"]
@@ -20,7 +19,7 @@ def sink_rate_name(eps: float) -> str:
 
 
 # Every metric a run's final values can hold (docs/metrics.md defines each): the names the
-# evaluator writes into metrics.csv, and the losses final_values adds. A claim's measure names
+# evaluator writes into metrics.csv, and the losses final_rows adds. A claim's measure names
 # metrics from here, so a typo is refused when its paper is declared (tests check the evaluator
 # writes no other name).
 MEASURE_ONLY = ("perturb_change", "perturb_reach")  # sinkexp measure perturb=true only (evaluate/perturbation.py)
@@ -65,41 +64,54 @@ METRICS = (
 )
 
 
-def final_values(metrics: pd.DataFrame, losses: pd.DataFrame) -> pd.DataFrame:
-    """The last evaluated step's values as long rows (layer, query_type, metric, value).
+def final_rows(metric_rows, loss_rows) -> list[tuple]:
+    """The last evaluated step's values as rows (layer, query_type, metric, value).
 
-    Metrics are averaged over heads (layer -1: the whole model); losses become metrics
-    `loss_eval` and `loss_baseline` with layer -1, in the order losses.csv lists them.
+    Metrics are averaged over heads (layer -1: the whole model), in the order of their keys;
+    losses become metrics `loss_eval` and `loss_baseline` with layer -1, in the order losses.csv
+    lists them. The mean is a compensated (Kahan) sum over the heads in row order, NaN skipped, as
+    pandas' groupby mean computes it (tests/evaluate/test_tables.py compares the two).
     """
-    last = metrics[metrics["step"] == metrics["step"].max()]
-    per_layer = last.groupby(["layer", "query_type", "metric"], as_index=False)["value"].mean()
-    losses = losses[(losses["step"] == metrics["step"].max()) & losses["split"].str.contains("/")]
-    split = losses["split"].str.split("/", n=1, expand=True)
-    loss_values = (
-        pd.DataFrame(
-            {"layer": -1, "query_type": split[1], "metric": "loss_" + split[0], "value": losses["loss"].to_numpy()}
-        )
-        if len(losses)
-        else None
-    )
-    return pd.concat([per_layer, loss_values], ignore_index=True)[FINAL_COLUMNS]
+    metric_rows = list(metric_rows)
+    if not metric_rows:
+        return []
+    last = max(row[0] for row in metric_rows)
+    sums: dict = {}  # (layer, query_type, metric) -> [count, sum, compensation]
+    for step, layer, _head, query_type, metric, value in metric_rows:
+        if step != last:
+            continue
+        acc = sums.setdefault((layer, query_type, metric), [0, 0.0, 0.0])
+        if value == value:  # NaN skipped
+            y = value - acc[2]
+            t = acc[1] + y
+            acc[2] = t - acc[1] - y
+            acc[2] = 0.0 if acc[2] != acc[2] else acc[2]  # an infinite value: its sum stays infinite
+            acc[0], acc[1] = acc[0] + 1, t
+    rows = [(*key, acc[1] / acc[0] if acc[0] else math.nan) for key, acc in sorted(sums.items())]
+    for step, split, loss in loss_rows:
+        if step == last and "/" in split:
+            kind, query_type = split.split("/", 1)
+            rows.append((-1, query_type, f"loss_{kind}", float(loss)))
+    return rows
 
 
-def summary(final: pd.DataFrame, step: int, query_types, reference: str) -> dict:
-    """summary.json: the final scalar results, a user reads these first.
+def summary(final, step: int, query_types, reference: str) -> dict:
+    """summary.json: the final scalar results, a user reads these first; `final` holds final_rows'
+    rows (layer, query_type, metric, value).
 
     `metrics` nests every final metric as {metric: {layer: {query_type: mean over heads}}} (layer
     "model" for whole-model values); `loss`, `baseline_loss`, `sink_attn` and `sink_rate` repeat the
     headline ones.
     """
 
+    final = list(final)
+
     def loss_of(split: str) -> dict:
-        chosen = final[final["metric"] == f"loss_{split}"]
-        return dict(zip(chosen["query_type"], chosen["value"].astype(float)))
+        return {query_type: float(value) for _, query_type, metric, value in final if metric == f"loss_{split}"}
 
     nested: dict = {}
-    chosen = final[~final["metric"].str.startswith("loss_")].sort_values(["metric", "layer", "query_type"])
-    for layer, query_type, metric, value in chosen.itertuples(index=False):
+    chosen = sorted((row for row in final if not row[2].startswith("loss_")), key=lambda row: (row[2], row[0], row[1]))
+    for layer, query_type, metric, value in chosen:
         nested.setdefault(metric, {}).setdefault("model" if layer < 0 else str(layer), {})[query_type] = float(value)
     sink_rate: dict = {}
     for eps in SINK_RATE_EPS:

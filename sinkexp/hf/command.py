@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-import pandas as pd
 import torch
 
 from sinkexp.errors import ConfigError
-from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS, final_values, format_summary, summary
+from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS, final_rows, format_summary, summary
 from sinkexp.hf import settings as hf_settings
 from sinkexp.hf import sources
 from sinkexp.hf.measure import NextToken, load_model, measure, perturbation_rows
@@ -123,10 +122,9 @@ def measure_into(job: Job, run: RunClaim) -> dict:
     metric_rows, loss_rows = measure(model, job.inputs, job.step, job.cfg.chunk)
     if job.cfg.perturb:
         metric_rows += perturbation_rows(model, job.inputs.to(device), job.step, job.cfg.chunk)
-    metrics, losses = pd.DataFrame(metric_rows, columns=METRIC_COLUMNS), pd.DataFrame(loss_rows, columns=LOSS_COLUMNS)
-    result = summary(final_values(metrics, losses), job.step, NextToken.query_types, NextToken.reference)
-    rundir_files.write_csv(job.run_dir / rundir_files.METRICS, metrics)
-    rundir_files.write_csv(job.run_dir / rundir_files.LOSSES, losses)
+    result = summary(final_rows(metric_rows, loss_rows), job.step, NextToken.query_types, NextToken.reference)
+    rundir_files.write_rows(job.run_dir / rundir_files.METRICS, METRIC_COLUMNS, metric_rows)
+    rundir_files.write_rows(job.run_dir / rundir_files.LOSSES, LOSS_COLUMNS, loss_rows)
     rundir_files.write_arrays(job.run_dir / INPUTS, {"inputs": job.inputs.numpy()})
     rundir_files.write_json(job.run_dir / rundir_files.SUMMARY, result)
     run.end(time.perf_counter() - began)

@@ -17,7 +17,7 @@ import torch
 
 from sinkexp.config.schema import Config, packable_keys, to_dict
 from sinkexp.evaluate.evaluator import evaluate, mean_attention
-from sinkexp.evaluate.tables import final_values, summary
+from sinkexp.evaluate.tables import final_rows, summary
 from sinkexp.jobs.memory import check_start
 from sinkexp.machine.devices import configure, resolve_device
 from sinkexp.machine.preemption import Requeue, requested
@@ -252,8 +252,8 @@ def train_and_evaluate(runs: list[RunDir], device: torch.device) -> list[dict]:
     wall_time_s = time.perf_counter() - started
     summaries = []
     for view, run_dir, task, eval_batch in zip(views, runs, tasks, eval_batches):
-        metrics, losses = run_dir.tables()  # on disk already: the last step always evaluates
-        result = summary(final_values(metrics, losses), metrics["step"].max(), task.query_types, task.reference)
+        final = final_rows(run_dir.metric_rows, run_dir.loss_rows)  # on disk already: the last step always evaluates
+        result = summary(final, max(row[0] for row in run_dir.metric_rows), task.query_types, task.reference)
         run_dir.finish(result, mean_attention(view.model, eval_batch, task.query_types), wall_time_s, steps_per_s)
         summaries.append(result)
     return summaries

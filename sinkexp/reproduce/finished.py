@@ -14,9 +14,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from sinkexp.evaluate.tables import final_values
 from sinkexp.rundir.files import ATTENTION, finished
-from sinkexp.rundir.reading import RunFiles, collect, setting
+from sinkexp.rundir.reading import RunFiles, collect, final_values, setting
 
 
 class MissingValue(LookupError):

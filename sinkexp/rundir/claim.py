@@ -35,7 +35,6 @@ from sinkexp.rundir.files import (
     write_text,
 )
 from sinkexp.rundir.provenance import utc_now
-from sinkexp.rundir.reading import damage
 
 
 class RunClaim:
@@ -117,8 +116,11 @@ def existing_run(path: Path, digest: str, fix: str = "hydra.run.dir or name") ->
         raise RunDirError(f"{path} is a file, not a run directory")
     recover = f"move the folder away and run the same command to train it again, or choose another {fix}"
     done = status(path) == "done"
-    if done and (reason := damage(path)) is not None:  # finished, but a file of it does not read back whole
-        raise RunDirError(f"{path} is a finished run, but {reason}; refusing to touch it: {recover}")
+    if done:
+        from sinkexp.rundir.reading import damage  # pandas: imported where a finished run is read back, not to train
+
+        if (reason := damage(path)) is not None:  # finished, but a file of it does not read back whole
+            raise RunDirError(f"{path} is a finished run, but {reason}; refusing to touch it: {recover}")
     try:
         recorded = read_json(path / META).get("config_hash") if (path / META).exists() else None
     except ValueError:  # an unfinished run's meta.json that is not JSON: whose run it is cannot be told

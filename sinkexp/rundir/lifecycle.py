@@ -21,7 +21,6 @@ import shutil
 import warnings
 from pathlib import Path
 
-import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
@@ -44,8 +43,8 @@ from sinkexp.rundir.files import (
     read_json,
     write_arrays,
     write_bytes,
-    write_csv,
     write_json,
+    write_rows,
 )
 from sinkexp.rundir.provenance import numerics, opening_meta
 
@@ -190,18 +189,11 @@ class RunDir(RunClaim):
         files = {f".hydra/{name}": text for name, text in self.hydra_files.items()}
         self.begin(to_dict(self.cfg), meta, files)
 
-    def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        return (
-            pd.DataFrame(self.metric_rows, columns=METRIC_COLUMNS),
-            pd.DataFrame(self.loss_rows, columns=LOSS_COLUMNS),
-        )
-
     def evaluated(self, rows: list, losses: list, step: int) -> None:
         self.metric_rows.extend(rows)
         self.loss_rows.extend(losses)
-        metrics, loss_table = self.tables()
-        write_csv(self.path / METRICS, metrics)
-        write_csv(self.path / LOSSES, loss_table)
+        write_rows(self.path / METRICS, METRIC_COLUMNS, self.metric_rows)
+        write_rows(self.path / LOSSES, LOSS_COLUMNS, self.loss_rows)
         now = {split: loss for s, split, loss in losses if split.startswith("eval/")}
         log.info("%s step %d eval %s", self.name, step, " ".join(f"{k}={v:.4g}" for k, v in now.items()))
 
@@ -231,8 +223,11 @@ class RunDir(RunClaim):
     def finish(self, summary: dict, attention: dict, wall_time_s: float, steps_per_s: float) -> None:
         """Write the summary, the attention maps and the closing meta.json, then DONE, once the
         tables are complete: every one ends at train.steps."""
-        metrics, losses = self.tables()
-        ends = {METRICS: metrics["step"].max(), LOSSES: losses["step"].max(), SUMMARY: summary["step"]}
+        ends = {
+            METRICS: max(row[0] for row in self.metric_rows),
+            LOSSES: max(row[0] for row in self.loss_rows),
+            SUMMARY: summary["step"],
+        }
         if any(end != self.cfg.train.steps for end in ends.values()):
             raise RunDirError(
                 f"{self.path}: tables end at steps {ends}, not train.steps={self.cfg.train.steps}; DONE not written"

@@ -18,7 +18,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from sinkexp.config.schema import LATER_KEYS
-from sinkexp.evaluate.tables import FINAL_COLUMNS, final_values
+from sinkexp.evaluate.tables import FINAL_COLUMNS, LOSS_COLUMNS, METRIC_COLUMNS, final_rows
 from sinkexp.rundir.files import CONFIG, KEPT, LOSSES, META, METRICS, SUMMARY, read_json, status
 
 
@@ -59,6 +59,13 @@ def last_step(settings: dict) -> int:
     """The step a finished run's tables end at: train.steps, or a `sinkexp measure` run's `step`; -1: unknown."""
     value = settings.get("step" if settings.get("command") == "measure" else "train.steps")
     return -1 if value is None or (isinstance(value, float) and math.isnan(value)) else int(value)
+
+
+def final_values(metrics: pd.DataFrame, losses: pd.DataFrame) -> pd.DataFrame:
+    """evaluate/tables.py's final_rows of tables read back, as a DataFrame with FINAL_COLUMNS."""
+    metric_rows = metrics[METRIC_COLUMNS].itertuples(index=False, name=None)
+    rows = final_rows(metric_rows, losses[LOSS_COLUMNS].itertuples(index=False, name=None))
+    return pd.DataFrame(rows, columns=FINAL_COLUMNS)
 
 
 def read_final(run: Path, steps: int) -> pd.DataFrame:

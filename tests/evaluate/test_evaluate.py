@@ -1,13 +1,12 @@
 """The evaluator: hand-built captured tensors -> the expected rows, and rows -> the final values
 that summary.json, the printed table and the report share."""
 
-import pandas as pd
 import pytest
 import torch
 
 from sinkexp.evaluate import metrics as evaluate_metrics
 from sinkexp.evaluate.evaluator import attention_rows, evaluate, loss_rows, once_per_query_set
-from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS, final_values, summary
+from sinkexp.evaluate.tables import final_rows, summary
 from sinkexp.model.transformer import Anatomy, LayerAnatomy
 from sinkexp.tasks.base import Batch
 
@@ -128,25 +127,21 @@ def test_loss_rows_average_over_each_query_type_within_the_loss_mask():
     }
 
 
-def test_final_values_average_heads_at_the_last_step_and_feed_the_summary():
-    metrics = pd.DataFrame(
-        [
-            (0, 0, 0, "a", "sink_attn", 0.1),
-            (10, 0, 0, "a", "sink_attn", 0.8),
-            (10, 0, 1, "a", "sink_attn", 0.6),
-            (10, -1, -1, "all", "sink_rate@0.3", 0.5),
-            (10, 0, -1, "all", "sink_rate@0.3", 0.5),
-            (10, 0, -1, "all", "sink_rate@0.8", 0.0),
-        ],
-        columns=METRIC_COLUMNS,
-    )
-    losses = pd.DataFrame(
-        [(0, "eval/a", 9.0), (10, "train", 2.0), (10, "eval/a", 0.25), (10, "baseline/a", 1.0)], columns=LOSS_COLUMNS
-    )
-    final = final_values(metrics, losses)
-    values = {(layer, q, metric): value for layer, q, metric, value in final.itertuples(index=False)}
+def test_final_rows_average_heads_at_the_last_step_and_feed_the_summary():
+    metrics = [
+        (0, 0, 0, "a", "sink_attn", 0.1),
+        (10, 0, 0, "a", "sink_attn", 0.8),
+        (10, 0, 1, "a", "sink_attn", 0.6),
+        (10, -1, -1, "all", "sink_rate@0.3", 0.5),
+        (10, 0, -1, "all", "sink_rate@0.3", 0.5),
+        (10, 0, -1, "all", "sink_rate@0.8", 0.0),
+    ]
+    losses = [(0, "eval/a", 9.0), (10, "train", 2.0), (10, "eval/a", 0.25), (10, "baseline/a", 1.0)]
+    final = final_rows(metrics, losses)
+    values = {(layer, q, metric): value for layer, q, metric, value in final}
     assert values[(0, "a", "sink_attn")] == pytest.approx(0.7)  # mean over the two heads at step 10
     assert values[(-1, "a", "loss_eval")] == 0.25 and values[(-1, "a", "loss_baseline")] == 1.0
+    assert len(final) == 6  # 4 metric groups and 2 losses: step 0's rows and the train loss are not final
     result = summary(final, 10, ("a",), "zero predictor")
     assert result["step"] == 10 and result["loss"] == {"a": 0.25} and result["baseline_loss"] == {"a": 1.0}
     assert result["sink_attn"] == {"0": {"a": pytest.approx(0.7)}}
@@ -256,8 +251,7 @@ def test_the_evaluator_writes_exactly_the_registered_metrics(make_config):
         (task,), trainer = make_trainer([make_config(*overrides, "device=cpu")], torch.device("cpu"))
         rows, losses = evaluate(trainer.model, task, task.sample(8, torch.Generator().manual_seed(0), "cpu"), 0)
         written |= {metric for *_, metric, _ in rows}
-        finals = final_values(pd.DataFrame(rows, columns=METRIC_COLUMNS), pd.DataFrame(losses, columns=LOSS_COLUMNS))
-        written |= set(finals["metric"])
+        written |= {metric for _, _, metric, _ in final_rows(rows, losses)}
     assert written == set(METRICS) - set(MEASURE_ONLY)  # those: sinkexp measure perturb=true
 
 
