@@ -69,8 +69,9 @@ def final_rows(metric_rows, loss_rows) -> list[tuple]:
 
     Metrics are averaged over heads (layer -1: the whole model), in the order of their keys;
     losses become metrics `loss_eval` and `loss_baseline` with layer -1, in the order losses.csv
-    lists them. The mean is a compensated (Kahan) sum over the heads in row order, NaN skipped, as
-    pandas' groupby mean computes it (tests/evaluate/test_tables.py compares the two).
+    lists them. The mean is a compensated (Kahan) sum over the heads in row order, NaN skipped: the
+    sum pandas' groupby mean makes, which gave the values before (tests/evaluate/test_tables.py
+    compares the two on tables of the evaluator's shape, value for value).
     """
     metric_rows = list(metric_rows)
     if not metric_rows:
