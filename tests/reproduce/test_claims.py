@@ -1,6 +1,7 @@
-"""Slow scientific checks: a rerun of each paper gives the verdicts docs/claims.csv records, verdict
-for verdict, with every per-run value within the cross-machine tolerance (docs/reproduce.md,
-"The verdict"); so the test fails exactly when a result moves.
+"""Slow scientific checks: a rerun of each paper at its default (CPU) size gives the verdicts
+docs/claims.csv records at scale `cpu`, verdict for verdict, with every per-run value within the
+cross-machine tolerance (docs/reproduce.md, "The verdict"); so the test fails exactly when a result
+moves.
 
 Run with `pytest -m slow -n 0` (about as long as `sinkexp reproduce all`; see README). Each paper's
 runs go to a temporary directory, so nothing is reused from outputs/.
@@ -49,7 +50,7 @@ def moved(rerun: pd.Series, committed: pd.Series) -> str:
 def test_a_rerun_gives_the_committed_verdicts(paper, tmp_path):
     rows = reproduce([paper], [], root=tmp_path, command=f"pytest: reproduce {paper.name}").set_index("claim")
     committed = pd.read_csv(COMMITTED)
-    committed = committed[committed["paper"] == paper.name].set_index("claim")
+    committed = committed[(committed["paper"] == paper.name) & (committed["scale"] == "cpu")].set_index("claim")
     assert set(rows.index) == set(committed.index), "docs/claims.csv does not hold this declaration's claims"
     changes = {claim: moved(rows.loc[claim], committed.loc[claim]) for claim in rows.index}
     changes = {claim: change for claim, change in changes.items() if change}
