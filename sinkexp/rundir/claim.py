@@ -117,7 +117,7 @@ def existing_run(path: Path, digest: str, fix: str = "hydra.run.dir or name") ->
     recover = f"move the folder away and run the same command to train it again, or choose another {fix}"
     done = status(path) == "done"
     if done:
-        from sinkexp.rundir.reading import damage  # pandas: imported where a finished run is read back, not to train
+        from sinkexp.rundir.reading import damage  # lazy: pandas, only where a finished run is read back
 
         if (reason := damage(path)) is not None:  # finished, but a file of it does not read back whole
             raise RunDirError(f"{path} is a finished run, but {reason}; refusing to touch it: {recover}")
