@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -113,10 +114,8 @@ def sink_rate(scores: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def head_values(v: torch.Tensor, w_out: torch.Tensor) -> torch.Tensor:
-    """W_O^h v_j: what each key would write through each head, (B, H, S, d_model).
-
-    v is (B, H, S, D); w_out is the output projection's weight (d_model, H * D).
-    """
+    """W_O^h v_j, what each key would write through each head, (B, H, S, d_model): v is (B, H, S, D),
+    w_out the output projection's weight (d_model, H * D)."""
     H, D = v.shape[1], v.shape[3]
     return torch.einsum("bhsd,mhd->bhsm", v, w_out.view(-1, H, D))
 
@@ -253,12 +252,21 @@ def resid_norms(resid: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Tensor, 
 
 
 def massive_ratio(resid: torch.Tensor) -> torch.Tensor:
-    """max |h| / median |h| over every entry of a residual stream (Sun et al. 2024's massive activations).
-
-    Infinite when more than half the entries are exactly 0 (the evaluator then writes no row).
-    """
+    """max |h| / median |h| over every entry of a residual stream (Sun et al. 2024's massive activations);
+    infinite when more than half the entries are exactly 0 (the evaluator then writes no row)."""
     magnitude = resid.abs().flatten()
-    return magnitude.max() / magnitude.median()
+    return magnitude.max() / lower_median(magnitude)
+
+
+def lower_median(values: torch.Tensor) -> torch.Tensor:
+    """torch.median of a flat tensor (the entry at (n - 1) // 2 in sorted order, NaN where one is NaN):
+    on the CPU numpy's selection finds the same entry, 3-6x faster than torch's sort."""
+    if values.device.type != "cpu" or values.dtype not in (torch.float32, torch.float64) or values.requires_grad:
+        return values.median()
+    middle = (values.numel() - 1) // 2
+    chosen = np.partition(values.numpy(), middle)  # NaN sorts last, as in torch's sort
+    nan = np.isnan(chosen[-1])
+    return values.new_tensor(float("nan")) if nan else torch.from_numpy(chosen[middle : middle + 1]).reshape(())
 
 
 def massive_location(resid: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import hydra
 import torch
+import yaml
 from hydra._internal.callbacks import Callbacks
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
@@ -31,6 +32,7 @@ from hydra.core.utils import JobRuntime, setup_globals
 from hydra.core.utils import run_job as hydra_run_job
 from hydra.types import HydraContext, RunMode
 from omegaconf import DictConfig, OmegaConf
+from omegaconf._utils import get_omega_conf_dumper
 
 from sinkexp.config.compose import initialized
 from sinkexp.config.follow import followed
@@ -227,12 +229,21 @@ def _on(cfg, device: str):
 def hydra_files(job: Job, hydra_cfg) -> dict[str, str]:
     """Hydra's own record of the job, .hydra/<name> in its run directories (hydra.output_subdir is
     null so that Hydra never rewrites a directory this run may not touch); written when a run starts."""
-    task_cfg = {key: value for key, value in job.composed.items() if key != "hydra"}
+    task_cfg = OmegaConf.to_container(job.composed, enum_to_str=True)
+    del task_cfg["hydra"]
     return {
-        "config.yaml": OmegaConf.to_yaml(OmegaConf.create(task_cfg)),
-        "hydra.yaml": OmegaConf.to_yaml(OmegaConf.create({"hydra": OmegaConf.to_container(hydra_cfg)})),
+        "config.yaml": as_yaml(task_cfg),
+        "hydra.yaml": as_yaml({"hydra": OmegaConf.to_container(hydra_cfg, enum_to_str=True)}),
         "overrides.yaml": OmegaConf.to_yaml(hydra_cfg.overrides.task),
     }
+
+
+def as_yaml(container: dict) -> str:
+    """OmegaConf.to_yaml's text of a plain container (its dumper and options), without building a config
+    from it first (OmegaConf.create's copy: 8 ms of a run's set-up; tests/jobs/test_launch.py)."""
+    return yaml.dump(
+        container, default_flow_style=False, allow_unicode=True, sort_keys=False, Dumper=get_omega_conf_dumper()
+    )
 
 
 def job_argv(hydra_cfg, sweep: bool) -> list[str]:

@@ -91,8 +91,12 @@ def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Pla
         jobs = expand(own, multirun, params)
         for job in jobs:
             try:
-                # a job of the master's own overrides (a single run) is the master: composed once
-                full = copy.deepcopy(master) if job == own else compose(job + hydra_own)
+                # a job of the master's own overrides is the master: composed once (a copy in a sweep,
+                # whose launcher reads the master again)
+                if job == own:
+                    full = copy.deepcopy(master) if multirun else master
+                else:
+                    full = compose(job + hydra_own)
                 cfg = from_dictconfig(full)  # config/validate.py: one line naming the key
                 if check_memory:
                     check_plan(cfg, launcher, multirun)  # fits the device it will train on (jobs/memory.py)

@@ -186,6 +186,21 @@ def test_logit_gap_on_hand_built_scores():
     torch.testing.assert_close(gap, torch.tensor([5.0, 4.0, 4.0]))  # s_i0 - s_i(other non-self key)
 
 
+def test_lower_median_is_torchs_median_entry_for_entry():
+    assert metrics.lower_median(torch.tensor([4.0, 1.0, 3.0, 2.0])).item() == 2.0  # the lower of the middle two
+    generator = torch.Generator().manual_seed(0)
+    cases = [
+        torch.randn(n, generator=generator, dtype=dtype).abs()
+        for n in (1, 2, 7, 1000, 4097)
+        for dtype in (torch.float32, torch.float64)
+    ]
+    cases += [torch.randint(0, 3, (501,), generator=generator).float(), torch.tensor([1.0, float("nan"), 0.5])]
+    for values in cases:
+        got, want = metrics.lower_median(values), values.median()
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.isnan().item() == want.isnan().item() and (want.isnan() or got == want).item()
+
+
 def test_residual_norms_and_massive_ratio():
     resid = torch.ones(2, 4, 3)
     resid[:, 1] = torch.tensor([0.0, 3.0, 4.0])  # the sink row (position 1) has norm 5

@@ -11,7 +11,7 @@ from sinkexp.config import validate as validate_module
 from sinkexp.config.compose import compose, initialized
 from sinkexp.config.identity import config_hash
 from sinkexp.config.validate import from_dictconfig
-from sinkexp.jobs.launch import execute
+from sinkexp.jobs.launch import execute, hydra_files
 from sinkexp.jobs.plan import plan, planned_job
 from sinkexp.jobs.runner import run
 from sinkexp.rundir.files import CONFIG, finished, status
@@ -74,6 +74,18 @@ def test_a_planned_job_runs_without_composing_again(tmp_path, monkeypatch):
     execute(job, sweep=True, parallel=True)
     ((run_dir, digest),) = job.runs
     assert finished(run_dir, digest) and (run_dir / "train.log").exists() and (run_dir / ".hydra/config.yaml").exists()
+
+
+@pytest.mark.parametrize("overrides", [["task=trigger"], ["task=lm", "attn=sink_kv", "train.optim=sgd"]])
+def test_hydra_files_are_omegaconfs_yaml(tmp_path, overrides):
+    """.hydra/config.yaml and hydra.yaml: the text OmegaConf.to_yaml writes of the job's config."""
+    (job,) = plan([f"hydra.run.dir={tmp_path}", *overrides], multirun=False).jobs
+    task_cfg = OmegaConf.create({key: value for key, value in job.composed.items() if key != "hydra"})
+    files = hydra_files(job, job.composed.hydra)
+    assert files["config.yaml"] == OmegaConf.to_yaml(task_cfg)
+    assert files["hydra.yaml"] == OmegaConf.to_yaml(
+        OmegaConf.create({"hydra": OmegaConf.to_container(job.composed.hydra)})
+    )
 
 
 def test_a_pool_worker_returns_once_a_run_another_process_trains_has_ended(tmp_path):
