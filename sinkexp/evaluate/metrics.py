@@ -264,8 +264,8 @@ def lower_median(values: torch.Tensor) -> torch.Tensor:
     if values.device.type != "cpu" or values.dtype not in (torch.float32, torch.float64) or values.requires_grad:
         return values.median()
     middle = (values.numel() - 1) // 2
-    chosen = np.partition(values.numpy(), middle)  # NaN sorts last, as in torch's sort
-    nan = np.isnan(chosen[-1])
+    chosen = np.partition(values.numpy(), middle)  # NaN orders last, as in torch's sort: any lies after middle
+    nan = np.isnan(chosen[middle:]).any()
     return values.new_tensor(float("nan")) if nan else torch.from_numpy(chosen[middle : middle + 1]).reshape(())
 
 

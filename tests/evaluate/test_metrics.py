@@ -195,6 +195,7 @@ def test_lower_median_is_torchs_median_entry_for_entry():
         for dtype in (torch.float32, torch.float64)
     ]
     cases += [torch.randint(0, 3, (501,), generator=generator).float(), torch.tensor([1.0, float("nan"), 0.5])]
+    cases += [torch.rand(1001, generator=generator).index_fill_(0, torch.tensor([3, 700]), float("nan"))]
     for values in cases:
         got, want = metrics.lower_median(values), values.median()
         assert got.dtype == want.dtype and got.shape == want.shape
