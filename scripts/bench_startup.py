@@ -13,9 +13,14 @@ machine hits every side alike:
 - `2-step train, new folder`: the same in a new folder each time, so nothing kept serves it;
 - with `--baseline DIR`, `2-step train, baseline`: the same command from the checkout DIR
   (`python -m sinkexp.cli` with DIR first on PYTHONPATH, this environment's packages), in one
-  folder as the second side, for a speed-up measured in the same run.
-Reported: the median wall time of each side and its ratio to `import torch` (docs/performance.md,
-Start-up). Another process on the machine makes the numbers invalid: they are marked so.
+  folder as the second side, for a speed-up measured in the same run;
+- `2-step train, compiled each start`: the same from a copy of this checkout's package with no
+  __pycache__/ and PYTHONDONTWRITEBYTECODE=1, so that sinkexp's modules are compiled at every start
+  (torch's come compiled from pip's install).
+The other sides run as Python does by default, caching compiled modules (__pycache__/), whatever
+the environment sets (this project's machines set PYTHONDONTWRITEBYTECODE). Reported: the median
+wall time of each side and its ratio to `import torch` (docs/performance.md, Start-up). Another
+process on the machine makes the numbers invalid: they are marked so.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import sinkexp as sinkexp_package
 from sinkexp.machine.benchmark import alternate, load, machine, validity
 
 TRAIN = ["train", "task=trigger", "train.steps=2", "train.warmup=0", "eval.every=1", "threads=1"]
@@ -54,26 +60,40 @@ def train_side(command: list[str], folder: Path, env: dict | None = None, new_fo
     return side
 
 
+def uncompiled_copy(folder: Path) -> Path:
+    """A copy of the sinkexp package this script imports, without its compiled modules."""
+    package = Path(sinkexp_package.__file__).parent
+    shutil.copytree(package, folder / "sinkexp", ignore=shutil.ignore_patterns("__pycache__"))
+    return folder
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5, help="alternating repetitions per side")
     parser.add_argument("--baseline", type=Path, help="a checkout of sinkexp to time the same command from")
     args = parser.parse_args()
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     sinkexp = [str(Path(sys.executable).with_name("sinkexp"))]
     loads = [load()]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         sides = {
-            "import torch": lambda: wall([sys.executable, "-c", "import torch"], tmp),
-            "2-step train": train_side(sinkexp + TRAIN, tmp / "kept"),
-            "2-step train, new folder": train_side(sinkexp + TRAIN, tmp / "new", new_folder=True),
+            "import torch": lambda: wall([sys.executable, "-c", "import torch"], tmp, env),
+            "2-step train": train_side(sinkexp + TRAIN, tmp / "kept", env),
+            "2-step train, new folder": train_side(sinkexp + TRAIN, tmp / "new", env, new_folder=True),
+            "2-step train, compiled each start": train_side(
+                [sys.executable, "-m", "sinkexp.cli"] + TRAIN,
+                tmp / "compiled",
+                {**env, "PYTHONPATH": str(uncompiled_copy(tmp / "source")), "PYTHONDONTWRITEBYTECODE": "1"},
+            ),
         }
         if args.baseline:
-            env = {**os.environ, "PYTHONPATH": str(args.baseline.resolve())}
             sides["2-step train, baseline"] = train_side(
-                [sys.executable, "-m", "sinkexp.cli"] + TRAIN, tmp / "base", env
+                [sys.executable, "-m", "sinkexp.cli"] + TRAIN,
+                tmp / "base",
+                {**env, "PYTHONPATH": str(args.baseline.resolve())},
             )
-        for side in sides.values():  # a first run of each, untimed: files read once into the OS's cache
+        for side in sides.values():  # a first run of each, untimed: files read once, modules compiled
             side()
         times = alternate(sides, args.reps)
     loads.append(load())
@@ -82,7 +102,7 @@ def main() -> None:
     for side, values in times.items():
         ratio = medians[side] / medians["import torch"]
         each = ", ".join(f"{v:.2f}" for v in values)
-        print(f"{side:>26}: median {medians[side]:.2f} s, {ratio:.2f}x import torch  (each: {each})")
+        print(f"{side:>34}: median {medians[side]:.2f} s, {ratio:.2f}x import torch  (each: {each})")
     if args.baseline:
         print(f"baseline / 2-step train: {medians['2-step train, baseline'] / medians['2-step train']:.2f}x")
     print(f"2-step train / import torch: {medians['2-step train'] / medians['import torch']:.2f}x{validity(loads)}")
