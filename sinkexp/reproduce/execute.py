@@ -26,6 +26,7 @@ from sinkexp.jobs.plan import Plan, plan
 from sinkexp.machine.devices import device_kind
 from sinkexp.reproduce.declare import Experiment, Paper
 from sinkexp.reproduce.experiment import Checkpoint
+from sinkexp.reproduce.scales import trained_at
 from sinkexp.rundir.files import DONE, finished
 
 
@@ -62,10 +63,17 @@ def experiment_overrides(exp: Experiment, folder: Path, overrides: list[str], pa
 
 
 def plan_experiments(
-    papers: list[Paper], overrides: list[str], root: Path, pack: bool = False, check_memory: bool = True
+    papers: list[Paper],
+    overrides: list[str],
+    root: Path,
+    pack: bool = False,
+    check_memory: bool = True,
+    scale: str | None = None,
 ) -> dict[tuple[str, str], Plan]:
-    """Every experiment's checked plan, by (paper, experiment); ConfigError on the first bad job
-    (with `check_memory` False, a job too large for its device is planned: --estimate says so)."""
+    """The checked plan of every experiment trained at `scale` (default: the overrides' scale;
+    scales.trained_at), by (paper, experiment); ConfigError on the first bad job (with `check_memory`
+    False, a job too large for its device is planned: --estimate says so)."""
+    scale = scale or scale_of(overrides)
     return {
         (paper.name, exp.name): plan(
             experiment_overrides(exp, root / paper.name / exp.name, overrides, pack),
@@ -74,7 +82,7 @@ def plan_experiments(
         )
         for paper in papers
         for exp in paper.experiments
-        if not isinstance(exp, Checkpoint)
+        if not isinstance(exp, Checkpoint) and exp.name in trained_at(paper, scale)
     }
 
 
@@ -95,8 +103,8 @@ class Planned:
     def at_cpu(self) -> dict[tuple[str, str], Plan]:
         if scale_of(self.overrides) == "cpu":
             return self.plans
-        at_cpu = [o for o in self.overrides if key_of(o) != "scale"]
-        return plan_experiments(self.papers, at_cpu, self.root, self.pack)
+        at_cpu = [o for o in self.overrides if key_of(o) != "scale"]  # the same experiments, at the CPU sizes
+        return plan_experiments(self.papers, at_cpu, self.root, self.pack, scale=scale_of(self.overrides))
 
 
 def plan_papers(

@@ -42,7 +42,8 @@ def reproduce(
     preemption.stop_on_signals()  # torch is loaded: a signal now raises, for the pool's and the runs' boundaries
     planned = plan_papers(papers, overrides, root, pack)  # planned once: the pool, the estimate and the claims read it
     plans = planned.plans
-    claimed = {key: planned_dirs(plan) for key, plan in plans.items()}  # claims read only these runs
+    claimed = {(paper.name, exp.name): set() for paper in papers for exp in paper.experiments}  # not trained: none
+    claimed.update({key: planned_dirs(plan) for key, plan in plans.items()})  # claims read only these runs
     started, seconds, reports, results = time.perf_counter(), {}, {}, []
     if plans and chose_launcher(overrides):  # the user's launcher (slurm, ...): one sweep per experiment
         for paper in papers:

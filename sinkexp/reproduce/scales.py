@@ -26,6 +26,24 @@ def judged_at(paper, scale: str) -> set[str]:
     return {claim.name for claim in paper.claims if set(claim.experiments) <= sized}
 
 
+def trained_at(paper, scale: str) -> set[str]:
+    """The experiments of `paper` a run at `scale` trains: at reach, those with a reach size, and
+    those without only where a judged claim reads them, or a claim it names (premises, contrasts,
+    `reached`), through their names in turn: the others' runs would feed only verdicts the CPU sizes
+    give already. At cpu and paper, all."""
+    if scale != "reach":
+        return {exp.name for exp in paper.experiments}
+    sized = {exp.name for exp in paper.experiments if getattr(exp, "reach", None)}
+    claims = {claim.name: claim for claim in paper.claims}
+    named, todo = set(), list(judged_at(paper, scale))
+    while todo:
+        name = todo.pop()
+        if name not in named:
+            named.add(name)
+            todo += [*claims[name].requires, *claims[name].reached, *claims[name].contrast]
+    return sized | {exp for name in named for exp in claims[name].experiments}
+
+
 def at_largest(rows: pd.DataFrame) -> pd.DataFrame:
     """Each claim's row at the largest scale it was run at, in the rows' order."""
     rows = with_scale(rows)

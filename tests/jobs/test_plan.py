@@ -246,6 +246,7 @@ def test_a_larger_scales_job_is_timed_as_its_own_cpu_twin(monkeypatch, calibrati
     monkeypatch.setattr(
         calibration, "calibrate", lambda cfg, device: (0.01 if cfg.attn.name == "softmax" else 0.03, 0.5)
     )
-    table, totals = estimate_papers([SimpleNamespace(name="p", experiments=[exp])], ["scale=reach"], pack=False)
+    paper = SimpleNamespace(name="p", experiments=[exp], claims=[])
+    table, totals = estimate_papers([paper], ["scale=reach"], pack=False)
     # softmax 200 x 0.01 + 5 evaluations x 0.5 = 4.5 s; relu 200 x 0.03 + 2.5 = 8.5 s (the FLOPs of a step alike)
     assert (table.iloc[0]["jobs"], table.iloc[0]["job_s"]) == (2, pytest.approx(13.0))

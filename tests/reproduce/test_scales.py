@@ -7,7 +7,7 @@ import pandas as pd
 from plumbing import plumbing_paper
 
 from sinkexp.reproduce.command import list_papers, recorded_verdicts
-from sinkexp.reproduce.scales import at_largest, judged_at, with_scale
+from sinkexp.reproduce.scales import at_largest, judged_at, trained_at, with_scale
 from sinkexp.reproduce.write import CLAIMS, headline, results_page, write_docs
 
 
@@ -73,6 +73,45 @@ def test_a_reach_run_judges_only_the_claims_whose_experiments_have_a_reach_size(
         ),
     )
     assert judged_at(both, "reach") == {"at_reach"} and len(judged_at(both, "paper")) == 4
+    assert trained_at(both, "reach") == {"sized"} and trained_at(both, "cpu") == {"tiny", "sized"}
+
+
+def test_a_reach_run_trains_the_experiments_its_judged_claims_name_through_premises_and_contrasts(tmp_path):
+    from dataclasses import replace
+
+    from plumbing import claim
+
+    from sinkexp.reproduce.declare import Paper
+    from sinkexp.reproduce.execute import plan_experiments
+    from sinkexp.reproduce.papers import PAPERS
+
+    paper = plumbing_paper()
+    tiny, possible = paper.experiments[0], paper.claims[0]
+    sized, other, unused = (replace(tiny, name=name, reach={"train.steps": 4}) for name in ("sized", "other", "unused"))
+    premise = replace(possible, name="premise", experiment="tiny")  # tiny has no reach size: trained at the CPU size
+    contrast = replace(possible, name="contrast", experiment="other")
+    judged = claim(
+        name="judged",
+        experiment="sized",
+        measure=possible.measure,
+        criterion=possible.criterion,
+        requires="premise",
+        contrast="contrast",
+    )
+    both = Paper(
+        name="p",
+        title="t",
+        experiments=(tiny, sized, other, unused),
+        claims=(premise, contrast, replace(possible, name="alone", experiment="unused"), judged),
+    )
+    assert judged_at(both, "reach") == {"contrast", "judged", "alone"}
+    assert trained_at(both, "reach") == {"tiny", "sized", "other", "unused"}
+    unsized = replace(unused, reach={})
+    lone = replace(both, experiments=(tiny, sized, other, unsized), claims=(premise, contrast, judged))
+    assert trained_at(lone, "reach") == {"tiny", "sized", "other"}  # unused: no reach size, read by no judged claim
+    assert set(plan_experiments([lone], ["scale=reach"], tmp_path)) == {("p", "tiny"), ("p", "sized"), ("p", "other")}
+    assert len(plan_experiments([lone], [], tmp_path)) == 4  # at the CPU sizes every experiment trains
+    assert trained_at(PAPERS["sun2026"], "reach") == {"lm_norms", "lm_gated"}  # docs/reproduce.md, Scales
 
 
 def test_list_shows_the_recorded_verdicts_per_scale(plumbed, tmp_path):
