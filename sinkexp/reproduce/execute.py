@@ -73,7 +73,7 @@ def plan_experiments(
     """The checked plan of every experiment trained at `scale` (default: the overrides' scale;
     scales.trained_at), by (paper, experiment); ConfigError on the first bad job (with `check_memory`
     False, a job too large for its device is planned: --estimate says so)."""
-    scale = scale or scale_of(overrides)
+    trained = {paper.name: trained_at(paper, scale or scale_of(overrides)) for paper in papers}
     return {
         (paper.name, exp.name): plan(
             experiment_overrides(exp, root / paper.name / exp.name, overrides, pack),
@@ -82,7 +82,7 @@ def plan_experiments(
         )
         for paper in papers
         for exp in paper.experiments
-        if not isinstance(exp, Checkpoint) and exp.name in trained_at(paper, scale)
+        if not isinstance(exp, Checkpoint) and exp.name in trained[paper.name]
     }
 
 

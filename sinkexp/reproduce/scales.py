@@ -17,13 +17,17 @@ def with_scale(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(scale=scale)
 
 
+def reach_sized(paper) -> set[str]:
+    """The experiments of `paper` that declare a reach size."""
+    return {exp.name for exp in paper.experiments if getattr(exp, "reach", None)}
+
+
 def judged_at(paper, scale: str) -> set[str]:
     """The claims of `paper` a run at `scale` judges: at reach, those whose experiments all declare a
     reach size (the others would repeat the CPU verdict at the CPU sizes); at cpu and paper, all."""
     if scale != "reach":
         return {claim.name for claim in paper.claims}
-    sized = {exp.name for exp in paper.experiments if getattr(exp, "reach", None)}
-    return {claim.name for claim in paper.claims if set(claim.experiments) <= sized}
+    return {claim.name for claim in paper.claims if set(claim.experiments) <= reach_sized(paper)}
 
 
 def trained_at(paper, scale: str) -> set[str]:
@@ -33,15 +37,11 @@ def trained_at(paper, scale: str) -> set[str]:
     give already. At cpu and paper, all."""
     if scale != "reach":
         return {exp.name for exp in paper.experiments}
-    sized = {exp.name for exp in paper.experiments if getattr(exp, "reach", None)}
-    claims = {claim.name: claim for claim in paper.claims}
-    named, todo = set(), list(judged_at(paper, scale))
-    while todo:
-        name = todo.pop()
-        if name not in named:
-            named.add(name)
-            todo += [*claims[name].requires, *claims[name].reached, *claims[name].contrast]
-    return sized | {exp for name in named for exp in claims[name].experiments}
+    named = judged_at(paper, scale)
+    for claim in reversed(paper.claims):  # a claim names only earlier ones: one pass back finds every name
+        if claim.name in named:
+            named |= {*claim.requires, *claim.reached, *claim.contrast}
+    return reach_sized(paper) | {exp for claim in paper.claims if claim.name in named for exp in claim.experiments}
 
 
 def at_largest(rows: pd.DataFrame) -> pd.DataFrame:
