@@ -39,13 +39,26 @@ PACKAGE = Path(__file__).resolve().parents[1]  # sinkexp/
 KEEP = 4  # folders of other sources kept (another checkout, an earlier edit), the newest
 
 
+def entry(overrides: list[str]) -> Path | None:
+    """The file that keeps the composition of `overrides` (None: one that is never kept), inside an
+    initialised Hydra."""
+    if any("searchpath" in override for override in overrides):  # folders the key does not cover
+        return None
+    key = json.dumps([list(overrides), os.getcwd()])
+    return CACHE / "compositions" / sources_digest() / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.pkl"
+
+
+def is_kept(overrides: list[str]) -> bool:
+    """Whether the composition of `overrides` is kept already (inside an initialised Hydra)."""
+    path = entry(overrides)
+    return path is not None and path.exists()
+
+
 def cached(overrides: list[str], compose: Callable[[], DictConfig]) -> DictConfig:
     """The composition of `overrides`: the kept one, else `compose()`'s, kept for the next command."""
-    if any("searchpath" in override for override in overrides):  # folders the key does not cover
+    path = entry(overrides)
+    if path is None:
         return compose()
-    folder = CACHE / "compositions" / sources_digest()
-    key = json.dumps([list(overrides), os.getcwd()])
-    path = folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.pkl"
     try:
         return Composition(io.BytesIO(path.read_bytes())).load()
     except Exception:  # none yet, unreadable (cut short, another format) or refused (Composition): compose

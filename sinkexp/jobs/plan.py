@@ -16,14 +16,19 @@ Everything downstream reads the plan: the launchers, `sinkexp reproduce`'s pool 
 from __future__ import annotations
 
 import copy
+import math
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from hydra.core.override_parser.types import Override
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from sinkexp.config.compose import as_hydra_override, compose, expand, initialized, pack_first_values, parse
+from sinkexp.config.compositions import is_kept
 from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import Config, run_configs, value_of
 from sinkexp.config.validate import from_dictconfig
@@ -31,8 +36,11 @@ from sinkexp.errors import ConfigError
 from sinkexp.jobs.cost import training_flops
 from sinkexp.jobs.launcher import Launcher
 from sinkexp.jobs.memory import check_plan
+from sinkexp.machine.threads import free_cores
 from sinkexp.rundir.claim import existing_run
 from sinkexp.rundir.lifecycle import RunDir, RunDirError, job_run_dirs
+
+COMPOSE_AHEAD = 8  # sweeps composed for the first time from which a pool of processes pays (docs/performance.md)
 
 
 @dataclass(frozen=True)
@@ -78,13 +86,12 @@ def is_hydra_override(key: str) -> bool:
 def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Plan:
     """Compose and check every job `overrides` describe (ConfigError: one line naming the key);
     `check_memory` False leaves out whether each job fits its device (`reproduce --estimate` states it)."""
-    overrides = [as_hydra_override(o) for o in overrides]
-    overrides += pack_first_values(overrides)
+    overrides = normalized(overrides)
     parsed = parse(overrides)
     own = [o.input_line for o in parsed if not is_hydra_override(o.key_or_group)]
     hydra_own = [o.input_line for o in parsed if is_hydra_override(o.key_or_group)]
     with initialized():
-        master = compose([o.input_line for o in parsed if not o.is_sweep_override()])
+        master = compose(master_overrides(parsed))
         params = dict(master.hydra.sweeper.params or {}) if multirun else {}
         launcher = Launcher.of(master)
         composed = []
@@ -108,6 +115,58 @@ def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Pla
         # Directories after every job has validated: a bad value is reported first, whichever job has it.
         jobs = tuple(planned_job(number, job, full, cfg, multirun) for number, (job, full, cfg) in enumerate(composed))
     return Plan(tuple(overrides), multirun, jobs, master, launcher)
+
+
+def normalized(overrides: list[str]) -> list[str]:
+    """The overrides as plan() composes them: `experiment=` as Hydra spells it, a pack's first values
+    as the job's own (pack_first_values)."""
+    overrides = [as_hydra_override(o) for o in overrides]
+    return overrides + pack_first_values(overrides)
+
+
+def master_overrides(parsed: list[Override]) -> list[str]:
+    """The overrides of a plan's config without sweeps, composed first."""
+    return [o.input_line for o in parsed if not o.is_sweep_override()]
+
+
+def jobs_in(sweep: list[str]) -> int:
+    """How many jobs a sweep's own overrides make (a config's sweeper params left out); 1 for one
+    plan() will refuse."""
+    try:
+        parsed = parse(sweep)
+    except ConfigError:
+        return 1
+    return math.prod(len(list(o.sweep_string_iterator())) for o in parsed if o.is_sweep_override())
+
+
+def composed_before(sweep: list[str]) -> bool:
+    """Whether a sweep's first composition is kept (inside an initialised Hydra); a sweep plan() will
+    refuse counts as composed."""
+    try:
+        return is_kept(master_overrides(parse(normalized(sweep))))
+    except ConfigError:
+        return True
+
+
+def plan_sweeps(sweeps: list[list[str]], check_memory: bool = True) -> list[Plan]:
+    """plan() of each sweep (multirun), in order. Where COMPOSE_AHEAD or more of them are composed for
+    the first time (a first command after an edit of sinkexp or a config file: 0.07-0.2 s a job),
+    those are planned in a process per free core at once (none where other processes keep the cores
+    busy: there it costs more than it saves), and their compositions kept (config/compositions.py);
+    the first bad sweep in order raises, as one after another would."""
+    with initialized():
+        cold = [number for number, sweep in enumerate(sweeps) if not composed_before(sweep)]
+    workers = min(free_cores(), len(cold)) if len(cold) >= COMPOSE_AHEAD else 1
+    if workers < 2:
+        return [plan(sweep, multirun=True, check_memory=check_memory) for sweep in sweeps]
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked OpenMP state
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        largest_first = sorted(cold, key=lambda number: jobs_in(sweeps[number]), reverse=True)
+        ahead = {number: pool.submit(plan, sweeps[number], True, check_memory) for number in largest_first}
+        return [
+            ahead[number].result() if number in ahead else plan(sweep, multirun=True, check_memory=check_memory)
+            for number, sweep in enumerate(sweeps)
+        ]
 
 
 def planned_job(number: int, job: list[str], full: DictConfig, cfg: Config, multirun: bool) -> Job:

@@ -41,6 +41,17 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def left_free(cores: int, busy: float) -> int:
+    """Of `cores`, those that `busy` cores of other processes' work leave free (at least one)."""
+    return max(1, min(cores, round(cores - busy)))
+
+
+def free_cores() -> int:
+    """The usable cores other processes leave free (all where the load is unknown)."""
+    cores, busy = usable_cores(), busy_cores()
+    return cores if busy is None else left_free(cores, busy)
+
+
 def choose_threads(requested: int | None, parallel: bool) -> tuple[int, str]:
     """(threads, why) for a job; `requested` is the `threads=` setting."""
     if requested:
@@ -51,5 +62,4 @@ def choose_threads(requested: int | None, parallel: bool) -> tuple[int, str]:
     busy = busy_cores()
     if busy is None:
         return cores, f"{cores} usable cores (load unknown)"
-    free = max(1, min(cores, round(cores - busy)))
-    return free, f"{cores} usable cores, {busy:.1f} busy with other processes"
+    return left_free(cores, busy), f"{cores} usable cores, {busy:.1f} busy with other processes"

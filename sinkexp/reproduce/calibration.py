@@ -5,8 +5,10 @@ Each job is built at its sizes and timed after a warm-up step and a warm-up eval
 sequences (a first evaluation pays one-time costs: 2.3 s against 0.3 s for a similar job, seen once
 here): one timing of CALIBRATION_STEPS steps and one of an evaluation, with the thread count its jobs
 will use (the faster of two timings each predicted `reproduce all` within 1% of this and took 121 s
-against 85 s from an empty cache: docs/performance.md). On the CPU the load is probed before the
-first timing and after the last (threads.busy_cores): timings taken while
+against 85 s from an empty cache: docs/performance.md). On the CPU with a pool of several workers the
+jobs are timed as reproduce's pool runs them: that many at once, in processes of one thread each
+(`in_pool`), so a timing shares the memory bandwidth as the job will. The load of other processes
+is probed before the first timing and after the last (threads.busy_cores): timings taken while
 other processes kept cores busy (benchmark.QUIET or more; seen here: a plan timed beside two
 training processes predicted sun2026 at 10.3 h) serve this estimate, which says so, and are not kept.
 
@@ -17,7 +19,10 @@ again, and `--recalibrate` measures afresh.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
@@ -25,6 +30,7 @@ import torch
 from sinkexp.config.compositions import CACHE, PACKAGE, files_digest
 from sinkexp.config.schema import Config, run_configs
 from sinkexp.evaluate.evaluator import evaluate
+from sinkexp.jobs.cost import training_flops
 from sinkexp.jobs.runner import make_trainer
 from sinkexp.machine.benchmark import QUIET
 from sinkexp.machine.threads import busy_cores
@@ -63,6 +69,26 @@ def calibrate(cfg: Config, device: torch.device) -> tuple[float, float]:
     return step, evaluation
 
 
+def in_pool(cfgs: list[Config], workers: int) -> list[tuple[float, float]]:
+    """calibrate() of each job on the CPU in `workers` fresh processes of one torch thread each, as
+    reproduce's pool runs jobs (pool.py), the most arithmetic first (no worker idles at the end while
+    the other times a large job); the timings in the order given."""
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked OpenMP state
+    with ProcessPoolExecutor(min(workers, len(cfgs)), mp_context=context, initializer=_one_thread) as pool:
+        largest_first = sorted(cfgs, key=lambda cfg: training_flops(cfg) * len(run_configs(cfg)), reverse=True)
+        timed = dict(zip(map(id, largest_first), pool.map(_calibrate_on_cpu, largest_first)))
+        return [timed[id(cfg)] for cfg in cfgs]
+
+
+def _one_thread() -> None:
+    os.environ["TQDM_DISABLE"] = "1"
+    torch.set_num_threads(1)
+
+
+def _calibrate_on_cpu(cfg: Config) -> tuple[float, float]:
+    return calibrate(cfg, torch.device("cpu"))
+
+
 def source_digest() -> str:
     """sinkexp's code that trains and evaluates, hashed: a calibration stands only for the code it
     timed. reproduce/ (the papers' declarations, this planner) is left out: it times nothing."""
@@ -85,24 +111,42 @@ class Calibrations:
         except (OSError, ValueError):  # none yet, or unreadable: measure
             self.kept = {}
 
-    def timings(self, cfg: Config) -> tuple[float, float]:
-        key = f"{self.where} | " + repr(
-            (
-                cfg.task,
-                cfg.model,
-                cfg.attn,
-                cfg.train.batch_size,
-                cfg.train.data_chunk,
-                cfg.eval.batch_size,
-                len(run_configs(cfg)),
-            )
+    def key(self, cfg: Config) -> str:
+        """What a timing stands for: the device, torch, threads and code, and what sets a job's cost
+        (its task, model, attention, batch sizes and number of runs, not its seeds or learning rates)."""
+        cost = (
+            cfg.task,
+            cfg.model,
+            cfg.attn,
+            cfg.train.batch_size,
+            cfg.train.data_chunk,
+            cfg.eval.batch_size,
+            len(run_configs(cfg)),
         )
-        if key not in self.kept:
-            if not self.measured:
-                self.probe()
-            self.kept[key] = calibrate(cfg, self.device)
-            self.measured += 1
-        step, evaluation = self.kept[key]
+        return f"{self.where} | {cost!r}"
+
+    def measure(self, cfgs: list[Config], workers: int = 1) -> None:
+        """Time each distinct job of `cfgs` not kept yet: on the CPU `workers` at once (in_pool), else
+        one after another in this process."""
+        todo = {}
+        for cfg in cfgs:
+            if self.key(cfg) not in self.kept:
+                todo.setdefault(self.key(cfg), cfg)
+        if not todo:
+            return
+        if not self.measured:
+            self.probe()
+        if self.device.type == "cpu" and workers > 1 and len(todo) > 1:
+            timed = in_pool(list(todo.values()), workers)
+        else:
+            timed = [calibrate(cfg, self.device) for cfg in todo.values()]
+        self.kept.update(zip(todo, timed))
+        self.measured += len(todo)
+
+    def timings(self, cfg: Config) -> tuple[float, float]:
+        """(step, evaluation) seconds of a job, timed here if not kept yet."""
+        self.measure([cfg])
+        step, evaluation = self.kept[self.key(cfg)]
         return step, evaluation
 
     def probe(self) -> None:

@@ -90,6 +90,7 @@ def estimate(planned: Planned, recalibrate: bool = False) -> tuple[pd.DataFrame,
     finished = set(finished_runs(planned.root))
     timings = Calibrations(device, fresh=recalibrate)
     try:
+        timings.measure(to_time(planned, finished), workers)  # on the CPU: as many at once as the pool runs
         for key, plan in planned.plans.items():
             row, seconds = priced(key, plan, at_cpu[key].jobs, timings, finished, trained, by_run)
             rows.append(row)
@@ -115,6 +116,16 @@ def estimate(planned: Planned, recalibrate: bool = False) -> tuple[pd.DataFrame,
         "GiB": available(device) / 2**30,
     }
     return table, totals
+
+
+def to_time(planned: Planned, finished: set[str]) -> list[Config]:
+    """The CPU-size twin of every job with runs still to train (twin_of), whose timings price it."""
+    return [
+        twin_of(job, planned.at_cpu[key].jobs).config
+        for key, plan in planned.plans.items()
+        for job in plan.jobs
+        if not {run_dir.name for run_dir in job.run_dirs} <= finished
+    ]
 
 
 def priced(

@@ -22,7 +22,7 @@ from sinkexp.config.compose import key_of, last_value
 from sinkexp.config.schema import packable_keys, task_of
 from sinkexp.evaluate.penalties import PENALTIES
 from sinkexp.jobs.launch import launch
-from sinkexp.jobs.plan import Plan, plan
+from sinkexp.jobs.plan import Plan, plan_sweeps
 from sinkexp.machine.devices import device_kind
 from sinkexp.reproduce.declare import Experiment, Paper
 from sinkexp.reproduce.experiment import Checkpoint
@@ -74,16 +74,13 @@ def plan_experiments(
     scales.trained_at), by (paper, experiment); ConfigError on the first bad job (with `check_memory`
     False, a job too large for its device is planned: --estimate says so)."""
     trained = {paper.name: trained_at(paper, scale or scale_of(overrides)) for paper in papers}
-    return {
-        (paper.name, exp.name): plan(
-            experiment_overrides(exp, root / paper.name / exp.name, overrides, pack),
-            multirun=True,
-            check_memory=check_memory,
-        )
+    sweeps = {
+        (paper.name, exp.name): experiment_overrides(exp, root / paper.name / exp.name, overrides, pack)
         for paper in papers
         for exp in paper.experiments
         if not isinstance(exp, Checkpoint) and exp.name in trained[paper.name]
     }
+    return dict(zip(sweeps, plan_sweeps(list(sweeps.values()), check_memory)))
 
 
 @dataclass

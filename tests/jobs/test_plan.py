@@ -8,9 +8,11 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from sinkexp.config.compose import compose_config
+from sinkexp.config.compose import compose_config, initialized
 from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import run_configs
+from sinkexp.errors import ConfigError
+from sinkexp.jobs import plan as plan_module
 from sinkexp.jobs.cost import training_flops
 from sinkexp.model import Transformer
 from sinkexp.reproduce import calibration, estimate, estimate_papers, main
@@ -18,6 +20,8 @@ from sinkexp.reproduce.declare import Experiment
 from sinkexp.reproduce.execute import plan_experiments
 from sinkexp.tasks import TASKS
 from sinkexp.train.loop import Trainer
+
+CPU = torch.device("cpu")
 
 
 @pytest.mark.parametrize(
@@ -61,6 +65,9 @@ def calibrations(monkeypatch, tmp_path):
     other xdist worker would otherwise count as load)."""
     monkeypatch.setattr(calibration, "CALIBRATIONS", tmp_path / "cache" / "calibration.json")
     monkeypatch.setattr(calibration, "busy_cores", lambda seconds=0.3: 0.0)
+    # timed here, not in a pool of fresh processes, so that a test's calibrate stands in
+    # (tests/reproduce/test_calibration.py times in the pool)
+    monkeypatch.setattr(calibration, "in_pool", lambda cfgs, workers: [calibration.calibrate(cfg, CPU) for cfg in cfgs])
     return calibration.CALIBRATIONS
 
 
@@ -250,3 +257,30 @@ def test_a_larger_scales_job_is_timed_as_its_own_cpu_twin(monkeypatch, calibrati
     table, totals = estimate_papers([paper], ["scale=reach"], pack=False)
     # softmax 200 x 0.01 + 5 evaluations x 0.5 = 4.5 s; relu 200 x 0.03 + 2.5 = 8.5 s (the FLOPs of a step alike)
     assert (table.iloc[0]["jobs"], table.iloc[0]["job_s"]) == (2, pytest.approx(13.0))
+
+
+def test_sweeps_composed_for_the_first_time_are_planned_in_processes_as_here(monkeypatch, tmp_path):
+    """COMPOSE_AHEAD sweeps never composed (a new sweep.dir is a new key) are planned in two fresh
+    processes: the same jobs, run directories and hashes as plan() here, their compositions kept;
+    the first bad sweep in order raises its one line, as one sweep after another would."""
+    monkeypatch.setattr(plan_module, "COMPOSE_AHEAD", 2)
+    monkeypatch.setattr(plan_module, "free_cores", lambda: 2)
+
+    def sweep(name: str, *extra: str) -> list[str]:
+        return [f"hydra.sweep.dir={tmp_path / name}", "task=trigger", "attn=softmax,relu", "seed=0,1", *extra]
+
+    sweeps = [sweep("a"), sweep("b", "model.n_layers=2")]
+    with initialized():
+        assert not any(map(plan_module.composed_before, sweeps))
+    ahead = plan_module.plan_sweeps(sweeps)
+    with initialized():
+        assert all(map(plan_module.composed_before, sweeps))
+    here = [plan_module.plan(s, multirun=True) for s in sweeps]
+    assert [[(j.overrides, j.run_dirs, j.digests, j.flops) for j in p.jobs] for p in ahead] == [
+        [(j.overrides, j.run_dirs, j.digests, j.flops) for j in p.jobs] for p in here
+    ]
+    assert [len(p.jobs) for p in ahead] == [4, 4] and plan_module.jobs_in(sweeps[0]) == 4
+    bad = [sweep("c"), sweep("d", "attn=sofmax"), sweep("e", "model.n_layrs=2")]
+    with pytest.raises(ConfigError, match=r"^attn='sofmax' is not valid") as raised:
+        plan_module.plan_sweeps(bad)
+    assert len(str(raised.value).splitlines()) == 1
