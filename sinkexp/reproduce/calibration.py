@@ -75,9 +75,10 @@ def in_pool(cfgs: list[Config], workers: int) -> list[tuple[float, float]]:
     the other times a large job); the timings in the order given."""
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked OpenMP state
     with ProcessPoolExecutor(min(workers, len(cfgs)), mp_context=context, initializer=_one_thread) as pool:
-        largest_first = sorted(cfgs, key=lambda cfg: training_flops(cfg) * len(run_configs(cfg)), reverse=True)
-        timed = dict(zip(map(id, largest_first), pool.map(_calibrate_on_cpu, largest_first)))
-        return [timed[id(cfg)] for cfg in cfgs]
+        work = [training_flops(cfg) * len(run_configs(cfg)) for cfg in cfgs]
+        order = sorted(range(len(cfgs)), key=work.__getitem__, reverse=True)
+        timed = dict(zip(order, pool.map(_calibrate_on_cpu, [cfgs[i] for i in order])))
+        return [timed[i] for i in range(len(cfgs))]
 
 
 def _one_thread() -> None:
@@ -130,8 +131,9 @@ class Calibrations:
         one after another in this process."""
         todo = {}
         for cfg in cfgs:
-            if self.key(cfg) not in self.kept:
-                todo.setdefault(self.key(cfg), cfg)
+            key = self.key(cfg)
+            if key not in self.kept:
+                todo.setdefault(key, cfg)
         if not todo:
             return
         if not self.measured:
@@ -145,8 +147,10 @@ class Calibrations:
 
     def timings(self, cfg: Config) -> tuple[float, float]:
         """(step, evaluation) seconds of a job, timed here if not kept yet."""
-        self.measure([cfg])
-        step, evaluation = self.kept[self.key(cfg)]
+        key = self.key(cfg)
+        if key not in self.kept:
+            self.measure([cfg])
+        step, evaluation = self.kept[key]
         return step, evaluation
 
     def probe(self) -> None:

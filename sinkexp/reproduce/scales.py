@@ -27,7 +27,8 @@ def judged_at(paper, scale: str) -> set[str]:
     reach size (the others would repeat the CPU verdict at the CPU sizes); at cpu and paper, all."""
     if scale != "reach":
         return {claim.name for claim in paper.claims}
-    return {claim.name for claim in paper.claims if set(claim.experiments) <= reach_sized(paper)}
+    sized = reach_sized(paper)
+    return {claim.name for claim in paper.claims if set(claim.experiments) <= sized}
 
 
 def trained_at(paper, scale: str) -> set[str]:
