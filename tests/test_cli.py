@@ -56,6 +56,7 @@ def test_single_run_writes_the_run_directory(tmp_path):
     assert meta["device"]["resolved"] == "cpu" and meta["steps_per_s"] > 0
     assert meta["config_hash"] == run_dir.name.split("-")[-1]
     assert meta["threads"].startswith(str(meta["device"]["torch_threads"]))  # the count and why
+    assert meta["denormals"].startswith(("flushed to zero", "kept (the CPU cannot"))  # machine/denormals.py
     assert "threads: " in (run_dir / "train.log").read_text().splitlines()[0]
     assert "sink_attn, non_trigger queries" in result.stdout and "layer 0: " in result.stdout
 

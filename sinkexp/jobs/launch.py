@@ -6,7 +6,7 @@ A single run, and a sweep with Hydra's basic launcher, run each planned job in t
 (`execute`); a sweep with another launcher (hydra/launcher=parallel, slurm, submitit_local) hands the
 plan's jobs to that Hydra launcher, whose workers call `PlannedJobs` with the job number; `sinkexp
 reproduce`'s pool calls `execute` in its own workers. Every path ends in `run_job`, where a job
-meets the process: the allocator, the thread count, the GPU it takes, its runs, and the mapping of
+meets the process: the allocator, the thread count, subnormal floats, the GPU it takes, its runs, and the mapping of
 errors to one line. Each job runs as a Hydra job (Hydra's run_job with the planned config: its log
 file, .hydra/), with the config the plan checked: nothing is composed or validated again here.
 """
@@ -44,6 +44,7 @@ from sinkexp.jobs.plan import Job, Plan, dir_overrides
 from sinkexp.jobs.runner import Finished, train_together
 from sinkexp.machine import preemption
 from sinkexp.machine.allocator import keep_freed_memory
+from sinkexp.machine.denormals import flush_denormals
 from sinkexp.machine.devices import job_device, usable_gpus
 from sinkexp.machine.threads import choose_threads
 from sinkexp.rundir.faults import marked, run_file_error
@@ -163,6 +164,7 @@ def run_job(job: Job, parallel: bool) -> None:
         print(f"== job {job.number}: {' '.join(job.overrides) or '(the sweep config alone)'}", flush=True)
     threads, why = choose_threads(job.configs[0].threads, parallel)
     torch.set_num_threads(threads)  # before this job's first tensor operation
+    denormals = flush_denormals()  # before its first parallel region, whose threads inherit it
     device = spread_over_gpus(job.configs[0].device, hydra_cfg)
     cfgs = [_on(cfg, device) for cfg in job.configs]
     dirs = list(job.run_dirs)
@@ -170,6 +172,7 @@ def run_job(job: Job, parallel: bool) -> None:
         "threads": f"{threads} ({why}; threads=N sets it)",
         "argv": job_argv(hydra_cfg, sweep),
         "allocator": allocator,
+        "denormals": denormals,
         **followed(job.composed),
     }
     try:

@@ -79,7 +79,7 @@ class RunDir(RunClaim):
     (nothing touched), or takes the directory's lock (RunClaim.take) and returns None, with the
     checkpoint to resume from in `self.state` (None: start fresh). It raises RunDirError for anything
     of another config or a checkpoint that cannot be loaded safely, and RunBusy when another live
-    process holds the lock. `notes` (launch.run_job's: threads, argv, allocator, followed) go into
+    process holds the lock. `notes` (launch.run_job's: threads, argv, allocator, denormals, followed) go into
     meta.json after its own fields and into the log's first lines; the note `argv` is meta.json's
     `argv` (a sweep's job records its own command, not the process's), and a note that names another
     of meta.json's fields is refused (provenance.opening_meta)."""

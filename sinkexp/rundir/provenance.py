@@ -38,7 +38,7 @@ def opening_meta(
     versions (with `versions_extra`: measure's transformers), git, `argv` (default sys.argv: this
     process's command line), the times (end_time and wall_time_s: None until RunClaim.end), then
     the caller's `fields` (training's steps_per_s, resumed_from_step, replica) and `notes` (launch's
-    threads, allocator, followed). A field given twice is a ValueError: nothing overwrites another."""
+    threads, allocator, denormals, followed). A field given twice is a ValueError: nothing overwrites another."""
     device_fields = {
         "requested": requested,
         "resolved": str(device),
