@@ -12,7 +12,8 @@ a training job does: it sets the thread count, then flushes or keeps subnormals
 --fresh), times --steps steps, then counts each layer's subnormal attention weights on one batch.
 The sides alternate (kept first in odd rounds). Printed: median ms/step per side and kept /
 flushed (above 1: flushing is faster), whether the two sides' losses and final weights were
-bit-identical, and the subnormal shares.
+bit-identical, and the subnormal shares; first the machine line, and INVALID at the end where other
+processes kept a core busy before, between or after the rounds.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from sinkexp.machine.benchmark import load, machine, validity
 
 SIDES = {"kept": "keep", "flushed": ""}  # side -> SINKEXP_DENORMALS
 
@@ -116,13 +119,15 @@ def main() -> None:
         return worker(args.run, args.fresh, args.steps, args.threads)
     if not (args.run or args.fresh):
         parser.error("give a run directory or --fresh OVERRIDES")
-    times, last = {side: [] for side in SIDES}, {}
+    print(machine(args.threads), flush=True)
+    times, last, loads = {side: [] for side in SIDES}, {}, [load()]
     for round_ in range(args.rounds):
         for side in SIDES if round_ % 2 == 0 else reversed(list(SIDES)):
             result = timed(args, side)
             times[side].append(result["ms"])
             last[side] = result
             print(f"round {round_ + 1} {side}: {result['ms']:.1f} ms/step ({result['how']})", flush=True)
+        loads.append(load())
     kept, flushed = (statistics.median(times[side]) for side in SIDES)
     same = {key: last["kept"][key] == last["flushed"][key] for key in ("losses", "weights")}
     print(
@@ -130,6 +135,7 @@ def main() -> None:
         f"kept {kept:.1f} ms/step, flushed {flushed:.1f} ms/step, kept / flushed {kept / flushed:.2f}x; "
         + ", ".join(f"{key} {'bit-identical' if equal else 'differ'}" for key, equal in same.items())
         + f"; subnormal attention weights by layer at the end, kept: {last['kept']['subnormal']}"
+        + validity(loads)
     )
 
 
