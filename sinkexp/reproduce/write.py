@@ -25,8 +25,10 @@ HEADLINE = re.compile(r"(<!-- results-headline:[^\n]*-->\n)(.*?)(<!-- /results-h
 
 
 def text(value) -> str:
-    """A claims.csv cell as text (an empty cell reads back as NaN)."""
-    return value if isinstance(value, str) else ""
+    """A claims.csv cell as text (an empty cell reads back as NaN, a column of numbers as floats: "1" as 1.0)."""
+    if isinstance(value, str):
+        return value
+    return "" if pd.isna(value) else f"{value:g}"
 
 
 def table_text(rows: pd.DataFrame) -> str:

@@ -123,3 +123,11 @@ def test_list_shows_the_recorded_verdicts_per_scale(plumbed, tmp_path):
     listed = list_papers({"plumbing": plumbing_paper()}, tmp_path / "none", tmp_path / CLAIMS)
     assert f"not run yet (recorded: cpu {rows['verdict'].iloc[0]}, reach" in listed
     assert recorded_verdicts(tmp_path / "missing.csv") == {}
+
+
+def test_results_md_names_what_the_runs_recorded_after_the_csv_round_trip(plumbed, tmp_path):
+    rows = two_scales(plumbed)
+    recorded = sorted({part for cell in rows["threads"] for part in str(cell).split("; ")})
+    assert recorded and "None" not in recorded  # meta.json's device.torch_threads, "1" on the CPU
+    write_docs(tmp_path, rows)  # read back from claims.csv, where a column of "1" is a column of 1.0
+    assert f"- torch threads: {', '.join(recorded)}\n" in (tmp_path / "results.md").read_text()
