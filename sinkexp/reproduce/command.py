@@ -21,7 +21,7 @@ from sinkexp.reproduce.declare import DeclarationError, Paper
 from sinkexp.reproduce.run import OUTPUT_ROOT, estimate_papers, exit_code, reproduce
 from sinkexp.reproduce.scales import with_scale
 from sinkexp.reproduce.verdicts import VERDICTS
-from sinkexp.reproduce.write import CLAIMS, passing, write_docs
+from sinkexp.reproduce.write import CLAIMS, passing, read_claims, write_docs
 
 USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--docs DIR] [--pack|--no-pack]
            (overrides apply to every run)
@@ -69,7 +69,7 @@ def last_verdicts(names, root: Path = OUTPUT_ROOT) -> pd.DataFrame:
     the newest row of a claim wins), for `--list`; empty before any."""
     tables = [path for path in (root / CLAIMS, *(root / name / CLAIMS for name in names)) if path.is_file()]
     tables = sorted(tables, key=lambda path: path.stat().st_mtime)
-    rows = [pd.read_csv(path) for path in tables]
+    rows = [read_claims(path) for path in tables]
     if not rows:
         return pd.DataFrame(columns=["paper", "claim", "kind", "verdict"])
     return pd.concat(rows).drop_duplicates(["paper", "claim"], keep="last")
@@ -83,7 +83,7 @@ def recorded_verdicts(path: Path = RECORDED) -> dict[tuple[str, str], str]:
     scale (docs/claims.csv, as `reproduce --docs docs` wrote it); {} where there is none."""
     if not path.is_file():
         return {}
-    rows = with_scale(pd.read_csv(path))
+    rows = with_scale(read_claims(path))
     return {
         key: ", ".join(f"{row.scale} {row.verdict}" for row in group.itertuples())
         for key, group in rows.groupby(["paper", "claim"], sort=False)

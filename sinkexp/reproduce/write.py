@@ -21,14 +21,19 @@ from sinkexp.rundir.files import write_csv, write_text
 
 CLAIMS = "claims.csv"
 RESULTS = "results.md"
+WRITTEN_AS_TEXT = ("declaration", "commits", "versions", "devices", "threads")
 HEADLINE = re.compile(r"(<!-- results-headline:[^\n]*-->\n)(.*?)(<!-- /results-headline -->)", re.S)
 
 
+def read_claims(path: Path) -> pd.DataFrame:
+    """A claims.csv as written: the digests, commits and thread counts stay text (left to pandas, a
+    column of "1" reads as 1.0 and a commit 1e68896 as inf)."""
+    return pd.read_csv(path, dtype=dict.fromkeys(WRITTEN_AS_TEXT, str))
+
+
 def text(value) -> str:
-    """A claims.csv cell as text (an empty cell reads back as NaN, a column of numbers as floats: "1" as 1.0)."""
-    if isinstance(value, str):
-        return value
-    return "" if pd.isna(value) else f"{value:g}"
+    """A claims.csv cell as text (an empty cell reads back as NaN)."""
+    return value if isinstance(value, str) else ""
 
 
 def table_text(rows: pd.DataFrame) -> str:
@@ -246,7 +251,7 @@ def write_docs(docs: Path, rows: pd.DataFrame | None = None) -> Path:
     if rows is not None:
         rows = with_scale(rows)
         if (docs / CLAIMS).exists():
-            kept = with_scale(pd.read_csv(docs / CLAIMS))
+            kept = with_scale(read_claims(docs / CLAIMS))
             order = list(dict.fromkeys([*kept["paper"], *rows["paper"]]))
             replaced = pd.MultiIndex.from_frame(kept[["paper", "scale"]]).isin(
                 pd.MultiIndex.from_frame(rows[["paper", "scale"]])
@@ -255,7 +260,7 @@ def write_docs(docs: Path, rows: pd.DataFrame | None = None) -> Path:
             both = both.sort_values("scale", key=lambda scale: scale.map(SCALES.index), kind="stable")
             rows = pd.concat([both[both["paper"] == paper] for paper in order], ignore_index=True)
         write_csv(docs / CLAIMS, rows)
-    rows = pd.read_csv(docs / CLAIMS)
+    rows = read_claims(docs / CLAIMS)
     write_text(docs / RESULTS, results_page(rows))
     readme = docs.parent / "README.md"
     if readme.exists() and HEADLINE.search(readme.read_text()):

@@ -22,7 +22,7 @@ from sinkexp.reproduce.measures import final, intervention
 from sinkexp.reproduce.papers import PAPERS
 from sinkexp.reproduce.scales import with_scale
 from sinkexp.reproduce.verdicts import check_claims
-from sinkexp.reproduce.write import headline, results_page, table_text, write_docs
+from sinkexp.reproduce.write import headline, read_claims, results_page, table_text, write_docs
 from sinkexp.rundir.reading import setting
 
 
@@ -197,7 +197,7 @@ def test_a_value_a_run_lacks_leaves_the_claim_not_run_with_the_problem_not_a_num
 
 def test_the_committed_results_page_and_headline_are_what_claims_csv_gives():
     repo = Path(__file__).parents[2]
-    rows = pd.read_csv(repo / "docs" / "claims.csv")
+    rows = read_claims(repo / "docs" / "claims.csv")
     assert (repo / "docs" / "results.md").read_text() == results_page(rows)
     assert headline(rows) in (repo / "README.md").read_text()
     # every declared paper with all its claims at cpu, some at reach too
@@ -219,7 +219,7 @@ def test_docs_are_regenerated_from_claims_csv_and_only_the_headline_changes(plum
     )
     assert text.endswith("\n<!-- /results-headline -->\nrest\n") and "\nold\n" not in text
     page = (tmp_path / "docs" / "results.md").read_text()
-    assert "| plumbing | impossible |" in page and page == results_page(pd.read_csv(tmp_path / "docs" / "claims.csv"))
+    assert "| plumbing | impossible |" in page and page == results_page(read_claims(tmp_path / "docs" / "claims.csv"))
     (tmp_path / "docs" / "results.md").unlink()
     assert main(["--docs", str(tmp_path / "docs")]) == 0 and (tmp_path / "docs" / "results.md").read_text() == page
 
