@@ -5,8 +5,8 @@
 For every experiment of the papers (all by default), each distinct job of its sweep is built and
 timed at one thread, as a parallel-launcher job runs it (seeds, structure draws and the other
 settings a pack may vary aside: they cost the same): the training step (the project's own Trainer,
-data drawn inside) and one evaluation (all captures and metrics), best of --reps, and the matmul
-FLOPs of one step, forward and backward. The timing, FLOPs and jobs are `sinkexp reproduce --estimate`'s
+data drawn inside) and one evaluation (all captures and metrics), each once after a warm-up, and
+the matmul FLOPs of one step, forward and backward. The timing, FLOPs and jobs are `sinkexp reproduce --estimate`'s
 (sinkexp/reproduce/estimate.py); this script adds the floor and the measured runs beside them.
 From those, per experiment:
 
@@ -16,8 +16,8 @@ From those, per experiment:
 The floor is what the experiment would take if every training step were nothing but its matmuls at
 peak speed and the cores never idled: a lower bound for this machine at these sizes, whatever the
 code does. With --measured (a finished `sinkexp reproduce` tree) the runs' own job-seconds
-(meta.json wall_time_s) are printed beside the prediction. Timings are best-of, so run it on a
-quiet machine; it prints the other processes' load.
+(meta.json wall_time_s) are printed beside the prediction. Run it on a quiet machine: it prints the
+other processes' load, and INVALID where they kept a quarter of a core busy.
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ import torch
 
 from sinkexp.jobs.cost import training_flops
 from sinkexp.machine.allocator import keep_freed_memory
-from sinkexp.machine.benchmark import matmul_peak
-from sinkexp.machine.threads import busy_cores
+from sinkexp.machine.benchmark import load, matmul_peak, validity
 from sinkexp.reproduce.calibration import Calibrations
 from sinkexp.reproduce.estimate import evaluations
 from sinkexp.reproduce.execute import plan_experiments
@@ -72,15 +71,14 @@ def main() -> None:
     parser.add_argument("papers", nargs="*", default=["all"])
     parser.add_argument("--measured", type=Path, help="a finished `sinkexp reproduce` tree (outputs/reproduce)")
     parser.add_argument("--cores", type=int, default=2, help="parallel jobs (the floor divides by this)")
-    parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
     keep_freed_memory()  # as every `sinkexp train` job does
     torch.set_num_threads(1)
-    load = busy_cores(1.0) or 0.0
+    before = load()
     peak = max(matmul_peak(1) for _ in range(3))
     print(
         f"one thread; matmul peak (fp32, 512x512) {peak:.1f} GFLOP/s per core; {args.cores} parallel jobs; "
-        f"other processes' load {load:.2f} cores"
+        f"other processes' load {before:.2f} cores"
     )
 
     timings = Calibrations(torch.device("cpu"), Path(tempfile.mkdtemp()) / "calibration.json", fresh=True)
@@ -108,6 +106,7 @@ def main() -> None:
         f"floor (every step only its matmuls at peak, {args.cores} cores): {total['floor_s']:.0f} s = "
         f"{total['floor_s'] / 60:.1f} min"
     )
+    print(validity([before, load()]).strip() or "other processes quiet before and after")
     if args.measured:
         print(
             f"measured job-seconds in {args.measured}: {total['measured_s']:.0f} "
