@@ -31,6 +31,7 @@ import pandas as pd
 import torch
 
 from sinkexp.jobs.cost import training_flops
+from sinkexp.jobs.plan import Plan
 from sinkexp.machine.allocator import keep_freed_memory
 from sinkexp.machine.benchmark import load, matmul_peak, validity
 from sinkexp.reproduce.calibration import Calibrations
@@ -46,12 +47,13 @@ def measured_seconds(folder: Path) -> tuple[float, int]:
     return sum(walls), len(walls)
 
 
-def experiment_row(paper, exp, timings: Calibrations, peak: float, args: argparse.Namespace) -> dict:
+def experiment_row(
+    name: tuple[str, str], planned: Plan, timings: Calibrations, peak: float, args: argparse.Namespace
+) -> dict:
     """One experiment's runs, predicted job-seconds (training and evaluation), GFLOP and floor, and with
     --measured its runs' own job-seconds."""
     zeros = dict.fromkeys(("predicted_s", "train_s", "eval_s", "gflop"), 0.0)
-    row = {"experiment": f"{paper.name}/{exp.name}", "runs": 0, **zeros}
-    planned = plan_experiments([paper], [], Path(tempfile.mkdtemp()), pack=False)[paper.name, exp.name]
+    row = {"experiment": "/".join(name), "runs": 0, **zeros}
     for job in planned.jobs:
         cfg, runs = job.config, len(job.run_dirs)
         step_s, eval_s = timings.timings(cfg)
@@ -62,7 +64,7 @@ def experiment_row(paper, exp, timings: Calibrations, peak: float, args: argpars
     row["predicted_s"] = row["train_s"] + row["eval_s"]
     row["floor_s"] = row["gflop"] / (peak * args.cores)
     if args.measured:
-        row["measured_s"], row["measured_runs"] = measured_seconds(args.measured / paper.name / exp.name)
+        row["measured_s"], row["measured_runs"] = measured_seconds(args.measured.joinpath(*name))
     return row
 
 
@@ -84,11 +86,11 @@ def main() -> None:
     timings = Calibrations(torch.device("cpu"), Path(tempfile.mkdtemp()) / "calibration.json", fresh=True)
     papers = list(PAPERS.values()) if args.papers == ["all"] else [PAPERS[name] for name in args.papers]
     rows = []
-    for paper in papers:
-        for exp in paper.experiments:
-            rows.append(experiment_row(paper, exp, timings, peak, args))
-            row = rows[-1]
-            print(f"  {row['experiment']}: {row['runs']} runs, predicted {row['predicted_s']:.0f} job-s", flush=True)
+    # the experiments reproduce trains (checkpoint experiments are measured by `sinkexp measure`, not trained)
+    for name, planned in plan_experiments(papers, [], Path(tempfile.mkdtemp()), pack=False).items():
+        rows.append(experiment_row(name, planned, timings, peak, args))
+        row = rows[-1]
+        print(f"  {row['experiment']}: {row['runs']} runs, predicted {row['predicted_s']:.0f} job-s", flush=True)
     table = pd.DataFrame(rows).set_index("experiment")
     table["matmul_share"] = table["floor_s"] * args.cores / table["predicted_s"]
     total = table.sum(numeric_only=True)
