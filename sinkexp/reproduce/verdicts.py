@@ -86,7 +86,7 @@ def missed(claim: Claim, result: Result, done: dict[str, Result]) -> tuple[str, 
 def sufficed(claim: Claim, done: dict[str, Result]) -> tuple[bool, str]:
     """Whether the claim's `reached` evidence shows the size sufficed (the module's rule), and why."""
     if not claim.reached:
-        route = f", and no claim here forms by its route ({claim.route})" if claim.route else ""
+        route = f", and no earlier claim of its route ({claim.route}) shows the size sufficed" if claim.route else ""
         return False, f"it did not form at the size run{route}; nothing here tells too small from absent"
     spans = []  # (step it formed from, last step) of every evidence run
     for name in claim.reached:

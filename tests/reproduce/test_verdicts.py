@@ -40,8 +40,8 @@ def test_a_claim_that_a_phenomenon_forms_is_not_reached_without_evidence_the_siz
     assert got["arm_sinks_premised"] == got["arm_sinks"]
     assert got["arm_sinks_routed"] == (
         "not reached",
-        "it did not form at the size run, and no claim here forms by its route (first_position); nothing here "
-        f"tells too small from absent; {runs_missed}",
+        "it did not form at the size run, and no earlier claim of its route (first_position) shows the size "
+        f"sufficed; nothing here tells too small from absent; {runs_missed}",
     )
     got = verdicts([control], {"softmax": (0.5, 0.1)})  # not a `forms` claim: the runs that miss it say so
     assert got["control_sinks"] == ("contradicted", "misses it on s0 (0.5), s1 (0.5), s2 (0.5)")
