@@ -185,6 +185,8 @@ def resume(trainer, runs: list[RunDir]) -> None:
         trainer.load_state_dict(states[0])
     torch.set_rng_state(runs[0].state["torch_rng"])
     log.info("resuming %s from step %d", ", ".join(str(run_dir.path) for run_dir in runs), trainer.step)
+    for run_dir in runs:  # the console too (it shows only warnings of the log): one line per run
+        print(f"{run_dir.path}: resuming from its checkpoint at step {trainer.step} of {run_dir.cfg.train.steps}")
 
 
 def evaluate_runs(views: list, tasks: list, eval_batches: list, step: int) -> list[tuple[list, list]]:
