@@ -7,12 +7,14 @@ at the top: this module is imported only by the commands that draw (report, repr
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from sinkexp.report.save import Saver
 from sinkexp.rundir import files as rundir_files
 
 MARKERS, STYLES = ("o", "s", "^", "D", "v", "P"), ("-", "--", ":", "-.")  # per layer
@@ -35,6 +37,14 @@ def plain(value):
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
+ABSENT = "-"  # a setting a run does not have (a measured run's attn, a trained run's model), in a table
+
+
+def shown(value):
+    """A setting's value as a table shows it: plain, or ABSENT for one the run lacks (never NaN)."""
+    return ABSENT if value is None or (isinstance(value, float) and np.isnan(value)) else plain(value)
+
+
 def with_labels(table: pd.DataFrame, runs: pd.DataFrame, groups: list[str]) -> pd.DataFrame:
     """`table` (with a run column) plus each run's group label."""
     labels = runs.set_index("run").apply(lambda row: label_of(row, groups), axis=1).rename("label")
@@ -50,8 +60,12 @@ def compared(groups: list[str]) -> str:
     return "compared: " + ", ".join(setting_name(g) for g in groups) if groups else "one setting"
 
 
-def plot_sink_by_layer(finals: pd.DataFrame, runs: pd.DataFrame, groups: list[str], path: Path) -> None:
-    """Final attention on the sink per layer and query type: each seed as a dot, mean +- std as a bar."""
+def plot_sink_by_layer(
+    finals: pd.DataFrame, runs: pd.DataFrame, groups: list[str], path: Path, save: Saver = Saver()
+) -> None:
+    """Final attention on the sink per layer and query type: each seed as a dot, the mean as a square
+    and a bar from the lowest to the highest seed (a share's spread stays in [0, 1], where mean +- std
+    would not)."""
     rows = with_labels(finals, runs, groups)
     rows = rows[(rows["metric"] == "sink_share") & (rows["layer"] >= 0) & (rows["query_type"] != "all")]
     if rows.empty:
@@ -67,10 +81,11 @@ def plot_sink_by_layer(finals: pd.DataFrame, runs: pd.DataFrame, groups: list[st
             for layer, seeds in chosen.groupby("layer"):
                 x = layers.index(layer) - 0.4 + width * (i + 0.5)
                 ax.scatter([x] * len(seeds), seeds["value"], color=colour[label], s=10, alpha=0.4, zorder=2)
+                mean, low, high = seeds["value"].mean(), seeds["value"].min(), seeds["value"].max()
                 ax.errorbar(  # above the seeds' dots, so that a small spread stays visible
                     x,
-                    seeds["value"].mean(),
-                    yerr=seeds["value"].std() if len(seeds) > 1 else None,
+                    mean,
+                    yerr=[[mean - low], [high - mean]] if len(seeds) > 1 else None,
                     fmt="s",
                     color=colour[label],
                     capsize=4,
@@ -86,11 +101,10 @@ def plot_sink_by_layer(finals: pd.DataFrame, runs: pd.DataFrame, groups: list[st
         for label in labels
     ]
     legend_below(fig, handles)
-    fig.suptitle(
-        f"Final share of attention on the sink, mean ± std over seeds (dots: seeds); {compared(groups)}", fontsize=10
-    )
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    said = "Final share of attention on the sink: mean over seeds, bar from the lowest to the highest seed"
+    said += f" (dots: seeds); {compared(groups)}"
+    fig.suptitle(textwrap.fill(said, int(15 * fig.get_figwidth())), fontsize=10)
+    save(fig, path)
 
 
 def training_curves(root: Path, runs: pd.DataFrame, groups: list[str]) -> tuple[list, list]:
@@ -111,7 +125,7 @@ def training_curves(root: Path, runs: pd.DataFrame, groups: list[str]) -> tuple[
     return curves, losses
 
 
-def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path) -> None:
+def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path, save: Saver = Saver()) -> None:
     """Attention on the sink over training per query type (a line per setting and layer, the band
     spanning its seeds), and the held-out loss over training."""
     curves, losses = training_curves(root, runs, groups)
@@ -160,9 +174,9 @@ def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path)
     ]
     legend_below(fig, handles)
     band = "band from the lowest to the highest seed" if seeds.max() > 1 else "one seed each"
-    fig.suptitle(f"Sink formation over training: mean over seeds, {band}; {compared(groups)}", fontsize=10)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    said = f"Sink formation over training: mean over seeds, {band}; {compared(groups)}"
+    fig.suptitle(textwrap.fill(said, int(15 * fig.get_figwidth())), fontsize=10)
+    save(fig, path)
 
 
 def legend_below(fig, handles: list) -> None:
@@ -171,7 +185,7 @@ def legend_below(fig, handles: list) -> None:
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False)
 
 
-def plot_heads(run: Path, label: str, path: Path) -> None:
+def plot_heads(run: Path, label: str, path: Path, save: Saver = Saver()) -> None:
     """For a model of several heads (an LM): each head's final sink score alpha_s, the share of
     attention on the first token (a layer x head grid), and each layer's massive_ratio over training."""
     metrics = pd.read_csv(run / rundir_files.METRICS)
@@ -200,7 +214,6 @@ def plot_heads(run: Path, label: str, path: Path) -> None:
     )
     if len(massive.columns):  # a run without massive_ratio rows draws none
         right.legend(fontsize=8, frameon=False)
-    fig.suptitle(f"{label} ({run.name})", fontsize=9)
+    fig.suptitle(textwrap.fill(f"{label} ({run.name})", int(13 * fig.get_figwidth())), fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
