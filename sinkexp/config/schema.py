@@ -51,6 +51,7 @@ UNHASHED_KEYS = (
     "train.keep_checkpoints",
     "pack",
     "tensorboard",
+    "wandb",
 )
 # Keys added after run directories existed: at these values (the earlier behaviour) they stay out
 # of the hash, so earlier runs keep their directory names, and a run that lacks one is read as
@@ -167,6 +168,7 @@ class Config:
     precision: str = "exact"  # exact | tf32: float32 matmuls on NVIDIA GPUs (devices.configure)
     pack: Any = None  # {key: [values]}: runs trained together in one process (run_configs); not hashed
     tensorboard: bool = False  # event files of every evaluation in the run directory (rundir/curves.py); not hashed
+    wandb: bool = False  # the same into a Weights & Biases run in the run directory (rundir/tracker.py); not hashed
 
 
 def register_schema() -> None:

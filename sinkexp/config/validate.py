@@ -105,8 +105,9 @@ def validate(cfg: Config) -> None:
     validate_model(cfg)
     if cfg.threads is not None and cfg.threads < 1:
         raise ConfigError(f"threads={cfg.threads} is not valid; it must be >= 1 (or null)")
-    if cfg.tensorboard and importlib.util.find_spec("tensorboard") is None:
-        raise ConfigError("tensorboard=true needs the tensorboard package: pip install -e .[tensorboard]")
+    for key in ("tensorboard", "wandb"):
+        if getattr(cfg, key) and importlib.util.find_spec(key) is None:
+            raise ConfigError(f"{key}=true needs the {key} package: pip install -e .[{key}]")
     validate_optimizer(t)
     validate_seeds(cfg)
     if not DEVICE.fullmatch(cfg.device):
