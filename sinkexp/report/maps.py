@@ -10,6 +10,7 @@ A model of one head has its views across instead, a row per layer.
 
 from __future__ import annotations
 
+import math
 import textwrap
 from pathlib import Path
 
@@ -24,6 +25,8 @@ from sinkexp.rundir import files as rundir_files
 FLOOR = 1e-3  # the attention maps' colour scale starts here (sinkexp's choice: a sink at 0.05 is 50x it)
 NO_QUERY = ListedColormap(["0.8"])  # grey: query rows without a query of the panel's type
 PANEL = 2.6  # inches per panel
+MAX_COLUMNS = 8  # panels across at most
+ASPECT = 1.5  # panels across per row that a grid's arrangement aims at: a screen's or a page's shape
 
 
 def colour_scale(maps: list[np.ndarray]) -> LogNorm:
@@ -50,41 +53,57 @@ def attention_panel(ax, weights: np.ndarray, sink: int, title: str, norm: LogNor
     return image
 
 
-def layer_views(maps: dict, layer: int) -> list[tuple[str, np.ndarray, list[int]]]:
-    """One layer's views (name, (H, T, T) maps, each head's sink): for each kind (the weights, then
-    their shares where kept) per example sequence when the sink moves, else per query type where
-    kept, else the batch mean."""
+def layer_views(maps: dict, layer: int) -> list[tuple[str, str, np.ndarray, int]]:
+    """One layer's views (kind, which, (H, T, T) maps, sink): for each kind (the weights, then their
+    shares where kept, "" when there are only weights) per example sequence when the sink moves, else
+    per query type where kept, else the batch mean (which: "")."""
     kinds = [("", "weights")] + ([("share_", "shares")] if f"share_layer{layer}" in maps else [])
     views = []
     for prefix, kind in kinds:
-        said = f", {kind}" if len(kinds) > 1 else ""
-        heads = len(maps[f"{prefix}layer{layer}"])
+        kind = kind if len(kinds) > 1 else ""
         if f"{prefix}example_layer{layer}" in maps:
             examples = zip(maps[f"{prefix}example_layer{layer}"], maps["example_sink"])
-            views += [(f"sequence {e}{said}", m, [int(sink)] * heads) for e, (m, sink) in enumerate(examples)]
+            views += [(kind, f"sequence {e}", m, int(sink)) for e, (m, sink) in enumerate(examples)]
         elif f"{prefix}type_layer{layer}" in maps:
             types = zip(maps["query_types"], maps[f"{prefix}type_layer{layer}"])
-            views += [(f"{query_type} queries{said}", m, [int(maps["sink"])] * heads) for query_type, m in types]
+            views += [(kind, f"{query_type} queries", m, int(maps["sink"])) for query_type, m in types]
         else:
-            views.append((said.lstrip(", "), maps[f"{prefix}layer{layer}"], [int(maps["sink"])] * heads))
+            views.append((kind, "", maps[f"{prefix}layer{layer}"], int(maps["sink"])))
     return views
 
 
 def grid(maps: dict) -> tuple[list[str], list[list[tuple[str, np.ndarray, int]]]]:
-    """(row labels, rows of panels (title, (T, T) map, sink)): with several heads a row per layer and
-    view and a panel per head; with one head a row per layer and a panel per view."""
+    """(row labels, rows of panels (title, (T, T) map, sink)): a row per layer and kind (weights,
+    shares), and across it each head of each view (query type, example sequence); or a view's heads
+    across, a row per view; or a head's views across, a row per head: whichever is nearest ASPECT
+    with at most MAX_COLUMNS panels across (the first on a tie)."""
     layers = sorted(int(name[5:]) for name in maps if name.startswith("layer"))
-    labels, rows = [], []
+    layouts = ([], [], [])  # (label, panels) rows of each arrangement
     for layer in layers:
         views = layer_views(maps, layer)
-        if len(views[0][1]) > 1:
-            for view, heads, sinks in views:
-                labels.append(f"layer {layer}" + (f"\n{view}" if view else ""))
-                rows.append([(f"head {h}", m, sink) for h, (m, sink) in enumerate(zip(heads, sinks))])
-        else:
-            labels.append(f"layer {layer}")
-            rows.append([(view or "head 0", heads[0], sinks[0]) for view, heads, sinks in views])
-    return labels, rows
+        for kind in dict.fromkeys(view[0] for view in views):
+            mine = [(which, heads, sink) for k, which, heads, sink in views if k == kind]
+            said = f"layer {layer}" + (f", {kind}" if kind else "")
+            layouts[0].append(
+                (said, [(title(h, which), m, sink) for which, heads, sink in mine for h, m in enumerate(heads)])
+            )
+            for which, heads, sink in mine:
+                layouts[1].append((f"{said}\n{which}", [(f"head {h}", m, sink) for h, m in enumerate(heads)]))
+            for h in range(len(mine[0][1])):
+                layouts[2].append(
+                    (f"{said}\nhead {h}", [(which or f"head {h}", heads[h], sink) for which, heads, sink in mine])
+                )
+
+    def squareness(rows: list) -> float:
+        across = max(len(panels) for _, panels in rows)
+        return abs(math.log(across / len(rows) / ASPECT)) if across <= MAX_COLUMNS else math.inf
+
+    best = min(layouts, key=squareness)
+    return [label for label, _ in best], [panels for _, panels in best]
+
+
+def title(head: int, which: str) -> str:
+    return f"head {head}" + (f", {which}" if which else "")
 
 
 def draw_maps(maps: dict, title: str, path: Path, save: Saver = Saver()) -> list[Path]:
@@ -96,14 +115,15 @@ def draw_maps(maps: dict, title: str, path: Path, save: Saver = Saver()) -> list
     )
     norm = colour_scale([weights for row in rows for _, weights, _ in row])
     for row_axes, label, panels in zip(axes, labels, rows):
-        for ax, (panel_title, weights, sink) in zip(row_axes, panels):
-            image = attention_panel(ax, weights, sink, panel_title, norm)
+        for ax, (name, weights, sink) in zip(row_axes, panels):
+            image = attention_panel(ax, weights, sink, name, norm)
         row_axes[0].set_ylabel(f"{label}\nquery", fontsize=8)
         for ax in row_axes[len(panels) :]:
             ax.set_axis_off()
     for ax in axes[-1]:
         ax.set_xlabel("key", fontsize=8)
-    fig.colorbar(image, ax=axes, extend="min", label="attention (log scale)", shrink=min(1.0, 0.9 / len(rows) + 0.5))
+    height = PANEL * len(rows) + 0.9
+    fig.colorbar(image, ax=axes, extend="min", label="attention (log scale)", shrink=min(1.0, 4.0 / height), aspect=25)
     grey = any(np.isnan(weights).any() for row in rows for _, weights, _ in row)
     said = "white: exactly 0" + (", grey: no query of the type" if grey else "") + "; red mark: the sink's column"
     fig.suptitle(textwrap.fill(f"{title}; {said}", int(11 * (PANEL * width + 1.2))), fontsize=9)

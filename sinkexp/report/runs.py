@@ -19,6 +19,7 @@ first token's attention and massive_ratio against each checkpoint's training ste
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 from pathlib import Path
 
@@ -50,7 +51,7 @@ IGNORED_SETTINGS = {"seed", *UNHASHED_KEYS}  # the seed is what groups average o
 
 
 # A choice that brings other settings with it: whether a key is one of them, given the values the runs
-# choose. A key that varies exactly with such a choice restates it (attn.normaliser beside attn; model.mlp
+# choose. A key that varies only with such a choice restates it (attn.normaliser beside attn; model.mlp
 # beside task, when configs/task/backcopy.yaml sets it); any other varying key is named, however it
 # co-varies (model.n_heads beside attn). `command` (train or measure) brings every setting of its kind.
 BRINGS = {
@@ -77,7 +78,7 @@ def varying(runs: pd.DataFrame) -> list[str]:
         if values.nunique() < 2:
             continue
         if any(
-            c in BRINGS and BRINGS[c](column, runs[c].dropna().unique()) and one_to_one(values, runs[c].map(str))
+            c in BRINGS and BRINGS[c](column, runs[c].dropna().unique()) and determined(values, runs[c].map(str))
             for c in chosen
         ):
             continue
@@ -85,9 +86,9 @@ def varying(runs: pd.DataFrame) -> list[str]:
     return chosen
 
 
-def one_to_one(a: pd.Series, b: pd.Series) -> bool:
-    """Whether each value of `a` goes with one value of `b` and each of `b` with one of `a`."""
-    return a.groupby(b).nunique().max() == 1 and b.groupby(a).nunique().max() == 1
+def determined(a: pd.Series, b: pd.Series) -> bool:
+    """Whether each value of `b` goes with one value of `a` (two tasks may share a seq_len)."""
+    return a.groupby(b).nunique().max() == 1
 
 
 def aggregate(runs: pd.DataFrame, finals: pd.DataFrame, groups: list[str]) -> pd.DataFrame:
@@ -129,7 +130,7 @@ def write_report(root: Path, out: Path | None = None, save: Saver = Saver()) -> 
         # one seed's maps per setting, not one figure per run; the first by folder name, so that a
         # rerun draws the same one
         first = members["run"].iloc[0]
-        name = "".join(c if c.isalnum() or c in "=-." else "_" for c in label.replace(", ", "_"))
+        name = file_name(label)
         if (root / first / rundir_files.ATTENTION).exists():
             plot_heatmaps(root / first, label, out / f"attention_{name}.png", save)
         if heads(members.iloc[0]) > 1:
@@ -139,6 +140,13 @@ def write_report(root: Path, out: Path | None = None, save: Saver = Saver()) -> 
         rows = with_labels(finals, measured, lines).merge(measured[["run", "step"]], on="run")
         plot_checkpoints(rows, colours(rows["label"]), out / "checkpoints.png", save)
     return out, runs, summary
+
+
+def file_name(label: str) -> str:
+    """A setting's label as a file name's part (attn=relu_model.n_heads=2); a long one cut, with eight
+    hex digits of the whole label, so that it stays one name under any file system's 255 bytes."""
+    name = "".join(c if c.isalnum() or c in "=-." else "_" for c in label.replace(", ", "_"))
+    return name if len(name) <= 150 else f"{name[:140]}_{hashlib.sha256(label.encode()).hexdigest()[:8]}"
 
 
 def heads(run: pd.Series) -> int:

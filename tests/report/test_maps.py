@@ -47,20 +47,26 @@ def maps_of(layers, heads, query_types=(), share=False, t=4):
     return maps
 
 
-def test_several_heads_make_a_grid_of_layers_and_views_by_heads_and_one_head_a_row_per_layer():
+def test_the_grid_has_a_row_per_layer_and_kind_and_its_heads_per_query_type_across():
     labels, rows = grid(maps_of(2, 3, ("trigger", "non_trigger"), share=True))
-    assert labels == [
-        f"layer {layer}\n{query_type} queries{kind}"
-        for layer in (0, 1)
-        for kind in (", weights", ", shares")
-        for query_type in ("trigger", "non_trigger")
-    ]
-    assert [[title for title, _, _ in row] for row in rows] == [["head 0", "head 1", "head 2"]] * 8
-    assert rows[4][2][1][0, 0] == 0.1 * 2 + 0.01 * 2  # layer 1's head 2
-    labels, rows = grid(maps_of(2, 1, ("trigger", "non_trigger")))  # one head: its views across
-    assert labels == ["layer 0", "layer 1"]
-    assert [[title for title, _, _ in row] for row in rows] == [["trigger queries", "non_trigger queries"]] * 2
-    assert [[title for title, _, _ in row] for row in grid(maps_of(1, 1))[1]] == [["head 0"]]
+    assert labels == ["layer 0, weights", "layer 0, shares", "layer 1, weights", "layer 1, shares"]
+    titles = [f"head {h}, {q} queries" for q in ("trigger", "non_trigger") for h in range(3)]
+    assert [[title for title, _, _ in row] for row in rows] == [titles] * 4
+    assert rows[2][2][1][0, 0] == 0.1 * 2 + 0.01 * 2  # layer 1's head 2
+    labels, rows = grid(maps_of(2, 1))  # one head, one view: a column of layers
+    assert labels == ["layer 0", "layer 1"] and [[t for t, _, _ in row] for row in rows] == [["head 0"]] * 2
+    labels, rows = grid(maps_of(1, 5, ("trigger", "non_trigger")))  # 10 panels: a row per query type
+    assert labels == ["layer 0\ntrigger queries", "layer 0\nnon_trigger queries"]
+    assert [[t for t, _, _ in row] for row in rows] == [[f"head {h}" for h in range(5)]] * 2
+    moving = {"sink": np.array(-1), "example_sink": np.array([3, 1, 0, 2])}  # broadcast's hub, 2 layers x 2 heads
+    for layer in (0, 1):
+        moving[f"layer{layer}"] = np.full((2, 4, 4), 0.25)
+        moving[f"example_layer{layer}"] = np.full((4, 2, 4, 4), 0.25)
+    labels, rows = grid(moving)  # 8 panels a row would be a strip: a row per head, its sequences across
+    assert labels == [f"layer {layer}\nhead {h}" for layer in (0, 1) for h in (0, 1)]
+    assert [[(t, sink) for t, _, sink in row] for row in rows] == [
+        [(f"sequence {e}", s) for e, s in enumerate([3, 1, 0, 2])]
+    ] * 4
 
 
 def test_the_grid_has_one_colour_bar_and_one_scale(tmp_path):

@@ -225,3 +225,11 @@ def test_co_varying_settings_are_both_named_and_a_setting_a_run_lacks_is_a_dash(
     assert labels <= legends["dynamics.png"] | {"command=measure"}  # a measured run has no curve over training
     names = sorted(name for name, _ in figures)
     assert "attention_command=train_attn=relu_model.n_heads=2.png" in names and "heads_command=measure.png" in names
+
+
+def test_a_long_label_makes_a_file_name_of_its_own_under_the_limit():
+    from sinkexp.report.runs import file_name
+
+    assert file_name("attn=relu, model.n_heads=2") == "attn=relu_model.n_heads=2"
+    long = ", ".join(f"task.key{i}=value{i}" for i in range(20))
+    assert len(file_name(long)) == 149 and file_name(long) != file_name(long + "x")
