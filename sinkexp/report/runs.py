@@ -3,7 +3,8 @@
 Reads run directories only (config.yaml, metrics.csv, losses.csv, attention.npz, DONE/FAILED),
 never the model: the run directory is the interface between training and reporting. Settings
 come from each run's config.yaml, not from folder names. Runs are grouped by every setting that
-varies across them except the seed; each group's final values become mean, std and n over seeds.
+varies across them except the seed, each named however they co-vary, unless a choice named before
+it brings it (BRINGS); each group's final values become mean, std and n over seeds.
 
 Writes into DIR/report/: summary.csv (mean, std, n over seeds; summary.parquet too when pyarrow is
 installed), runs.csv (one row per run with its status, and the reason for a damaged one),
@@ -13,7 +14,8 @@ never cut off the axis; the raw weights are in summary.csv as sink_attn), and
 attention_<setting>.png (one representative seed per setting), and for models of several heads
 heads_<setting>.png (each head's sink score as a layer x head grid, each layer's massive_ratio over
 training), and for `sinkexp measure` runs of several checkpoints checkpoints.png (the sink rate, the
-first token's attention and massive_ratio against each checkpoint's training step).
+first token's attention and massive_ratio against each checkpoint's training step). Each figure
+goes through one Saver (report/save.py): PNG, or the formats and dpi of --format and --dpi.
 """
 
 from __future__ import annotations
