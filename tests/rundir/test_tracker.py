@@ -8,15 +8,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import QUICK
-from helpers import sinkexp
+from helpers import sinkexp, whole_and_resumed
 
 from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import to_dict
 from sinkexp.errors import ConfigError
-from sinkexp.jobs.runner import run
 from sinkexp.rundir import files
 from sinkexp.rundir.tracker import FOLDER, run_id
-from sinkexp.train.loop import Trainer
 
 wandb_internal = pytest.importorskip("wandb.proto.wandb_internal_pb2", reason="the wandb extra is not installed")
 
@@ -99,16 +97,10 @@ def test_sinkexp_train_wandb_true_writes_an_offline_run_whose_history_reads_back
 
 
 def test_a_resumed_run_continues_its_wandb_run_and_logs_no_step_twice(make_config, tmp_path, kill_at_step):
-    cfg = make_config(*QUICK, "wandb=true")
-    run(cfg, tmp_path / "whole")
-    kill_at_step(Trainer, 27)  # stopped at step 26: loss logged at 25, past the step-20 checkpoint it resumes from
-    with pytest.raises(KeyboardInterrupt):
-        run(cfg, tmp_path / "split")
-    kill_at_step(Trainer, None)
-    run(cfg, tmp_path / "split")
-    attempts = sorted((tmp_path / "split" / FOLDER).glob("offline-run-*/run-*.wandb"))
+    whole_dir, split_dir = whole_and_resumed(make_config(*QUICK, "wandb=true"), tmp_path, kill_at_step)
+    attempts = sorted((split_dir / FOLDER).glob("offline-run-*/run-*.wandb"))
     assert len(attempts) == 2 and len({path.name for path in attempts}) == 1  # one run id, two attempts
-    whole, split = history(tmp_path / "whole"), history(tmp_path / "split")
+    whole, split = history(whole_dir), history(split_dir)
     assert not split.duplicated(["step", "key"]).any()
     for key in ("loss/eval/all", "loss/train", "layer0/sink_attn/trigger"):
         assert split[split["key"] == key][["step", "value"]].values.tolist() == (
