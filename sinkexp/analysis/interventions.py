@@ -3,16 +3,10 @@ sink contributes, with that layer's attention weights held fixed, and measure th
 the output moves. Each is a replacement at a capture point (`sinkexp.model.intervene`) in the one
 forward pass, never a second model.
 
-    zero_sink_value       v at each sequence's sink key := 0
-    donor_sink_value      v at the sink := the sink value of a donor sequence (the next one in the batch)
-    donor_value_at_sink   v at the sink := the donor's value at a random non-sink key
-    zero_random_value     v at one random non-sink key := 0 (a control: a key that is not the sink)
-    redirect              the sink's attention weight := 0, each row rescaled over the other keys to
-                          its former total (1 for softmax; a row with no other mass stays 0)
-
-and, for broadcast, `payload_transfer`: with the donor's sink value, does the donor's payload reach
-every recipient (cosine), as one change common to all tokens (common energy)? For tasks with a BOS,
-`without_bos`: the held-out batch with BOS removed at inference.
+Each intervention is defined once, in DEFINITIONS: the legend `sinkexp intervene` prints, its --help
+and docs/reproduce.md's table read it there. For broadcast, `payload_transfer`: with the donor's sink
+value, does the donor's payload reach every recipient (cosine), as one change common to all tokens
+(common energy)? For tasks with a BOS, `without_bos`: the held-out batch with BOS removed at inference.
 
     from sinkexp import load_run
     from sinkexp.analysis.interventions import run_interventions
@@ -79,6 +73,21 @@ def redirect(sink: torch.Tensor, other: torch.Tensor) -> dict[str, Replacement]:
 
     return {"weights": replace}
 
+
+# What each row of the table is, one line each: the legend, --help and docs/reproduce.md's table read it
+# (a test checks the docs against it). v: the layer's values, a (B, H, S, D) tap; the donor is sequence b + 1 mod B.
+DEFINITIONS = {
+    "none": "the model unchanged: the row the others are compared with",
+    "zero_sink_value": "v at each sequence's sink key := 0",
+    "donor_sink_value": "v at the sink := the sink's value in a donor sequence (the next one in the batch)",
+    "donor_value_at_sink": "v at the sink := the donor's value at a random non-sink key",
+    "zero_random_value": "v at one random non-sink key := 0 (a control: a key that is not the sink)",
+    "redirect": "the sink's attention weight := 0, each row rescaled over its other keys to its former total",
+}
+ROWS = (
+    "rows: the change made in the layer (v: its values at each key), its attention weights as computed unless changed:"
+)
+COLUMNS = "columns: loss, the task's per query type; rms_change, the prediction's RMS change from the row `none`"
 
 # name -> (sink keys (B,), random non-sink keys (B,)) -> {tap in the layer's attention: replacement}
 INTERVENTIONS = {
@@ -200,7 +209,12 @@ def main(argv: list[str]) -> int:
     """`sinkexp intervene RUN_DIR [--layer L ...] [--seed N] [--unfinished]`: the table for a
     finished run, or with --unfinished for an unfinished one at its last checkpoint (the step said)."""
 
-    parser = argparse.ArgumentParser(prog="sinkexp intervene", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="sinkexp intervene",
+        description=__doc__.split("\n\n")[0],
+        epilog=legend(DEFINITIONS),
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the legend's lines as they are
+    )
     parser.add_argument("run", help="a run directory")
     parser.add_argument("--layer", type=int, nargs="*", default=None, help="layers (default: every layer)")
     parser.add_argument("--seed", type=int, default=0, help="draws the random non-sink keys")
@@ -249,6 +263,7 @@ def print_interventions(run, layers, seed: int) -> None:
             .round(5)
             .to_string()
         )
+    print(legend(DEFINITIONS, table["intervention"].unique()))
     if run.task.has_bos:
         removed = without_bos(run)
         print(
@@ -262,3 +277,12 @@ def print_interventions(run, layers, seed: int) -> None:
                 f"layer {layer}, donor sink value: payload cosine {transfer['cosine']:.4f}, "
                 f"common energy of the change {transfer['common_energy']:.5f}"
             )
+
+
+def legend(definitions: dict[str, str], names=None) -> str:
+    """What each intervention of `names` (all of them by default) is, a line each, from `definitions`:
+    the registry the rows came from (this module's DEFINITIONS, or another's of the same form)."""
+    names = list(definitions) if names is None else list(names)
+    width = max(map(len, names))
+    lines = [f"  {name:<{width}}  {definitions[name]}" for name in names]
+    return "\n".join([COLUMNS, ROWS, *lines])

@@ -27,7 +27,15 @@ from hydra.core.override_parser.types import Override
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from sinkexp.config.compose import as_hydra_override, compose, expand, initialized, pack_first_values, parse
+from sinkexp.config.compose import (
+    as_hydra_override,
+    compose,
+    expand,
+    initialized,
+    pack_first_values,
+    parse,
+    whole_numbers,
+)
 from sinkexp.config.compositions import is_kept
 from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import Config, run_configs, value_of
@@ -118,9 +126,9 @@ def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Pla
 
 
 def normalized(overrides: list[str]) -> list[str]:
-    """The overrides as plan() composes them: `experiment=` as Hydra spells it, a pack's first values
-    as the job's own (pack_first_values)."""
-    overrides = [as_hydra_override(o) for o in overrides]
+    """The overrides as plan() composes them: `experiment=` as Hydra spells it, a whole number as an
+    integer (`train.steps=1e3`: compose.whole_numbers), a pack's first values as the job's own (pack_first_values)."""
+    overrides = whole_numbers([as_hydra_override(o) for o in overrides])
     return overrides + pack_first_values(overrides)
 
 

@@ -3,7 +3,8 @@
 Reads run directories only (config.yaml, metrics.csv, losses.csv, attention.npz, DONE/FAILED),
 never the model: the run directory is the interface between training and reporting. Settings
 come from each run's config.yaml, not from folder names. Runs are grouped by every setting that
-varies across them except the seed; each group's final values become mean, std and n over seeds.
+varies across them except the seed, each named however they co-vary, unless a choice named before
+it brings it (BRINGS); each group's final values become mean, std and n over seeds.
 
 Writes into DIR/report/: summary.csv (mean, std, n over seeds; summary.parquet too when pyarrow is
 installed), runs.csv (one row per run with its status, and the reason for a damaged one),
@@ -13,29 +14,35 @@ never cut off the axis; the raw weights are in summary.csv as sink_attn), and
 attention_<setting>.png (one representative seed per setting), and for models of several heads
 heads_<setting>.png (each head's sink score as a layer x head grid, each layer's massive_ratio over
 training), and for `sinkexp measure` runs of several checkpoints checkpoints.png (the sink rate, the
-first token's attention and massive_ratio against each checkpoint's training step).
+first token's attention and massive_ratio against each checkpoint's training step). Each figure
+goes through one Saver (report/save.py): PNG, or the formats and dpi of --format and --dpi.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from sinkexp.config.schema import UNHASHED_KEYS
+from sinkexp.config.schema import UNHASHED_KEYS, group_options, preset_keys, task_of
+from sinkexp.errors import ConfigError
 from sinkexp.evaluate.tables import FINAL_COLUMNS
 from sinkexp.report.figures import (
+    ABSENT,
     colours,
     label_of,
     plot_dynamics,
     plot_heads,
     plot_sink_by_layer,
+    shown,
     with_labels,
 )
 from sinkexp.report.listing import listing
 from sinkexp.report.maps import plot_heatmaps
+from sinkexp.report.save import DPI, FORMATS, Saver, saver
 from sinkexp.report.steps import measured_checkpoints, plot_checkpoints
 from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir.faults import RunFileError
@@ -45,18 +52,35 @@ STATISTICS = ("mean", "std", "n")  # summary.csv's columns beside the groups (n:
 IGNORED_SETTINGS = {"seed", *UNHASHED_KEYS}  # the seed is what groups average over; the rest is bookkeeping
 
 
+# A choice that brings other settings with it: whether a key is one of them, given the values the runs
+# choose. A key that varies only with such a choice restates it (attn.normaliser beside attn; model.mlp
+# beside task, when configs/task/backcopy.yaml sets it); any other varying key is named, however it
+# co-varies (model.n_heads beside attn). `command` (train or measure) brings every setting of its kind.
+BRINGS = {
+    "command": lambda key, values: True,
+    "task.name": lambda key, values: key.startswith("task.") or set_by_preset("task", values, key),
+    "attn.name": lambda key, values: key.startswith("attn.") or set_by_preset("attn", values, key),
+    "model": lambda key, values: key.startswith("measured."),  # a measured checkpoint's own facts (sinkexp measure)
+}
+
+
+def set_by_preset(group: str, names, key: str) -> bool:
+    """Whether a preset of `group` that one of `names` (task.name or attn.name values) chooses sets `key`."""
+    options = [o for o in group_options()[group] if (task_of(o) if group == "task" else o) in set(names)]
+    return any(key in preset_keys(group, option) for option in options)
+
+
 def varying(runs: pd.DataFrame) -> list[str]:
-    """Setting columns whose value differs between runs (the seed and bookkeeping excluded)."""
+    """Setting columns whose value differs between runs (the seed and bookkeeping excluded), but
+    for one that only restates a choice named before it (BRINGS)."""
     columns = [c for c in runs.columns if c not in {"run", "status", "reason"} and c not in IGNORED_SETTINGS]
     chosen: list[str] = []
     for column in columns:
         values = runs[column].map(str)  # text, None and NaN alike ("nan"; astype(str) keeps NaN)
         if values.nunique() < 2:
             continue
-        # A setting that only restates an earlier one (attn.normaliser next to attn.name) adds no group.
         if any(
-            values.groupby(runs[c].map(str)).nunique().max() == 1
-            and runs[c].map(str).groupby(values).nunique().max() == 1
+            c in BRINGS and BRINGS[c](column, runs[c].dropna().unique()) and determined(values, runs[c].map(str))
             for c in chosen
         ):
             continue
@@ -64,19 +88,28 @@ def varying(runs: pd.DataFrame) -> list[str]:
     return chosen
 
 
+def determined(a: pd.Series, b: pd.Series) -> bool:
+    """Whether each value of `b` goes with one value of `a` (two tasks may share a seq_len)."""
+    return a.groupby(b).nunique().max() == 1
+
+
 def aggregate(runs: pd.DataFrame, finals: pd.DataFrame, groups: list[str]) -> pd.DataFrame:
     """mean, std and n over seeds of each final value, per group (the varying settings), layer, query type, metric."""
     # a setting named as a statistic (sinkexp measure's `n`) is `<name>_setting` here
     named = {group: f"{group}_setting" if group in STATISTICS else group for group in groups}
-    keyed = finals.merge(runs[["run"] + groups].rename(columns=named), on="run")
+    settings = runs[["run"] + groups].rename(columns=named)
+    for column in named.values():  # a setting a run lacks is a group of its own, shown as "-", not NaN
+        values = settings[column].map(shown)
+        settings[column] = values.map(str) if (values == ABSENT).any() else values  # text beside "-": sortable
+    keyed = finals.merge(settings, on="run")
     by = [named[group] for group in groups] + ["layer", "query_type", "metric"]
-    # dropna=False: a setting a run lacks (written before the key existed) is a group of its own, not dropped
-    return keyed.groupby(by, dropna=False)["value"].agg(mean="mean", std="std", n="count").reset_index()
+    return keyed.groupby(by)["value"].agg(mean="mean", std="std", n="count").reset_index()
 
 
-def write_report(root: Path, out: Path | None = None) -> tuple[Path, pd.DataFrame, pd.DataFrame]:
-    """Write DIR/report/ (or `out`) for every run below `root`, printing nothing; returns (the
-    folder, the runs table, the summary). FileNotFoundError when there is no run below root."""
+def write_report(root: Path, out: Path | None = None, save: Saver = Saver()) -> tuple[Path, pd.DataFrame, pd.DataFrame]:
+    """Write DIR/report/ (or `out`) for every run below `root`, printing nothing, each figure through
+    `save` (its formats and dpi); returns (the folder, the runs table, the summary).
+    FileNotFoundError when there is no run below root."""
     root = Path(root)
     out = Path(out) if out else root / "report"
     runs, finals = collect(root)
@@ -92,23 +125,30 @@ def write_report(root: Path, out: Path | None = None) -> tuple[Path, pd.DataFram
     except ImportError:
         pass
     rundir_files.write_csv(out / "finals.csv", with_labels(finals, runs, groups)[["run", "label", *FINAL_COLUMNS]])
-    plot_sink_by_layer(finals, runs, groups, out / "sink_attn_by_layer.png")
-    plot_dynamics(root, runs, groups, out / "dynamics.png")
+    plot_sink_by_layer(finals, runs, groups, out / "sink_attn_by_layer.png", save)
+    plot_dynamics(root, runs, groups, out / "dynamics.png", save)
     done = runs[runs["status"] == "done"]
     for label, members in done.groupby(done.apply(lambda row: label_of(row, groups), axis=1)):
         # one seed's maps per setting, not one figure per run; the first by folder name, so that a
         # rerun draws the same one
         first = members["run"].iloc[0]
-        name = "".join(c if c.isalnum() or c in "=-." else "_" for c in label.replace(", ", "_"))
+        name = file_name(label)
         if (root / first / rundir_files.ATTENTION).exists():
-            plot_heatmaps(root / first, label, out / f"attention_{name}.png")
+            plot_heatmaps(root / first, label, out / f"attention_{name}.png", save)
         if heads(members.iloc[0]) > 1:
-            plot_heads(root / first, label, out / f"heads_{name}.png")
+            plot_heads(root / first, label, out / f"heads_{name}.png", save)
     measured, lines = measured_checkpoints(runs, groups)
     if len(measured):
         rows = with_labels(finals, measured, lines).merge(measured[["run", "step"]], on="run")
-        plot_checkpoints(rows, colours(rows["label"]), out / "checkpoints.png")
+        plot_checkpoints(rows, colours(rows["label"]), out / "checkpoints.png", save)
     return out, runs, summary
+
+
+def file_name(label: str) -> str:
+    """A setting's label as a file name's part (attn=relu_model.n_heads=2); a long one cut, with eight
+    hex digits of the whole label, so that it stays one name under any file system's 255 bytes."""
+    name = "".join(c if c.isalnum() or c in "=-." else "_" for c in label.replace(", ", "_"))
+    return name if len(name) <= 150 else f"{name[:140]}_{hashlib.sha256(label.encode()).hexdigest()[:8]}"
 
 
 def heads(run: pd.Series) -> int:
@@ -121,10 +161,10 @@ class NothingFinished(RuntimeError):
     """Every run below the folder failed, is incomplete or is damaged: the report has no summary."""
 
 
-def report(root: Path, out: Path | None = None) -> Path:
+def report(root: Path, out: Path | None = None, save: Saver = Saver()) -> Path:
     """write_report, then print what it found: run counts, the runs that did not finish, and the
     final sink attention per setting and layer."""
-    out, runs, summary = write_report(root, out)
+    out, runs, summary = write_report(root, out, save)
     counts = runs["status"].value_counts().to_dict()
     print(f"{len(runs)} runs below {root}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     for _, run in runs[runs["status"] != "done"].iterrows():
@@ -132,7 +172,7 @@ def report(root: Path, out: Path | None = None) -> Path:
     if not (runs["status"] == "done").any():
         raise NothingFinished(f"no run below {root} has finished: nothing to summarise ({out / 'runs.csv'})")
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(headline(summary).round(4).to_string(index=False))
+        print(headline(summary).round(4).to_string(index=False, na_rep=ABSENT))  # one seed: no std
     print(f"report: {out}")
     return out
 
@@ -157,16 +197,25 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--list", action="store_true", help="only list the runs, one line each (status, task, ..., hash); write nothing"
     )
+    parser.add_argument(
+        "--format", default="png", help=f"the figures' formats, comma-separated: {', '.join(FORMATS)} (default png)"
+    )
+    parser.add_argument("--dpi", type=int, default=DPI, help=f"the figures' pixels per inch (default {DPI})")
     args = parser.parse_args(argv)
     if not args.dir.is_dir():
         print(f"sinkexp: error: {args.dir} is not a directory", file=sys.stderr)
+        return 2
+    try:
+        save = saver(args.format, args.dpi)
+    except ConfigError as err:
+        print(f"sinkexp: error: {err}", file=sys.stderr)
         return 2
     if args.list:
         print("\n".join(listing(args.dir)))
         return 0
     out = args.out or args.dir / "report"
     try:
-        report(args.dir, out)
+        report(args.dir, out, save)
     except FileNotFoundError as err:
         print(f"sinkexp: error: {err}", file=sys.stderr)
         return 2

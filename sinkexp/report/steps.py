@@ -10,6 +10,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from sinkexp.report.save import Saver
+
 # (metric, query type, over: the model's row, or the mean or max of the layers' rows, title)
 PANELS = (
     ("sink_rate@0.3", "all", "model", "sink rate (alpha_s > 0.3), all heads"),
@@ -31,7 +33,7 @@ def measured_checkpoints(runs: pd.DataFrame, groups: list[str]) -> tuple[pd.Data
     return measured, lines
 
 
-def plot_checkpoints(rows: pd.DataFrame, colour: dict, path: Path) -> None:
+def plot_checkpoints(rows: pd.DataFrame, colour: dict, path: Path, save: Saver = Saver()) -> None:
     """rows: final values (layer, query_type, metric, value) with each run's `label` and `step`."""
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.4 * len(PANELS) + 2.6, 3.6))
     for ax, (metric, query_type, over, title) in zip(axes, PANELS):
@@ -45,5 +47,4 @@ def plot_checkpoints(rows: pd.DataFrame, colour: dict, path: Path) -> None:
     fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
     fig.suptitle("Measured checkpoints (sinkexp measure) against their training step", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1 - 2.6 / (4.4 * len(PANELS) + 2.6), 0.93))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)

@@ -179,8 +179,27 @@ def test_the_command_refuses_an_unfinished_run_unless_asked_and_then_says_which_
     )
 
 
-def test_the_help_is_whole(tmp_path):
+def test_the_help_is_whole_and_defines_each_intervention(tmp_path):
+    from sinkexp.analysis.interventions import DEFINITIONS
+
     result = sinkexp("intervene", "--help", cwd=tmp_path, process=True)
     assert result.returncode == 0 and "in the one forward pass, never a second model." in " ".join(
         result.stdout.split()
     )
+    assert all(f"  {name}" in result.stdout and text in result.stdout for name, text in DEFINITIONS.items())
+
+
+def test_each_intervention_is_defined_once_and_the_docs_table_and_the_legend_read_it(trained, capsys):
+    import re
+    from pathlib import Path
+
+    from sinkexp.analysis.interventions import DEFINITIONS, print_interventions
+
+    assert list(DEFINITIONS) == ["none", *INTERVENTIONS]  # every row of the table, in its order
+    docs = (Path(__file__).parents[2] / "docs/reproduce.md").read_text()
+    section = docs.partition("## Causal interventions")[2].partition("\n## ")[0]
+    assert dict(re.findall(r"^\| `(\w+)` \| (.+) \|$", section, re.M)) == DEFINITIONS
+    print_interventions(trained, [0], seed=0)
+    printed = capsys.readouterr().out
+    for name, text in DEFINITIONS.items():
+        assert re.search(rf"^  {name} +{re.escape(text)}$", printed, re.M), name

@@ -52,7 +52,9 @@ def test_a_full_disk_ends_with_one_line_and_the_run_resumes_once_there_is_room(t
     assert torch.load(tmp_path / "full/checkpoint.pt", weights_only=False)["trainer"]["step"] == 10
     assert not list((tmp_path / "full").glob(".checkpoint.pt.*"))  # no temporary file left
     monkeypatch.undo()
-    assert sinkexp("train", *args, "hydra.run.dir=full", cwd=tmp_path).returncode == 0
+    resumed = sinkexp("train", *args, "hydra.run.dir=full", cwd=tmp_path)
+    assert resumed.returncode == 0  # the console says where it resumed (train.log says it too)
+    assert f"{tmp_path / 'full'}: resuming from its checkpoint at step 10 of 30\n" in resumed.stdout
     assert sinkexp("train", *args, "hydra.run.dir=whole", cwd=tmp_path).returncode == 0
     for name in ("metrics.csv", "losses.csv", "summary.json"):
         assert (tmp_path / "full" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
