@@ -33,6 +33,8 @@ import pandas as pd
 import torch
 
 from sinkexp.analysis.load import load_run
+from sinkexp.analysis.measured import MeasuredRun
+from sinkexp.errors import ConfigError
 from sinkexp.evaluate.evaluator import captured_forward
 from sinkexp.model import intervene
 from sinkexp.rundir.faults import run_file_error
@@ -209,15 +211,26 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="read a run that has not finished (FAILED or incomplete) at its last checkpoint",
     )
+    parser.add_argument(
+        "--sequences",
+        type=int,
+        default=None,
+        help="a sinkexp measure run: only its first N sequences (default: all; each row is a pass of the real model)",
+    )
     args = parser.parse_args(argv)
     try:
         run = load_run(args.run)
         state = status(run.path)
         why = "FAILED: " + (run.path / FAILED).read_text().partition("\n")[0] if state == "failed" else state
-    except (OSError, RuntimeError) as err:
+    except (OSError, RuntimeError, ConfigError) as err:
         reason = run_file_error(err, doing="read") if isinstance(err, OSError) and err.errno else err
         print(f"sinkexp: error: {reason}", file=sys.stderr)
         return 2
+    if isinstance(run, MeasuredRun) or args.sequences is not None:
+        # lazy: lm_interventions imports this module's replacements (at the top, a cycle)
+        from sinkexp.analysis.lm_interventions import intervene_measured
+
+        return intervene_measured(run, args)
     if state != "done":
         read = f"its last checkpoint, step {run.step} of train.steps={run.cfg.train.steps}"
         if not args.unfinished:
@@ -238,17 +251,20 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def print_interventions(run, layers, seed: int) -> None:
-    """The intervention table of `layers`, then the BOS removal and the broadcast transfer where they apply."""
-    table = pd.concat([run_interventions(run, layer, seed=seed) for layer in layers], ignore_index=True)
+def print_table(table: pd.DataFrame, values=("loss", "rms_change")) -> None:
+    """An intervention table as `sinkexp intervene` prints it: a row per layer and intervention,
+    `values` per query type."""
     with pd.option_context("display.width", 160, "display.max_rows", 500):
         print(
-            table.pivot_table(
-                index=["layer", "intervention"], columns="query_type", values=["loss", "rms_change"], sort=False
-            )
+            table.pivot_table(index=["layer", "intervention"], columns="query_type", values=list(values), sort=False)
             .round(5)
             .to_string()
         )
+
+
+def print_interventions(run, layers, seed: int) -> None:
+    """The intervention table of `layers`, then the BOS removal and the broadcast transfer where they apply."""
+    print_table(pd.concat([run_interventions(run, layer, seed=seed) for layer in layers], ignore_index=True))
     if run.task.has_bos:
         removed = without_bos(run)
         print(
