@@ -89,6 +89,16 @@ def settings_of(config) -> hf_settings.MeasureConfig:
     return hf_settings.checked(values)
 
 
+def located(model: str, meta: dict | None) -> str:
+    """`model` as measure named it, or, for a folder named relative to where measure ran and not
+    found from here, its absolute path from meta.json (a hub snapshot's folder is named by its
+    commit, never by the model's name, so a hub id stays a hub id)."""
+    folder = ((meta or {}).get("model") or {}).get("folder")
+    if folder and not Path(model).expanduser().exists() and Path(folder).name == Path(model).name:
+        return folder
+    return model
+
+
 def load_measured(path: Path, config, step: int | None = None, device: str | None = None) -> MeasuredRun:
     """The finished measure run in `path` (config: its config.yaml) with its model on `device`
     (default: the run's device setting). RunDirError when it has not finished, when a step other
@@ -105,7 +115,7 @@ def load_measured(path: Path, config, step: int | None = None, device: str | Non
     if step is not None and step != cfg.step:
         raise RunDirError(f"{path} measured one checkpoint, of step {cfg.step}; drop step={step}")
     require_transformers()
-    cfg.dir = str(path)
+    cfg.dir, cfg.model = str(path), located(cfg.model, files.meta)
     job = command.build_job(cfg, multirun=False, started="")
     recorded = (files.meta or {}).get("config_hash")
     if job.digest != recorded:

@@ -68,6 +68,13 @@ def test_a_changed_model_an_unfinished_run_and_another_step_are_refused(measured
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
 
 
+def test_a_folder_named_relative_to_where_measure_ran_loads_from_anywhere(measured, tmp_path):
+    folder, _ = measured
+    result = sinkexp("measure", folder.name, "n=2", "seq_len=8", f"dir={tmp_path / 'rel'}", cwd=folder.parent)
+    assert result.returncode == 0, result.stderr
+    assert load_run(tmp_path / "rel").cfg.model == str(folder)  # from meta.json's folder; cwd is elsewhere
+
+
 def test_the_inputs_are_checked_against_what_was_measured(measured, tmp_path):
     _, run_dir = measured
     inputs = np.load(run_dir / "inputs.npz")["inputs"]
