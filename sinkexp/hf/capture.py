@@ -108,13 +108,8 @@ def layer_by_layer(model, family, on_layer: Callable[[int, dict], None]) -> Iter
             )
         )
         handles.append(module.register_forward_hook(lambda _, __, output, layer=layer: finished(layer, output)))
-    try:
+    with removed_after(handles, attentions, TAP):
         yield
-    finally:
-        for handle in handles:
-            handle.remove()
-        for attn in attentions:
-            delattr(attn, TAP)
 
 
 @contextmanager
@@ -139,15 +134,22 @@ def intervene(model, family, replacements: dict[str, Callable[[torch.Tensor], to
             attn = family.attention_module(layers[layer])
             setattr(attn, REPLACE, {**getattr(attn, REPLACE, {}), tap.removeprefix("attn."): fn})
             attentions.append(attn)
+    with removed_after(handles, attentions, REPLACE):
+        yield
+
+
+def _replace_first(output, fn):
+    return (fn(output[0]), *output[1:]) if isinstance(output, tuple) else fn(output)
+
+
+@contextmanager
+def removed_after(handles: list, attentions: list, attribute: str) -> Iterator[None]:
+    """Yield, then remove the hooks and the attribute set on each attention module (TAP or REPLACE)."""
     try:
         yield
     finally:
         for handle in handles:
             handle.remove()
         for attn in attentions:
-            if hasattr(attn, REPLACE):
-                delattr(attn, REPLACE)
-
-
-def _replace_first(output, fn):
-    return (fn(output[0]), *output[1:]) if isinstance(output, tuple) else fn(output)
+            if hasattr(attn, attribute):
+                delattr(attn, attribute)
