@@ -93,7 +93,7 @@ MASSIVE_INTERVENTIONS = {
     "massive_mean": massive_mean,
     "random_entries_zero": random_entries_zero,
 }
-DESCRIPTIONS = {  # what each LM intervention does, one line each (the sink ones: analysis/interventions.py)
+DEFINITIONS = {  # what each LM row is, one line each (the sink ones: analysis/interventions.py)
     "massive_zero": "the massive activations of the layer's output (|h| >= 100 x its sequence's median |h|) := 0",
     "massive_mean": "each massive activation := the mean massive h of its channel over the measured sequences "
     "(first position and later ones apart)",

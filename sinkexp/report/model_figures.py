@@ -10,7 +10,8 @@ directory's files only (docs/rundir.md; hf/record.py writes the last two at meas
                                draw it, with the position and channel of the largest |h|
 
 report/runs.py calls draw_measured for one measured run per setting; the trained runs' step
-dynamics (figures.py) are not drawn for measured runs. Every figure goes through `save`.
+dynamics (figures.py) are not drawn for measured runs. Every figure goes through the `save` given
+to draw_measured (default: this module's, PNG at DPI).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class BadHeads(ValueError):
 
 
 def save(fig, path: Path) -> Path:
-    """Write a figure (PNG at DPI) and close it: the one place these figures are saved."""
+    """Write a figure (PNG at DPI) and close it: these figures' default writer (draw_measured takes
+    another, e.g. one writing vector formats too)."""
     fig.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(fig)
     return path
@@ -51,7 +53,7 @@ def per_head(run: Path, metric: str, query_type: str) -> pd.DataFrame:
     return chosen.pivot_table(index="layer", columns="head", values="value")
 
 
-def plot_first_token(run: Path, label: str, path: Path) -> Path:
+def plot_first_token(run: Path, label: str, path: Path, save=save):
     """Every head's attention on the first position in one heatmap (a 30 x 9 grid stays readable:
     one colour bar, the values written in the cells while they fit)."""
     grid = per_head(run, "sink_attn", "text")
@@ -85,7 +87,7 @@ def chosen_heads(run: Path, heads: list[tuple[int, int]] | None) -> list[tuple[i
     return [(int(layer), int(head)) for layer, head in scores.index[ranks]]
 
 
-def plot_head_maps(run: Path, label: str, path: Path, heads: list[tuple[int, int]] | None = None) -> Path:
+def plot_head_maps(run: Path, label: str, path: Path, heads: list[tuple[int, int]] | None = None, save=save):
     """The chosen heads' attention maps (attention.npz: the first positions, mean over sequences)."""
     chosen = chosen_heads(run, heads)
     scores = per_head(run, "sink_score", "all")
@@ -100,7 +102,7 @@ def plot_head_maps(run: Path, label: str, path: Path, heads: list[tuple[int, int
     return save(fig, path)
 
 
-def plot_massive(run: Path, label: str, path: Path) -> Path:
+def plot_massive(run: Path, label: str, path: Path, save=save):
     """Per layer the three largest |h| and the median (log scale; Sun et al.'s axis is linear), and
     where the largest |h| of any sequence sits, written where it moves from the layer before."""
     profile = pd.read_csv(run / rundir_files.MASSIVE)
@@ -130,14 +132,14 @@ def plot_massive(run: Path, label: str, path: Path) -> Path:
     return save(fig, path)
 
 
-def draw_measured(run: Path, label: str, name: str, out: Path, heads=None) -> list[Path]:
-    """A measured run's figures into `out` (name: the setting in file names); those whose files the
-    run lacks (measured before hf/record.py) are left out."""
-    drawn = [plot_first_token(run, label, out / f"first_token_{name}.png")]
+def draw_measured(run: Path, label: str, name: str, out: Path, heads=None, save=save) -> list:
+    """A measured run's figures into `out` (name: the setting in file names), each written by
+    `save(fig, path)`; those whose files the run lacks (measured before hf/record.py) are left out."""
+    drawn = [plot_first_token(run, label, out / f"first_token_{name}.png", save)]
     if (run / rundir_files.ATTENTION).exists():
-        drawn.append(plot_head_maps(run, label, out / f"heads_maps_{name}.png", heads))
+        drawn.append(plot_head_maps(run, label, out / f"heads_maps_{name}.png", heads, save))
     if (run / rundir_files.MASSIVE).exists():
-        drawn.append(plot_massive(run, label, out / f"massive_{name}.png"))
+        drawn.append(plot_massive(run, label, out / f"massive_{name}.png", save))
     return drawn
 
 

@@ -38,7 +38,7 @@ def test_mean_replacement_uses_the_channels_mean_at_the_first_and_the_later_posi
     assert out[0, 0, 1] == 10 and out[0, 2, 1] == 20 and out[1, 3, 0] == 7 and out.sum() == 47
     assert h.sum() == 0  # the tensor passed in is never modified
     assert lm.massive_zero(massive, entries, entries[:0])(h + 5)[1, 3, 0] == 0
-    assert set(lm.DESCRIPTIONS) >= set(lm.MASSIVE_INTERVENTIONS)  # every intervention says what it does
+    assert set(lm.DEFINITIONS) >= set(lm.MASSIVE_INTERVENTIONS)  # every intervention says what it does
 
 
 @pytest.fixture(scope="module")

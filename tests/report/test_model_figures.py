@@ -56,6 +56,8 @@ def test_a_report_of_measured_runs_draws_the_models_figures_not_the_training_one
     assert all((tmp_path / "r" / name).stat().st_size > 10_000 for name in drawn)
     result = sinkexp("report", str(measured), "--out", str(tmp_path / "r2"), "--heads", "1.3,0.0", cwd=tmp_path)
     assert result.returncode == 0 and (tmp_path / "r2/heads_maps_all_runs.png").exists(), result.stderr
+    written = model_figures.draw_measured(measured / "m", "m", "m", tmp_path, save=lambda fig, path: path.name)
+    assert written == ["first_token_m.png", "heads_maps_m.png", "massive_m.png"]  # each through the writer given
     for bad, said in (("7.0", "--heads 7.0: m has layers 0..1 and heads 0..3"), ("x", "'x' is not LAYER.HEAD")):
         result = sinkexp("report", str(measured), "--out", str(tmp_path / "bad"), "--heads", bad, cwd=tmp_path)
         assert result.returncode == 2 and said in result.stderr and len(result.stderr.strip().splitlines()) == 1
