@@ -24,6 +24,7 @@ import pandas as pd
 
 from sinkexp.report.maps import attention_panel
 from sinkexp.rundir import files as rundir_files
+from sinkexp.rundir.reading import read_settings
 
 DPI = 150
 PROFILE = (("top1", "largest |h|", "C0", "o"), ("top2", "2nd", "C2", "s"), ("top3", "3rd", "C4", "^"))
@@ -110,21 +111,24 @@ def plot_massive(run: Path, label: str, path: Path, save=save):
     for column, name, colour, marker in PROFILE:
         ax.plot(profile["layer"], profile[column], color=colour, marker=marker, markersize=4, label=name)
     ax.plot(profile["layer"], profile["median"], color="0.4", marker="v", markersize=4, label="median |h|")
-    before = None
+    before, last, lift = None, (-9, 1.0), 0
     for row in profile.itertuples():
-        if (row.position, row.channel) != before:
+        if (row.position, row.channel) != before:  # stacked higher when the last one is close by
+            near = row.layer - last[0] <= 2 and abs(np.log10(max(row.top1, 1e-30) / max(last[1], 1e-30))) < 1
+            lift = lift + 18 if near else 7
             ax.annotate(
                 f"pos {row.position}\nch {row.channel}",
                 (row.layer, row.top1),
                 textcoords="offset points",
-                xytext=(0, 7),
+                xytext=(0, lift),
                 ha="center",
                 fontsize=6,
+                arrowprops=dict(arrowstyle="-", color="0.6", lw=0.5) if lift > 7 else None,
             )
-            before = (row.position, row.channel)
+            before, last = (row.position, row.channel), (row.layer, row.top1)
     ax.set(xlabel="layer (the residual stream after the block)", ylabel="|h|", yscale="log")
     ax.set_xticks(profile["layer"][:: max(1, len(profile) // 15)])
-    ax.margins(y=0.25)
+    ax.set_ylim(top=profile[["top1", "top2", "top3", "median"]].to_numpy().max() * 30)  # room for the labels
     ax.legend(fontsize=7, frameon=False, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     ax.set_title(
         f"{label}\nmassive activations: |h| per layer, mean over sequences (pos/ch: the largest |h|)", fontsize=9
@@ -134,7 +138,10 @@ def plot_massive(run: Path, label: str, path: Path, save=save):
 
 def draw_measured(run: Path, label: str, name: str, out: Path, heads=None, save=save) -> list:
     """A measured run's figures into `out` (name: the setting in file names), each written by
-    `save(fig, path)`; those whose files the run lacks (measured before hf/record.py) are left out."""
+    `save(fig, path)`; those whose files the run lacks (measured before hf/record.py) are left out.
+    Titles name the measured model and the setting."""
+    model = Path(str(read_settings(run).get("model", run.name))).name
+    label = model if label == "all runs" else f"{model}, {label}"
     drawn = [plot_first_token(run, label, out / f"first_token_{name}.png", save)]
     if (run / rundir_files.ATTENTION).exists():
         drawn.append(plot_head_maps(run, label, out / f"heads_maps_{name}.png", heads, save))
