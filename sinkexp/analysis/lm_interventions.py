@@ -220,7 +220,7 @@ def first_token_removed(run) -> dict[str, float]:
             for key, values in measured.items():
                 sums[f"{key}_{name}"] += values.sum().item()
                 counts[f"{key}_{name}"] += values.numel()
-    return {key: sums[key] / counts[key] for key in sums}
+    return {key: sums[key] / counts[key] if counts[key] else float("nan") for key in sums}  # T = 2: no later query
 
 
 def first_column(taps: dict) -> torch.Tensor:
