@@ -43,9 +43,10 @@ def test_mean_replacement_uses_the_channels_mean_at_the_first_and_the_later_posi
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory, make_config):
-    """(the trained model=llama task=lm run, loaded; its export measured on 6 x 16 bytes, loaded)."""
+    """(a model=llama task=lm run trained 5 steps, loaded; its export measured on 6 x 16 bytes, loaded)."""
     root = tmp_path_factory.mktemp("pair")
-    run(make_config("task=lm", *QUICK, "task.seq_len=16", "eval.batch_size=8"), root / "run")
+    short = ("train.steps=5", "eval.every=5", "train.checkpoint_every=5", "train.warmup=1", "task.seq_len=16")
+    run(make_config("task=lm", *QUICK, *short, "eval.batch_size=8"), root / "run")
     export(root / "run", root / "hf")
     result = sinkexp("measure", str(root / "hf"), "n=6", "seq_len=16", f"dir={root / 'm'}", cwd=root)
     assert result.returncode == 0, result.stderr
