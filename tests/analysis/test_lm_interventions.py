@@ -108,7 +108,9 @@ def test_a_fixed_massive_activation_set_to_its_mean_changes_nothing_and_zero_doe
 
 
 def test_intervene_prints_a_measured_runs_rows_and_refuses_bad_settings(pair, tmp_path):
-    _, measured = pair
+    trained, measured = pair
+    result = sinkexp("intervene", str(trained.path), "--sequences", "3", cwd=tmp_path)
+    assert result.returncode == 2 and "--sequences applies to a sinkexp measure run only" in result.stderr
     result = sinkexp("intervene", str(measured.path), "--layer", "1", "--sequences", "3", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     printed = result.stdout
