@@ -27,6 +27,8 @@ import pandas as pd
 import torch
 
 from sinkexp.analysis.load import load_run
+from sinkexp.analysis.measured import MeasuredRun
+from sinkexp.errors import ConfigError
 from sinkexp.evaluate.evaluator import captured_forward
 from sinkexp.model import intervene
 from sinkexp.rundir.faults import run_file_error
@@ -208,11 +210,14 @@ def without_bos(run) -> dict[str, float]:
 def main(argv: list[str]) -> int:
     """`sinkexp intervene RUN_DIR [--layer L ...] [--seed N] [--unfinished]`: the table for a
     finished run, or with --unfinished for an unfinished one at its last checkpoint (the step said)."""
+    # lazy: lm_interventions imports this module's replacements (at the top, a cycle)
+    from sinkexp.analysis import lm_interventions
 
+    measured = "\n".join(f"  {name}  {text}" for name, text in lm_interventions.DEFINITIONS.items())
     parser = argparse.ArgumentParser(
         prog="sinkexp intervene",
         description=__doc__.split("\n\n")[0],
-        epilog=legend(DEFINITIONS),
+        epilog=f"{legend(DEFINITIONS)}\non a sinkexp measure run, also (and {lm_interventions.KL}):\n{measured}",
         formatter_class=argparse.RawDescriptionHelpFormatter,  # the legend's lines as they are
     )
     parser.add_argument("run", help="a run directory")
@@ -223,15 +228,23 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="read a run that has not finished (FAILED or incomplete) at its last checkpoint",
     )
+    parser.add_argument(
+        "--sequences",
+        type=int,
+        default=None,
+        help="a sinkexp measure run: only its first N sequences (default: all; each row is a pass of the real model)",
+    )
     args = parser.parse_args(argv)
     try:
         run = load_run(args.run)
         state = status(run.path)
         why = "FAILED: " + (run.path / FAILED).read_text().partition("\n")[0] if state == "failed" else state
-    except (OSError, RuntimeError) as err:
+    except (OSError, RuntimeError, ConfigError) as err:
         reason = run_file_error(err, doing="read") if isinstance(err, OSError) and err.errno else err
         print(f"sinkexp: error: {reason}", file=sys.stderr)
         return 2
+    if isinstance(run, MeasuredRun) or args.sequences is not None:
+        return lm_interventions.intervene_measured(run, args)
     if state != "done":
         read = f"its last checkpoint, step {run.step} of train.steps={run.cfg.train.steps}"
         if not args.unfinished:
@@ -252,18 +265,23 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def print_interventions(run, layers, seed: int) -> None:
-    """The intervention table of `layers`, then the BOS removal and the broadcast transfer where they apply."""
-    table = pd.concat([run_interventions(run, layer, seed=seed) for layer in layers], ignore_index=True)
+def print_table(
+    table: pd.DataFrame, values=("loss", "rms_change"), definitions: dict = DEFINITIONS, columns: str = COLUMNS
+) -> None:
+    """An intervention table as `sinkexp intervene` prints it: a row per layer and intervention,
+    `values` per query type, then the legend: `columns` and each row's line of `definitions`."""
     with pd.option_context("display.width", 160, "display.max_rows", 500):
         print(
-            table.pivot_table(
-                index=["layer", "intervention"], columns="query_type", values=["loss", "rms_change"], sort=False
-            )
+            table.pivot_table(index=["layer", "intervention"], columns="query_type", values=list(values), sort=False)
             .round(5)
             .to_string()
         )
-    print(legend(DEFINITIONS, table["intervention"].unique()))
+    print(legend(definitions, table["intervention"].unique(), columns))
+
+
+def print_interventions(run, layers, seed: int) -> None:
+    """The intervention table of `layers`, then the BOS removal and the broadcast transfer where they apply."""
+    print_table(pd.concat([run_interventions(run, layer, seed=seed) for layer in layers], ignore_index=True))
     if run.task.has_bos:
         removed = without_bos(run)
         print(
@@ -279,10 +297,10 @@ def print_interventions(run, layers, seed: int) -> None:
             )
 
 
-def legend(definitions: dict[str, str], names=None) -> str:
+def legend(definitions: dict[str, str], names=None, columns: str = COLUMNS) -> str:
     """What each intervention of `names` (all of them by default) is, a line each, from `definitions`:
     the registry the rows came from (this module's DEFINITIONS, or another's of the same form)."""
     names = list(definitions) if names is None else list(names)
     width = max(map(len, names))
     lines = [f"  {name:<{width}}  {definitions[name]}" for name in names]
-    return "\n".join([COLUMNS, ROWS, *lines])
+    return "\n".join([columns, ROWS, *lines])

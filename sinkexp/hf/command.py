@@ -24,6 +24,7 @@ from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS, final_rows, fo
 from sinkexp.hf import settings as hf_settings
 from sinkexp.hf import sources
 from sinkexp.hf.measure import NextToken, load_model, measure, perturbation_rows
+from sinkexp.hf.record import Recorder
 from sinkexp.jobs.plan import check_run_dir
 from sinkexp.machine.allocator import keep_freed_memory
 from sinkexp.machine.devices import resolve_device
@@ -63,16 +64,30 @@ def model_identity(folder: Path, cfg: hf_settings.MeasureConfig) -> str:
     return sources.folder_digest(folder)
 
 
-def plan_job(cfg: hf_settings.MeasureConfig, multirun: bool, started: str) -> Job:
+def build_job(cfg: hf_settings.MeasureConfig, multirun: bool, started: str) -> Job:
+    """The job of `cfg`: its model checked, its inputs cut, its hash and directory; what plan_job
+    checks before a run, and what load_run rebuilds a finished measure run's inputs with."""
     folder = sources.resolve(cfg.model, cfg.revision)
     config, _ = sources.check_model(folder, cfg.model, cfg.seq_len)
     inputs = sources.sequences(sources.load_tokenizer(folder, cfg.model), config, cfg.text, cfg.n, cfg.seq_len, cfg.bos)
     resolve_device(cfg.device)
     digest = hf_settings.config_hash(cfg, model_identity(folder, cfg), data_digest("text", cfg.text))
     where = hf_settings.run_dir(cfg, multirun, digest, started)
-    check_run_dir(where, digest, key="dir")
     step = hf_settings.checkpoint_step(cfg, config)
     return Job(cfg, folder, digest, where, inputs, step, hf_settings.as_written(cfg, step, config))
+
+
+def plan_job(cfg: hf_settings.MeasureConfig, multirun: bool, started: str) -> Job:
+    job = build_job(cfg, multirun, started)
+    check_run_dir(job.run_dir, job.digest, key="dir")
+    return job
+
+
+def open_model(job: Job, device: torch.device):
+    """(the model's folder with its weights, the model loaded for measuring): what a measure run
+    reads, and load_run of a finished one."""
+    folder = sources.resolve(job.cfg.model, job.cfg.revision, weights=True)
+    return folder, load_model(folder, job.cfg.dtype, device)
 
 
 def utc_stamp() -> str:
@@ -116,16 +131,17 @@ def measure_into(job: Job, run: RunClaim) -> dict:
     opening meta.json first, DONE last). Returns the summary."""
     began, device = time.perf_counter(), resolve_device(job.cfg.device)
     run.begin(job.written, start_meta(job, device, allocator=keep_freed_memory()))
-    folder = sources.resolve(job.cfg.model, job.cfg.revision, weights=True)
+    folder, model = open_model(job, device)
     run.meta["model"]["weights"] = {path.name: sources.file_digest(path) for path in sources.weight_files(folder)}
-    model = load_model(folder, job.cfg.dtype, device)
-    metric_rows, loss_rows = measure(model, job.inputs, job.step, job.cfg.chunk)
+    record = Recorder()  # what the report's figures of the model need (hf/record.py)
+    metric_rows, loss_rows = measure(model, job.inputs, job.step, job.cfg.chunk, observe=record.observe)
     if job.cfg.perturb:
         metric_rows += perturbation_rows(model, job.inputs.to(device), job.step, job.cfg.chunk)
     result = summary(final_rows(metric_rows, loss_rows), job.step, NextToken.query_types, NextToken.reference)
     rundir_files.write_rows(job.run_dir / rundir_files.METRICS, METRIC_COLUMNS, metric_rows)
     rundir_files.write_rows(job.run_dir / rundir_files.LOSSES, LOSS_COLUMNS, loss_rows)
     rundir_files.write_arrays(job.run_dir / INPUTS, {"inputs": job.inputs.numpy()})
+    record.write(job.run_dir)
     rundir_files.write_json(job.run_dir / rundir_files.SUMMARY, result)
     run.end(time.perf_counter() - began)
     return result

@@ -117,26 +117,32 @@ def anatomy(model, family, T: int, device) -> Anatomy:
 
 
 @torch.no_grad()
-def measure_chunk(model, family, parts: Anatomy, inputs: torch.Tensor, step: int) -> tuple[list, list]:
-    """Metric rows and loss rows of one forward pass over `inputs` (B, T)."""
+def measure_chunk(model, family, parts: Anatomy, inputs: torch.Tensor, step: int, observe=None) -> tuple[list, list]:
+    """Metric rows and loss rows of one forward pass over `inputs` (B, T); observe(layer, taps) sees
+    each layer's taps too (hf/record.py)."""
     batch, task = text_batch(inputs), NextToken(model.config.vocab_size)
     query_sets, rows, scores = query_sets_of(batch, task.query_types), Rows(step), []
-    with layer_by_layer(
-        model, family, lambda layer, cache: scores.append(layer_rows(rows, layer, cache, parts, batch, query_sets))
-    ):
+
+    def on_layer(layer: int, cache: dict) -> None:
+        scores.append(layer_rows(rows, layer, cache, parts, batch, query_sets))
+        if observe is not None:
+            observe(layer, cache)
+
+    with layer_by_layer(model, family, on_layer):
         logits = model(input_ids=inputs, use_cache=False).logits  # (B, T, vocab)
     model_rows(rows, scores)
     return list(rows), loss_rows(task, logits, batch, step)
 
 
-def measure(model, inputs: torch.Tensor, step: int = 0, chunk: int | None = None) -> tuple[list, list]:
-    """(metric rows, loss rows) of `model` on `inputs` (N, T), `chunk` sequences per forward pass."""
+def measure(model, inputs: torch.Tensor, step: int = 0, chunk: int | None = None, observe=None) -> tuple[list, list]:
+    """(metric rows, loss rows) of `model` on `inputs` (N, T), `chunk` sequences per forward pass;
+    observe(layer, taps), when given, is called with each layer's taps of each chunk."""
     family = FAMILIES[model.config.model_type]
     device = next(model.parameters()).device
     inputs = inputs.to(device)
     parts = anatomy(model, family, inputs.shape[1], device)
     size = chunk or len(inputs)
-    chunks = [(len(part), *measure_chunk(model, family, parts, part, step)) for part in inputs.split(size)]
+    chunks = [(len(part), *measure_chunk(model, family, parts, part, step, observe)) for part in inputs.split(size)]
     if len(chunks) == 1:
         return chunks[0][1], chunks[0][2]
     metrics = combine([(n, pd.DataFrame(rows, columns=METRIC_COLUMNS)) for n, rows, _ in chunks])

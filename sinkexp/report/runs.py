@@ -14,8 +14,9 @@ never cut off the axis; the raw weights are in summary.csv as sink_attn), and
 attention_<setting>.png (one representative seed per setting), and for models of several heads
 heads_<setting>.png (each head's sink score as a layer x head grid, each layer's massive_ratio over
 training), and for `sinkexp measure` runs of several checkpoints checkpoints.png (the sink rate, the
-first token's attention and massive_ratio against each checkpoint's training step). Each figure
-goes through one Saver (report/save.py): PNG, or the formats and dpi of --format and --dpi.
+first token's attention and massive_ratio against each checkpoint's training step). A measured run
+(one per setting) gets the figures of a real model instead of the training ones (model_figures.py).
+Each figure goes through one Saver (report/save.py): PNG, or the formats and dpi of --format and --dpi.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from sinkexp.report.figures import (
 )
 from sinkexp.report.listing import listing
 from sinkexp.report.maps import plot_heatmaps
+from sinkexp.report.model_figures import BadHeads, draw_measured, parse_heads
 from sinkexp.report.save import DPI, FORMATS, Saver, saver
 from sinkexp.report.steps import measured_checkpoints, plot_checkpoints
 from sinkexp.rundir import files as rundir_files
@@ -106,10 +108,13 @@ def aggregate(runs: pd.DataFrame, finals: pd.DataFrame, groups: list[str]) -> pd
     return keyed.groupby(by)["value"].agg(mean="mean", std="std", n="count").reset_index()
 
 
-def write_report(root: Path, out: Path | None = None, save: Saver = Saver()) -> tuple[Path, pd.DataFrame, pd.DataFrame]:
+def write_report(
+    root: Path, out: Path | None = None, save: Saver = Saver(), head_maps=None
+) -> tuple[Path, pd.DataFrame, pd.DataFrame]:
     """Write DIR/report/ (or `out`) for every run below `root`, printing nothing, each figure through
     `save` (its formats and dpi); returns (the folder, the runs table, the summary).
-    FileNotFoundError when there is no run below root."""
+    FileNotFoundError when there is no run below root. `head_maps`: the (layer, head) pairs whose
+    maps a measured run's figures draw (model_figures.py)."""
     root = Path(root)
     out = Path(out) if out else root / "report"
     runs, finals = collect(root)
@@ -126,13 +131,17 @@ def write_report(root: Path, out: Path | None = None, save: Saver = Saver()) -> 
         pass
     rundir_files.write_csv(out / "finals.csv", with_labels(finals, runs, groups)[["run", "label", *FINAL_COLUMNS]])
     plot_sink_by_layer(finals, runs, groups, out / "sink_attn_by_layer.png", save)
-    plot_dynamics(root, runs, groups, out / "dynamics.png", save)
+    is_measured = runs["command"].eq("measure") if "command" in runs else pd.Series(False, index=runs.index)
+    plot_dynamics(root, runs[~is_measured], groups, out / "dynamics.png", save)  # a measured run has no training
     done = runs[runs["status"] == "done"]
     for label, members in done.groupby(done.apply(lambda row: label_of(row, groups), axis=1)):
         # one seed's maps per setting, not one figure per run; the first by folder name, so that a
         # rerun draws the same one
         first = members["run"].iloc[0]
         name = file_name(label)
+        if is_measured[members.index[0]]:
+            draw_measured(root / first, label, name, out, head_maps, save)
+            continue
         if (root / first / rundir_files.ATTENTION).exists():
             plot_heatmaps(root / first, label, out / f"attention_{name}.png", save)
         if heads(members.iloc[0]) > 1:
@@ -161,10 +170,10 @@ class NothingFinished(RuntimeError):
     """Every run below the folder failed, is incomplete or is damaged: the report has no summary."""
 
 
-def report(root: Path, out: Path | None = None, save: Saver = Saver()) -> Path:
+def report(root: Path, out: Path | None = None, save: Saver = Saver(), head_maps=None) -> Path:
     """write_report, then print what it found: run counts, the runs that did not finish, and the
     final sink attention per setting and layer."""
-    out, runs, summary = write_report(root, out, save)
+    out, runs, summary = write_report(root, out, save, head_maps)
     counts = runs["status"].value_counts().to_dict()
     print(f"{len(runs)} runs below {root}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     for _, run in runs[runs["status"] != "done"].iterrows():
@@ -201,13 +210,20 @@ def main(argv: list[str]) -> int:
         "--format", default="png", help=f"the figures' formats, comma-separated: {', '.join(FORMATS)} (default png)"
     )
     parser.add_argument("--dpi", type=int, default=DPI, help=f"the figures' pixels per inch (default {DPI})")
+    parser.add_argument(
+        "--heads",
+        default=None,
+        help="a sinkexp measure run's attention maps: LAYER.HEAD,... (default: the heads of the largest, the "
+        "median and the smallest sink score)",
+    )
     args = parser.parse_args(argv)
     if not args.dir.is_dir():
         print(f"sinkexp: error: {args.dir} is not a directory", file=sys.stderr)
         return 2
     try:
         save = saver(args.format, args.dpi)
-    except ConfigError as err:
+        head_maps = parse_heads(args.heads) if args.heads else None
+    except (ConfigError, BadHeads) as err:
         print(f"sinkexp: error: {err}", file=sys.stderr)
         return 2
     if args.list:
@@ -215,8 +231,11 @@ def main(argv: list[str]) -> int:
         return 0
     out = args.out or args.dir / "report"
     try:
-        report(args.dir, out, save)
+        report(args.dir, out, save, head_maps)
     except FileNotFoundError as err:
+        print(f"sinkexp: error: {err}", file=sys.stderr)
+        return 2
+    except BadHeads as err:  # --heads naming a head a measured run does not have
         print(f"sinkexp: error: {err}", file=sys.stderr)
         return 2
     except NothingFinished as err:  # runs.csv is written: it says each run's status

@@ -34,6 +34,7 @@ CONFIG, META, METRICS, LOSSES, SUMMARY = "config.yaml", "meta.json", "metrics.cs
 CHECKPOINT, DONE, FAILED, ATTENTION = "checkpoint.pt", "DONE", "FAILED", "attention.npz"
 LOCK = ".lock"  # held by the process that trains the run (files.take_lock)
 KEPT = "checkpoints"  # checkpoints/step_<N>.pt with train.keep_checkpoints
+MASSIVE = "massive.csv"  # a measure run's layerwise massive-activation profile (hf/record.py)
 
 
 def kept_checkpoint(step: int) -> str:

@@ -23,14 +23,14 @@ from sinkexp.rundir.files import CONFIG, KEPT, LOSSES, META, METRICS, SUMMARY, r
 
 
 def measured_run(path: Path, config) -> str | None:
-    """What a `sinkexp measure` run is, for a command that needs a trained model: None for a
-    trained run (its config has no `command: measure`)."""
+    """Why `sinkexp export` has nothing to write for a `sinkexp measure` run (its model is the
+    measured checkpoint, not weights trained here): None for a trained run (no `command: measure`)."""
     if config.get("command") != "measure":
         return None
     model = config.get("model")
     return (
-        f"{path} is a `sinkexp measure` run: the metrics of {model} on a text, with no model or checkpoint of "
-        f"its own; load {model} itself (transformers), or read the run's tables (sinkexp report, RunFiles)"
+        f"{path} is a `sinkexp measure` run of {model}: it trained no weights to export; its model is "
+        f"{model} itself (sinkexp.load_run on this folder loads it as measure did, with its inputs)"
     )
 
 

@@ -141,8 +141,11 @@ def test_a_failed_measurement_writes_failed_and_the_rerun_ends_done(tmp_path, mo
     assert json.loads((tmp_path / "run/meta.json").read_text())["end_time"] is None
     monkeypatch.undo()
     run = command.measure_checkpoint(folder, tmp_path / "run", n=3, seq_len=8)
-    assert sorted(path.name for path in run.iterdir()) == (
-        ".lock DONE config.yaml inputs.npz losses.csv meta.json metrics.csv summary.json".split()
+    assert (
+        sorted(path.name for path in run.iterdir())
+        == (
+            ".lock DONE attention.npz config.yaml inputs.npz losses.csv massive.csv meta.json metrics.csv summary.json"
+        ).split()
     )
     meta = json.loads((run / "meta.json").read_text())
     fields = "schema_version config_hash command model dtype device versions git argv start_time end_time wall_time_s"
