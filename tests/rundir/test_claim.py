@@ -22,6 +22,7 @@ from sinkexp.rundir import files, lifecycle, provenance
 from sinkexp.rundir.claim import RunClaim
 from sinkexp.rundir.files import RunDirError
 from sinkexp.rundir.provenance import SOURCE_ROOT, git_state, opening_meta
+from sinkexp.rundir.reading import run_status
 from sinkexp.train.loop import Trainer
 
 CPU = torch.device("cpu")
@@ -39,7 +40,7 @@ def test_a_claim_without_training_goes_from_the_lock_to_done(tmp_path):
         RunClaim(path, "abcd1234").take()
     meta = opening_meta("abcd1234", "cpu", CPU, identity={"command": "measure"})
     claim.begin({"command": "measure", "step": 0}, meta)
-    assert not (path / files.FAILED).exists() and files.status(path) == "incomplete"
+    assert not (path / files.FAILED).exists() and run_status(path).status == "running"
     assert (path / files.CONFIG).read_text() == "command: measure\nstep: 0\n"
     assert files.read_json(path / files.META)["end_time"] is None
     with pytest.raises(ValueError, match="meta.json has no field steps to close"):
@@ -51,7 +52,7 @@ def test_a_claim_without_training_goes_from_the_lock_to_done(tmp_path):
     claim.end(1.23456)
     claim.close()
     meta = files.read_json(path / files.META)
-    assert files.status(path) == "done" and meta["wall_time_s"] == 1.235 and meta["end_time"] is not None
+    assert run_status(path).status == "done" and meta["wall_time_s"] == 1.235 and meta["end_time"] is not None
     assert RunClaim(path, "abcd1234").take() == {"step": 0}  # finished: its summary, nothing touched
     with pytest.raises(RunDirError, match="holds a finished run of another config .*choose another dir or name"):
         RunClaim(path, "ffff0000", fix="dir or name").take()
@@ -122,7 +123,7 @@ def test_a_directory_in_use_is_skipped_not_trained_twice(make_config, tmp_path):
     assert not (tmp_path / files.FAILED).exists() and not (tmp_path / files.METRICS).exists()
     holder.close()  # released (as a dead process's lock is)
     run(cfg, tmp_path)
-    assert files.status(tmp_path) == "done"
+    assert run_status(tmp_path).status == "done"
 
 
 def test_a_file_system_without_flock_stops_the_run_with_one_line(make_config, tmp_path, monkeypatch):
@@ -146,7 +147,7 @@ def test_done_and_failed_never_coexist_and_stale_temporary_files_go(make_config,
     stale.write_text("half")
     run(cfg, tmp_path)
     assert not stale.exists()
-    assert files.status(tmp_path) == "done" and not (tmp_path / files.FAILED).exists()
+    assert run_status(tmp_path).status == "done" and not (tmp_path / files.FAILED).exists()
     lifecycle.RunDir(tmp_path, cfg).fail(RuntimeError("late"))  # a finished run is never marked failed
     assert not (tmp_path / files.FAILED).exists()
 
