@@ -135,7 +135,8 @@ def test_a_failed_measurement_writes_failed_and_the_rerun_ends_done(tmp_path, mo
     with pytest.raises(RuntimeError, match="the measurement did not finish"):
         command.measure_checkpoint(folder, tmp_path / "run", n=3, seq_len=8)
     assert capsys.readouterr().err == (
-        f"sinkexp: error: {tmp_path / 'run'}: RuntimeError: no room for the model (FAILED written)\n"
+        f"sinkexp: error: {tmp_path / 'run'}: RuntimeError: no room for the model; then the same command measures it "
+        "again (FAILED written)\n"
     )
     assert (tmp_path / "run/FAILED").read_text().startswith("RuntimeError: no room for the model\n")
     assert json.loads((tmp_path / "run/meta.json").read_text())["end_time"] is None
