@@ -211,7 +211,7 @@ def stopped_runs(running: list[Job]) -> str:
     """What a stopped pool left of the jobs it was running, as its stop line says it (claim.resumes)."""
     stopped = [run_dir for job in running for run_dir, digest in job.runs if not finished(run_dir, digest)]
     if not stopped:
-        return "no run was stopped on its way"
+        return "no run was stopped before it finished"
     failed = sum((run_dir / FAILED).exists() for run_dir in stopped)
     runs = f"{len(stopped)} running run{'s' if len(stopped) > 1 else ''}"
     return f"{runs} stopped, {failed} of them marked FAILED; {resumes(stopped)}"

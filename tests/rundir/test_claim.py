@@ -2,7 +2,9 @@
 the lock, a finished run left alone, FAILED and DONE never together, and meta.json's fields,
 defined once (rundir/provenance.py: opening_meta) so that nothing a caller adds overwrites one."""
 
+import contextlib
 import errno
+import io
 import os
 import platform
 import subprocess
@@ -19,7 +21,7 @@ from conftest import QUICK
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.jobs.runner import run
 from sinkexp.rundir import files, lifecycle, provenance
-from sinkexp.rundir.claim import RunClaim
+from sinkexp.rundir.claim import RunClaim, left_behind, mark_failed, resumes
 from sinkexp.rundir.files import RunDirError
 from sinkexp.rundir.provenance import SOURCE_ROOT, git_state, opening_meta
 from sinkexp.rundir.reading import run_status
@@ -191,3 +193,63 @@ def test_the_dirty_flag_follows_changes_to_the_code_and_configs_alone(tmp_path):
     outside.mkdir()
     assert git_state(outside) == {"commit": None, "dirty": None}
     assert SOURCE_ROOT / "sinkexp" / "rundir" / "provenance.py" == Path(provenance.__file__).resolve()
+
+
+def test_a_stop_line_says_what_the_folder_holds_and_where_the_rerun_starts(tmp_path):
+    """claim.left_behind and claim.resumes read the folder: FAILED (the notes mark_failed adds) or what
+    is there, nothing written only where no folder is; a resume only where a checkpoint exists."""
+    stop = KeyboardInterrupt()
+    states = {
+        "absent": ({}, "nothing written"),
+        "empty": ({".": None}, "{} left empty"),
+        "lock": ({".lock": "pid 1 on elsewhere\n"}, "{} holds only .lock"),
+        "earlier": ({"config.yaml": "x", ".lock": "pid 1 on elsewhere\n"}, "nothing written"),
+        "ours": ({"config.yaml": "x", ".lock": f"pid {os.getpid()} on {platform.node()}\n"}, "only {}/.lock written"),
+        "finished": ({"config.yaml": "x", "DONE": "x"}, "{} finished (DONE)"),
+    }
+    for name, (written, said) in states.items():
+        if written:
+            (tmp_path / name).mkdir()
+        for file, text in written.items():
+            if text is not None:
+                (tmp_path / name / file).write_text(text)
+        assert left_behind(stop, [tmp_path / name]) == said.format(tmp_path / name), name
+    failed = KeyboardInterrupt()
+    mark_failed(tmp_path / "earlier", failed)
+    assert left_behind(failed, [tmp_path / "earlier"]) == "FAILED written" and (tmp_path / "earlier/FAILED").exists()
+    (tmp_path / "ours" / files.CHECKPOINT).write_bytes(b"")
+    assert resumes([tmp_path / "ours"]) == "the same command resumes it from its last checkpoint"
+    assert resumes([tmp_path / "earlier"]) == "the same command trains it from step 0, as no checkpoint was written yet"
+    assert resumes([tmp_path / "ours", tmp_path / "earlier"]).startswith("the same command resumes each from its last")
+    assert resumes([tmp_path / "earlier"], measured=True) == "the same command measures it again"
+    assert resumes([tmp_path / "finished"]) == "the same command leaves it untouched, as finished"
+
+
+@pytest.mark.parametrize("where", ["before the lock", "at the lock"])
+def test_a_stop_while_a_run_claims_its_folder_says_what_it_left(tmp_path, monkeypatch, where):
+    """Ctrl-C between the folder's mkdir and the lock, or once .lock is written: not 'nothing written'."""
+    from sinkexp.jobs.launch import launch
+    from sinkexp.jobs.plan import plan
+    from sinkexp.machine.preemption import Interrupted
+    from sinkexp.rundir import claim as rundir_claim
+
+    run_dir = tmp_path / "run"
+    planned = plan([*QUICK, f"hydra.run.dir={run_dir}"], multirun=False)
+    real = rundir_claim.take_lock
+
+    def stopped(path):
+        if where == "at the lock":
+            os.close(real(path))
+        raise Interrupted()
+
+    monkeypatch.setattr(rundir_claim, "take_lock", stopped)
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as code:
+        launch(planned)
+    (line,) = err.getvalue().strip().splitlines()
+    said = f"{run_dir} holds only .lock" if where == "at the lock" else f"{run_dir} left empty"
+    assert code.value.code == 130 and line == (
+        f"sinkexp: {run_dir} stopped by Ctrl-C ({said}; the same command trains it from step 0, as no checkpoint "
+        "was written yet)"
+    )
+    assert [p.name for p in run_dir.iterdir()] == ([".lock"] if where == "at the lock" else [])
