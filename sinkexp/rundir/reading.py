@@ -3,9 +3,9 @@ settings, its final values, whether a finished run is whole (`damage`), every ru
 (`collect`), and one run's files (`RunFiles`).
 
 This is the one reader of a run directory (docs/rundir.md is its contract). Like rundir/files.py
-(the names, the writers, the lock and the status it reads with) it imports no torch and no model
-code, so `sinkexp report`, `sinkexp reproduce`'s verdicts and `load_run` read runs the same way,
-and a notebook can too.
+(the names, the writers, the lock) and rundir/manifest.py (DONE's manifest) it imports no torch and
+no model code, so `sinkexp report` and `--list`, `sinkexp reproduce`'s verdicts, load_run and the
+plan read runs the same way, and a notebook can too.
 """
 
 from __future__ import annotations
@@ -175,8 +175,10 @@ def run_status(run: Path) -> RunStatus:
         first = (run / FAILED).read_text(errors="replace").partition("\n")[0].strip()
     except OSError:  # no FAILED (or cleared by a rerun since)
         return RunStatus("interrupted", "no DONE or FAILED: killed, or stopped for a requeue")
-    if first.startswith(("Interrupted:", "KeyboardInterrupt")):
-        return RunStatus("interrupted", first.removeprefix("Interrupted:").strip() or "stopped by Ctrl-C")
+    if first.startswith("Interrupted:"):  # preemption.Interrupted: a signal, at a step
+        return RunStatus("interrupted", first.removeprefix("Interrupted:").strip())
+    if first.startswith("KeyboardInterrupt"):  # a stop outside a run's loop (measure's)
+        return RunStatus("interrupted", "stopped by Ctrl-C")
     return RunStatus("failed", first)
 
 

@@ -1,8 +1,9 @@
 """A finished run is whole byte for byte (rundir/manifest.py): DONE lists every file of the run with its
 size and SHA-256, and one check (rundir/reading.py's `damage`) is what the plan, `report`, `--list`
 and load_run read. Each file of a finished run cut at 12 places (its head, inside, its tail, one byte
-left) and one byte of it changed: every case is damaged, naming the file, everywhere, and nothing is
-overwritten."""
+left) and one byte of it changed: every case is damaged, naming the file, everywhere (the plan's
+check and the command, report's collect, --list, load_run; intervene and export for the last), and
+nothing is overwritten."""
 
 import json
 import re
@@ -12,8 +13,10 @@ import pytest
 from conftest import QUICK
 from helpers import sinkexp
 
+from sinkexp.analysis.interventions import main as intervene
 from sinkexp.analysis.load import load_run
 from sinkexp.errors import ConfigError
+from sinkexp.hf.export import check_run
 from sinkexp.jobs.plan import check_run_dir
 from sinkexp.report.listing import listing
 from sinkexp.rundir import files, manifest
@@ -91,6 +94,9 @@ def test_every_cut_and_changed_byte_is_damaged_naming_the_file_and_nothing_is_ov
         with pytest.raises(RunDirError, match=re.escape(f"damaged: {reason}")):
             load_run(run_dir)
         assert contents(run_dir) == before, how  # nothing written
+    with pytest.raises(ConfigError, match=re.escape(f"is damaged: {reason}")):  # sinkexp export
+        check_run(run_dir)
+    assert intervene([str(run_dir)]) == 2 and contents(run_dir) == before  # sinkexp intervene
     if name != "DONE":  # the command itself, once per file: one line, exit 2, nothing touched
         again = sinkexp("train", *RUN, f"hydra.run.dir={run_dir}", cwd=tmp_path)
         (line,) = again.stderr.strip().splitlines()
