@@ -147,3 +147,16 @@ def test_a_measured_run_is_sealed_too(tmp_path):
     data = (run_dir / "inputs.npz").read_bytes()
     (run_dir / "inputs.npz").write_bytes(data[:-1])
     assert damage(run_dir) == "inputs.npz (size differs)" and run_status(run_dir).status == "damaged"
+
+
+def test_a_finished_runs_log_that_its_jobs_next_run_appends_to_stays_done(tmp_path):
+    """train.replicas=2: the job's log is its first run's train.log; the second run, resumed alone by the
+    same command, logs there after the first run's DONE. The first run stays done (manifest.GROWS)."""
+    args = ("train", "-m", "seed=0", "train.replicas=2", *QUICK, "threads=1", f"hydra.sweep.dir={tmp_path}")
+    assert sinkexp(*args, cwd=tmp_path).returncode == 0
+    first, second = sorted(tmp_path.glob("trigger/softmax/L1/s*"))
+    (second / files.DONE).unlink()  # killed after its last checkpoint
+    size = (first / "train.log").stat().st_size
+    assert sinkexp(*args, cwd=tmp_path).returncode == 0
+    assert (first / "train.log").stat().st_size > size and not (second / "train.log").exists()
+    assert run_status(first) == ("done", "") and run_status(second) == ("done", "")
