@@ -83,11 +83,10 @@ def stop_on_signals(signals: tuple = STOPPING, at_once: bool | str = False) -> N
     launcher's worker, which has no cli.main) the signal raises Interrupted where the process is,
     for the run's own boundary to write FAILED (jobs/launch.py); where that exception is lost in a
     finaliser, it is not printed (`_unraisable`) and `check()` raises it again."""
-    global _at_once
+    global _at_once, _previous_hook
     _at_once = (STARTING if at_once is True else at_once) or None
     if sys.unraisablehook is not _unraisable:
-        _hooks.append(sys.unraisablehook)
-        sys.unraisablehook = _unraisable
+        _previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable
     for signum in signals:
         try:
             signal.signal(signum, _interrupt)
@@ -106,14 +105,14 @@ def _interrupt(signum, frame) -> None:
     raise Interrupted(signum)
 
 
-_hooks: list = []  # the unraisable hook stop_on_signals found in place
+_previous_hook = sys.unraisablehook  # the one stop_on_signals found in place
 
 
 def _unraisable(unraisable) -> None:
     """Python's hook for an exception a finaliser cannot raise: a stop's Interrupted is recorded
     already (check() raises it where the run can stop), so it is not printed; the rest as before."""
     if not isinstance(unraisable.exc_value, Interrupted):
-        _hooks[0](unraisable)
+        _previous_hook(unraisable)
 
 
 def stopping() -> int | None:
