@@ -215,7 +215,7 @@ def _stop(err: BaseException, dirs: list, sweep: bool) -> None:
     elif not sweep or not isinstance(err, Exception):  # a single run's bug shows its traceback
         raise err
     else:
-        log.exception("run %s failed (FAILED written); the sweep goes on", where, exc_info=err)
+        log.exception("run %s failed (%s); the sweep goes on", where, left_behind(err, dirs), exc_info=err)
 
 
 def _on(cfg, device: str):
