@@ -208,8 +208,11 @@ def _train(todo: list, gpus: list[str], workers: int, progress: Progress, predic
 
 
 def stopped_runs(running: list[Job]) -> str:
-    """What a stopped pool left of the jobs it was running, as its stop line says it (claim.resumes)."""
-    stopped = [run_dir for job in running for run_dir, digest in job.runs if not finished(run_dir, digest)]
+    """What a stopped pool left of the jobs it was running, as its stop line says it (claim.resumes):
+    a run stopped has a folder and no DONE (a job the pool had handed a worker but not started has none)."""
+    stopped = [
+        run_dir for job in running for run_dir, digest in job.runs if run_dir.is_dir() and not finished(run_dir, digest)
+    ]
     if not stopped:
         return "no run was stopped before it finished"
     failed = sum((run_dir / FAILED).exists() for run_dir in stopped)

@@ -16,7 +16,7 @@ def job(*dirs: Path) -> SimpleNamespace:
 
 
 def test_the_stop_line_counts_what_the_running_runs_left(tmp_path):
-    early, late, claimed, done = (tmp_path / name for name in ("early", "late", "claimed", "done"))
+    early, late, claimed, done, queued = (tmp_path / name for name in ("early", "late", "claimed", "done", "queued"))
     for path in (early, late, claimed, done):
         path.mkdir()
     for path in (early, late):
@@ -31,7 +31,7 @@ def test_the_stop_line_counts_what_the_running_runs_left(tmp_path):
         "1 running run stopped, 1 of them marked FAILED; the same command trains it from step 0, as no checkpoint "
         "was written yet"
     )
-    assert stopped_runs([job(early, late), job(claimed)]) == (
+    assert stopped_runs([job(early, late), job(claimed), job(queued)]) == (  # queued: handed over, never started
         "3 running runs stopped, 2 of them marked FAILED; the same command resumes each from its last checkpoint, "
         "or from step 0 where none was written yet"
     )
