@@ -32,7 +32,7 @@ from sinkexp.errors import ConfigError
 from sinkexp.evaluate.evaluator import captured_forward
 from sinkexp.model import intervene
 from sinkexp.rundir.faults import run_file_error
-from sinkexp.rundir.files import FAILED, status
+from sinkexp.rundir.reading import FINISHED, run_status
 from sinkexp.tasks.base import Batch
 
 Replacement = Callable[[torch.Tensor], torch.Tensor]
@@ -226,7 +226,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--unfinished",
         action="store_true",
-        help="read a run that has not finished (FAILED or incomplete) at its last checkpoint",
+        help="read a run that has not finished (failed, interrupted or running) at its last checkpoint",
     )
     parser.add_argument(
         "--sequences",
@@ -237,15 +237,15 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         run = load_run(args.run)
-        state = status(run.path)
-        why = "FAILED: " + (run.path / FAILED).read_text().partition("\n")[0] if state == "failed" else state
+        state, reason = run_status(run.path)
+        why = f"{state}: {reason}" if reason else state
     except (OSError, RuntimeError, ConfigError) as err:
         reason = run_file_error(err, doing="read") if isinstance(err, OSError) and err.errno else err
         print(f"sinkexp: error: {reason}", file=sys.stderr)
         return 2
     if isinstance(run, MeasuredRun) or args.sequences is not None:
         return lm_interventions.intervene_measured(run, args)
-    if state != "done":
+    if state not in FINISHED:
         read = f"its last checkpoint, step {run.step} of train.steps={run.cfg.train.steps}"
         if not args.unfinished:
             print(

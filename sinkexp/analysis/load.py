@@ -30,7 +30,7 @@ from sinkexp.machine.devices import device_kind, resolve_device, usable_gpus
 from sinkexp.model import Transformer, tap_names
 from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir.lifecycle import RunDir, RunDirError
-from sinkexp.rundir.reading import RunFiles, damage
+from sinkexp.rundir.reading import RunFiles, damage, unreadable
 from sinkexp.tasks import TASKS, held_out_batch
 from sinkexp.tasks.base import Batch
 
@@ -82,13 +82,13 @@ def load_run(path, step: int | None = None, device: str | None = None) -> Loaded
     if not (path / rundir_files.CONFIG).exists():
         raise FileNotFoundError(f"{path} is not a run directory (no {rundir_files.CONFIG})")
     files = RunFiles(path)
-    reason = damage(path) if rundir_files.status(path) == "done" else None
+    reason = damage(path) if (path / rundir_files.DONE).exists() else None  # the manifest, checked
     try:
         config = files.config
     except Exception as err:  # OmegaConf raises several types for a file that is not a mapping
-        reason = f"{rundir_files.CONFIG} cannot be read ({err.__class__.__name__})"
+        reason = reason or unreadable(err)
     if reason is not None:
-        raise RunDirError(f"{path}: {reason}; the run cannot be loaded (train it again into another folder)")
+        raise RunDirError(f"{path}: damaged: {reason}; the run cannot be loaded (train it again into another folder)")
     if config.get("command") == "measure":  # the measured model and inputs (analysis/measured.py)
         return load_measured(path, config, step, device)
     cfg = from_dictconfig(config)

@@ -88,6 +88,24 @@ def resolved(cfg: DictConfig) -> dict:
 INTERPOLATION_HINT = "an override's ${...} is resolved against the composed config (e.g. train.warmup=${train.steps})"
 
 
+def check_hydra_keys(cfg: DictConfig, keys: list[str]) -> None:
+    """The `hydra.*` keys the overrides set (hydra.run.dir, hydra.sweep.dir, hydra.job.name, ...),
+    resolved: `resolved` leaves `hydra` to Hydra, which would resolve it later with a traceback. An
+    interpolation that does not resolve (`hydra.run.dir=${oops}`, `${oc.env:NOPE}`) is a
+    ConfigError, one line naming the key."""
+    for key in keys:
+        try:
+            node = OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
+            if OmegaConf.is_config(node):
+                OmegaConf.to_container(node, resolve=True)
+        except OmegaConfBaseException as err:
+            message = omegaconf_message(err)
+            named = message if message.startswith(f"{key}:") else f"{key}: {message}"
+            raise ConfigError(f"{named}; {INTERPOLATION_HINT}") from None
+        except RecursionError:
+            raise ConfigError(f"{key}: an interpolation refers to itself; {INTERPOLATION_HINT}") from None
+
+
 MAX_SEED = 2**63 - 1  # torch generators take seeds in [0, 2^63) here
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=,+-]*")  # one folder name: no "/", no leading "."

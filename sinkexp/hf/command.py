@@ -29,7 +29,8 @@ from sinkexp.jobs.plan import check_run_dir
 from sinkexp.machine.allocator import keep_freed_memory
 from sinkexp.machine.devices import resolve_device
 from sinkexp.rundir import files as rundir_files
-from sinkexp.rundir.claim import RunClaim
+from sinkexp.rundir.claim import RunClaim, left_behind, resumes
+from sinkexp.rundir.faults import note
 from sinkexp.rundir.files import RunBusy, RunDirError
 from sinkexp.rundir.provenance import opening_meta
 from sinkexp.tasks.base import data_digest
@@ -151,8 +152,23 @@ INPUTS = "inputs.npz"  # the measured token ids, (n, seq_len): what `sinkexp mea
 
 
 def run_job(job: Job, quiet: bool = False) -> bool:
-    """Measure one job into its directory unless it is finished; True when it is finished."""
+    """Measure one job into its directory unless it is finished; True when it is finished. A stop
+    (Ctrl-C, SIGTERM) writes FAILED where this process holds the run, and notes what it left for
+    cli.main's line (claim.left_behind: a folder or .lock alone is never "nothing written")."""
     run = RunClaim(job.run_dir, job.digest, fix="dir or name")
+    try:
+        return claim_and_measure(job, run, quiet)
+    except KeyboardInterrupt as err:
+        if run.held:
+            run.fail(err)
+        if not getattr(err, "__notes__", None):
+            note(err, left_behind(err, [job.run_dir]))
+        raise
+    finally:
+        run.close()
+
+
+def claim_and_measure(job: Job, run: RunClaim, quiet: bool) -> bool:
     try:  # finished (now or by another process meanwhile), another config's run put there since the plan
         finished = run.take()
     except RunBusy as err:
@@ -166,20 +182,12 @@ def run_job(job: Job, quiet: bool = False) -> bool:
         return True
     try:
         result = measure_into(job, run)
-    except KeyboardInterrupt as err:
-        run.fail(err)
-        raise
     except Exception as err:
         run.fail(err)
-        print(
-            f"sinkexp: error: {job.run_dir}: {err.__class__.__name__}: "
-            f"{str(err).splitlines()[0] if str(err) else ''} "
-            "(FAILED written)",
-            file=sys.stderr,
-        )
+        why = f"{err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        then = f"; then {resumes([job.run_dir], measured=True)}"
+        print(f"sinkexp: error: {job.run_dir}: {why}{then} ({left_behind(err, [job.run_dir])})", file=sys.stderr)
         return False
-    finally:
-        run.close()
     if not quiet:
         print(format_summary(result).replace("on the held-out batch", "on the measured text"))
         print(f"run directory: {job.run_dir}")

@@ -39,7 +39,7 @@ from sinkexp.config.compose import (
 from sinkexp.config.compositions import is_kept
 from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import Config, run_configs, value_of
-from sinkexp.config.validate import from_dictconfig
+from sinkexp.config.validate import check_hydra_keys, from_dictconfig
 from sinkexp.errors import ConfigError
 from sinkexp.jobs.cost import training_flops
 from sinkexp.jobs.launcher import Launcher
@@ -98,8 +98,12 @@ def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Pla
     parsed = parse(overrides)
     own = [o.input_line for o in parsed if not is_hydra_override(o.key_or_group)]
     hydra_own = [o.input_line for o in parsed if is_hydra_override(o.key_or_group)]
+    hydra_keys = [o.key_or_group for o in parsed if o.key_or_group.startswith("hydra.")]  # values, not groups
     with initialized():
         master = compose(master_overrides(parsed))
+        check_hydra_keys(
+            master, [o.key_or_group for o in parsed if o.key_or_group in hydra_keys and not o.is_sweep_override()]
+        )
         params = dict(master.hydra.sweeper.params or {}) if multirun else {}
         launcher = Launcher.of(master)
         composed = []
@@ -112,6 +116,7 @@ def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Pla
                     full = copy.deepcopy(master) if multirun else master
                 else:
                     full = compose(job + hydra_own)
+                check_hydra_keys(full, hydra_keys)
                 cfg = from_dictconfig(full)  # config/validate.py: one line naming the key
                 if check_memory:
                     check_plan(cfg, launcher, multirun)  # fits the device it will train on (jobs/memory.py)

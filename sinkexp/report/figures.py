@@ -16,6 +16,7 @@ import pandas as pd
 
 from sinkexp.report.save import Saver
 from sinkexp.rundir import files as rundir_files
+from sinkexp.rundir.reading import FINISHED
 
 MARKERS, STYLES = ("o", "s", "^", "D", "v", "P"), ("-", "--", ":", "-.")  # per layer
 SHARE_LABEL = "share of attention on the sink"  # sink_share: the raw weight for softmax, row-normalised otherwise
@@ -113,7 +114,7 @@ def training_curves(root: Path, runs: pd.DataFrame, groups: list[str]) -> tuple[
     and the held-out loss over all queries, each labelled with the run's setting."""
     curves, losses = [], []
     trained = runs["command"] != "measure" if "command" in runs else True  # a measured checkpoint has no curve
-    for _, run in runs[(runs["status"] == "done") & trained].iterrows():
+    for _, run in runs[runs["status"].isin(FINISHED) & trained].iterrows():
         label = label_of(run, groups)
         metrics = pd.read_csv(Path(root) / run["run"] / rundir_files.METRICS)
         metrics = metrics[
@@ -138,7 +139,7 @@ def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path,
     # one setting: a colour per layer; several: a colour per setting, a marker and line style per layer
     by_layer = curves["label"].nunique() == 1
     colour = {layer: f"C{layer % 10}" for layer in layers} if by_layer else colours(curves["label"])
-    done = runs[runs["status"] == "done"]
+    done = runs[runs["status"].isin(FINISHED)]
     seeds = done.groupby(done.apply(lambda row: label_of(row, groups), axis=1))["run"].nunique()  # a band needs 2
     fig, axes = panels(len(query_types) + 1, 4.4)
     for ax, query_type in zip(axes, query_types):

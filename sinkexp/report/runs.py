@@ -7,7 +7,8 @@ varies across them except the seed, each named however they co-vary, unless a ch
 it brings it (BRINGS); each group's final values become mean, std and n over seeds.
 
 Writes into DIR/report/: summary.csv (mean, std, n over seeds; summary.parquet too when pyarrow is
-installed), runs.csv (one row per run with its status, and the reason for a damaged one),
+installed), runs.csv (one row per run with its status and reason: rundir/reading.py's STATUSES, the
+words of `--list` and the plan too),
 finals.csv (every run's final values), sink_attn_by_layer.png and dynamics.png (the share of
 attention on the sink: row-normalised weights, so unnormalised variants' raw weights above 1 are
 never cut off the axis; the raw weights are in summary.csv as sink_attn), and
@@ -48,7 +49,7 @@ from sinkexp.report.save import DPI, FORMATS, Saver, saver
 from sinkexp.report.steps import measured_checkpoints, plot_checkpoints
 from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir.faults import RunFileError
-from sinkexp.rundir.reading import collect
+from sinkexp.rundir.reading import FINISHED, collect
 
 STATISTICS = ("mean", "std", "n")  # summary.csv's columns beside the groups (n: the count of seeds)
 IGNORED_SETTINGS = {"seed", *UNHASHED_KEYS}  # the seed is what groups average over; the rest is bookkeeping
@@ -119,9 +120,9 @@ def write_report(
     out = Path(out) if out else root / "report"
     runs, finals = collect(root)
     if runs.empty:
-        raise FileNotFoundError(f"no run directories (with {rundir_files.CONFIG}) below {root}")
+        raise FileNotFoundError(no_runs(root))
     out.mkdir(parents=True, exist_ok=True)
-    groups = varying(runs[runs["status"] == "done"])  # the runs the summary aggregates
+    groups = varying(runs[runs["status"].isin(FINISHED)])  # the runs the summary aggregates
     summary = aggregate(runs, finals, groups)
     rundir_files.write_csv(out / "runs.csv", runs)
     rundir_files.write_csv(out / "summary.csv", summary)
@@ -133,7 +134,7 @@ def write_report(
     plot_sink_by_layer(finals, runs, groups, out / "sink_attn_by_layer.png", save)
     is_measured = runs["command"].eq("measure") if "command" in runs else pd.Series(False, index=runs.index)
     plot_dynamics(root, runs[~is_measured], groups, out / "dynamics.png", save)  # a measured run has no training
-    done = runs[runs["status"] == "done"]
+    done = runs[runs["status"].isin(FINISHED)]
     for label, members in done.groupby(done.apply(lambda row: label_of(row, groups), axis=1)):
         # one seed's maps per setting, not one figure per run; the first by folder name, so that a
         # rerun draws the same one
@@ -166,8 +167,13 @@ def heads(run: pd.Series) -> int:
     return int(run[f"{prefix}.n_layers"]) * int(run[f"{prefix}.n_heads"])
 
 
+def no_runs(root: Path) -> str:
+    """The one line for a folder without runs, `report` and `--list` alike (exit status 2)."""
+    return f"no run directories (with {rundir_files.CONFIG}) below {root}"
+
+
 class NothingFinished(RuntimeError):
-    """Every run below the folder failed, is incomplete or is damaged: the report has no summary."""
+    """No run below the folder finished (done or unverified): the report has no summary."""
 
 
 def report(root: Path, out: Path | None = None, save: Saver = Saver(), head_maps=None) -> Path:
@@ -177,8 +183,8 @@ def report(root: Path, out: Path | None = None, save: Saver = Saver(), head_maps
     counts = runs["status"].value_counts().to_dict()
     print(f"{len(runs)} runs below {root}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     for _, run in runs[runs["status"] != "done"].iterrows():
-        print(f"  {run['status']:>10}: {run['run']}" + (f" ({run['reason']})" if run["reason"] else ""))
-    if not (runs["status"] == "done").any():
+        print(f"  {run['status']:>11}: {run['run']}" + (f" ({run['reason']})" if run["reason"] else ""))
+    if not runs["status"].isin(FINISHED).any():
         raise NothingFinished(f"no run below {root} has finished: nothing to summarise ({out / 'runs.csv'})")
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(headline(summary).round(4).to_string(index=False, na_rep=ABSENT))  # one seed: no std
@@ -227,7 +233,11 @@ def main(argv: list[str]) -> int:
         print(f"sinkexp: error: {err}", file=sys.stderr)
         return 2
     if args.list:
-        print("\n".join(listing(args.dir)))
+        lines = listing(args.dir)
+        if len(lines) == 1:  # the header alone: as report says it
+            print(f"sinkexp: error: {no_runs(args.dir)}", file=sys.stderr)
+            return 2
+        print("\n".join(lines))
         return 0
     out = args.out or args.dir / "report"
     try:

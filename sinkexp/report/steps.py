@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from sinkexp.report.save import Saver
+from sinkexp.rundir.reading import FINISHED
 
 # (metric, query type, over: the model's row, or the mean or max of the layers' rows, title)
 PANELS = (
@@ -26,7 +27,7 @@ def measured_checkpoints(runs: pd.DataFrame, groups: list[str]) -> tuple[pd.Data
     checkpoint's own folder is a point on a line, not a line)."""
     if "step" not in runs or "command" not in runs:
         return runs[:0], []
-    measured = runs[(runs["command"] == "measure") & (runs["status"] == "done") & (runs["step"] >= 0)]
+    measured = runs[(runs["command"] == "measure") & (runs["status"].isin(FINISHED)) & (runs["step"] >= 0)]
     if measured["step"].nunique() < 2:
         return runs[:0], []
     lines = [g for g in groups if g != "step" and measured.groupby(measured[g].astype(str))["step"].nunique().max() > 1]

@@ -15,7 +15,7 @@ import pandas as pd
 from sinkexp.reproduce.claims import UNTRAINED, Claim, Paired, Trend, Value
 from sinkexp.reproduce.declare import Paper
 from sinkexp.reproduce.finished import FinishedRun, MissingValue
-from sinkexp.rundir.reading import collect, setting
+from sinkexp.rundir.reading import FINISHED, collect, setting
 
 
 def load_runs(folder: Path, planned: set[Path] | None = None) -> tuple[list[FinishedRun], pd.DataFrame]:
@@ -29,7 +29,7 @@ def load_runs(folder: Path, planned: set[Path] | None = None) -> tuple[list[Fini
     done = [
         FinishedRun(folder / row["run"], row.to_dict(), finals[finals["run"] == row["run"]], experiment=folder.name)
         for _, row in table.iterrows()
-        if row["status"] == "done"
+        if row["status"] in FINISHED
     ]
     return done, table
 
@@ -168,7 +168,7 @@ def selection(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> tup
     """(the runs `where` selects, the `against` runs by label, the problem that prevents a verdict)."""
     arms = [claim.where] + ([claim.against] if isinstance(claim, Paired) and claim.against != UNTRAINED else [])
     unfinished = sum(
-        row["status"] != "done" and any(selects(row, arm) for arm in arms) for row in table.to_dict("records")
+        row["status"] not in FINISHED and any(selects(row, arm) for arm in arms) for row in table.to_dict("records")
     )
     home = claim.own_experiments
     chosen = sorted(

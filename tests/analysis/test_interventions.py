@@ -164,7 +164,7 @@ def test_the_command_refuses_an_unfinished_run_unless_asked_and_then_says_which_
     assert main([str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err == (
-        f"sinkexp: error: {tmp_path} has not finished (FAILED: Interrupted: stopped by Ctrl-C at step 24); "
+        f"sinkexp: error: {tmp_path} has not finished (interrupted: stopped by Ctrl-C at step 24); "
         "finish it with the sinkexp train command that started it, or pass --unfinished to read its last "
         "checkpoint, step 20 of train.steps=30\n"
     )
@@ -172,7 +172,7 @@ def test_the_command_refuses_an_unfinished_run_unless_asked_and_then_says_which_
     out = capsys.readouterr().out
     assert (
         out.startswith(
-            f"{tmp_path} has not finished (FAILED: Interrupted: stopped by Ctrl-C at step 24): reading "
+            f"{tmp_path} has not finished (interrupted: stopped by Ctrl-C at step 24): reading "
             "its last checkpoint, step 20 of train.steps=30\n"
         )
         and "redirect" in out

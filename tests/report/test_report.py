@@ -34,7 +34,7 @@ def sweep(tmp_path_factory, make_config):
 
 def test_collect_reads_settings_from_config_yaml_not_folder_names(sweep):
     runs, finals = collect(sweep)
-    assert sorted(runs["status"]) == ["done"] * 4 + ["failed", "incomplete"]
+    assert sorted(runs["status"]) == ["done"] * 4 + ["failed", "interrupted"]
     assert set(runs["attn.name"]) == {"softmax", "relu"}
     assert "seed" not in varying(runs) and "attn.name" in varying(runs)
     assert set(finals["run"]) == set(runs.loc[runs["status"] == "done", "run"])
@@ -68,7 +68,7 @@ def test_summary_is_mean_std_and_count_over_seeds(sweep, capsys):
     finals_csv = pd.read_csv(out / "finals.csv")  # every finished run's final values, labelled by setting
     assert set(finals_csv["label"]) == {"attn=relu", "attn=softmax"} and finals_csv["run"].nunique() == 4
     printed = capsys.readouterr().out
-    assert "failed: trigger/relu/L1/s2" in printed and "incomplete: trigger/softmax/L1/s2" in printed
+    assert "failed: trigger/relu/L1/s2" in printed and "interrupted: trigger/softmax/L1/s2" in printed
 
 
 def test_report_works_on_a_single_run_directory(sweep, tmp_path):
@@ -88,7 +88,7 @@ def test_damaged_runs_are_listed_with_the_reason_and_the_rest_reported(sweep, tm
     report(root)
     runs = pd.read_csv(root / "report/runs.csv").set_index("run")
     assert runs.loc["trigger/softmax/L1/s0", "status"] == "damaged"
-    assert "metrics.csv step 10" in runs.loc["trigger/softmax/L1/s0", "reason"]
+    assert runs.loc["trigger/softmax/L1/s0", "reason"] == "metrics.csv (size differs)"
     assert runs.loc["trigger/relu/L1/s0", "status"] == "damaged"
     damaged = runs.loc["trigger/relu/L1/s1"]
     assert damaged["status"] == "damaged" and "config.yaml" in damaged["reason"]
@@ -131,11 +131,11 @@ def test_an_unwritable_report_folder_is_one_line_naming_another(sweep, tmp_path,
 
 
 def test_a_folder_with_no_finished_run_is_one_line_and_exit_1(sweep, tmp_path, capsys):
-    for name in ("trigger/softmax/L1/s2", "trigger/relu/L1/s2"):  # incomplete, failed
+    for name in ("trigger/softmax/L1/s2", "trigger/relu/L1/s2"):  # interrupted, failed
         shutil.copytree(sweep / name, tmp_path / name)
     assert main([str(tmp_path)]) == 1
     out, err = capsys.readouterr()
-    assert "2 runs below" in out and "1 failed, 1 incomplete" in out and "Empty DataFrame" not in out
+    assert "2 runs below" in out and "1 failed, 1 interrupted" in out and "Empty DataFrame" not in out
     assert err.strip() == f"sinkexp: error: no run below {tmp_path} has finished: nothing to summarise " + (
         f"({tmp_path / 'report' / 'runs.csv'})"
     )

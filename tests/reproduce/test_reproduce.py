@@ -23,6 +23,7 @@ from sinkexp.reproduce.execute import experiment_overrides, plan_experiments
 from sinkexp.reproduce.judge import Result
 from sinkexp.reproduce.measures import final
 from sinkexp.reproduce.papers import PAPERS
+from sinkexp.rundir.claim import resumes
 
 
 def test_criteria_hold_inclusively_and_nan_never_passes():
@@ -190,7 +191,8 @@ def test_sigterm_to_reproduce_stops_its_pool_workers_runs(tmp_path):
     failed = sorted(tmp_path.rglob("FAILED"))
     assert process.returncode == 128 + signal.SIGTERM and len(failed) == 2
     assert "Traceback" not in stderr
-    assert "sinkexp: reproduce stopped by SIGTERM; its running runs are marked FAILED" in stderr
+    said = f"2 running runs stopped, 2 of them marked FAILED; {resumes([path.parent for path in failed])}"
+    assert f"sinkexp: reproduce stopped by SIGTERM; {said}\n" in stderr  # the queued job's run not counted
     assert all(path.read_text().startswith("Interrupted: stopped by SIGTERM at step ") for path in failed)
 
 

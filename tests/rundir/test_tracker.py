@@ -14,6 +14,7 @@ from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import to_dict
 from sinkexp.errors import ConfigError
 from sinkexp.rundir import files
+from sinkexp.rundir.reading import run_status
 from sinkexp.rundir.tracker import FOLDER, run_id
 
 wandb_internal = pytest.importorskip("wandb.proto.wandb_internal_pb2", reason="the wandb extra is not installed")
@@ -94,6 +95,8 @@ def test_sinkexp_train_wandb_true_writes_an_offline_run_whose_history_reads_back
     config = {item.key: item.value_json for item in record.config.update}
     assert set(config) >= set(to_dict(cfg)) and config["seed"] == "0"
     assert (run_dir / FOLDER / "logged_step").read_text() == "30"
+    # wandb's service writes its own log after DONE: the run still reads finished and whole (rundir/manifest.py)
+    assert run_status(run_dir) == ("done", "")
 
 
 def test_a_resumed_run_continues_its_wandb_run_and_logs_no_step_twice(make_config, tmp_path, kill_at_step):

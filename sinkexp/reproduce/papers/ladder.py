@@ -77,10 +77,10 @@ def rung_row(rung: str, folder: Path) -> str:
 
     from sinkexp.config.validate import from_dictconfig
     from sinkexp.jobs.cost import training_flops
-    from sinkexp.rundir.reading import RunFiles, collect
+    from sinkexp.rundir.reading import FINISHED, RunFiles, collect
 
     runs, finals = collect(folder) if folder.is_dir() else ([], None)
-    runs = runs[runs["status"] == "done"].sort_values("seed") if len(runs) else runs
+    runs = runs[runs["status"].isin(FINISHED)].sort_values("seed") if len(runs) else runs
     if not len(runs):
         return f"| `{rung}` | not run yet | | | | | |"
     cells, flops = {"loss": [], "rate": [], "head": [], "massive": []}, set()
