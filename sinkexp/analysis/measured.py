@@ -30,9 +30,8 @@ from sinkexp.hf.capture import layer_by_layer
 from sinkexp.hf.families import FAMILIES
 from sinkexp.hf.measure import NextToken, text_batch
 from sinkexp.machine.devices import resolve_device
-from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir.files import RunDirError
-from sinkexp.rundir.reading import RunFiles
+from sinkexp.rundir.reading import FINISHED, RunFiles, run_status
 from sinkexp.tasks.base import Batch
 
 WRITTEN_ONLY = ("command", "measured")  # config.yaml's keys that are not MeasureConfig's settings
@@ -104,10 +103,11 @@ def load_measured(path: Path, config, step: int | None = None, device: str | Non
     (default: the run's device setting). RunDirError when it has not finished, when a step other
     than its own is asked for, or when its model or text changed since; ConfigError when the model
     cannot be loaded (transformers missing, the folder gone: the measure command's own lines)."""
-    state = rundir_files.status(path)
-    if state != "done":
+    state, reason = run_status(path)
+    if state not in FINISHED:
         raise RunDirError(
-            f"{path} is a `sinkexp measure` run that has not finished ({state}); run the sinkexp measure "
+            f"{path} is a `sinkexp measure` run that has not finished ({state}{': ' + reason if reason else ''}); "
+            "run the sinkexp measure "
             "command that started it again to finish it"
         )
     files = RunFiles(path)

@@ -11,6 +11,7 @@ from test_cli import sinkexp
 from sinkexp.analysis.load import load_run
 from sinkexp.analysis.measured import MeasuredRun
 from sinkexp.rundir import files as rundir_files
+from sinkexp.rundir import manifest
 from sinkexp.rundir.files import RunDirError
 
 pytest.importorskip("transformers")
@@ -80,8 +81,12 @@ def test_the_inputs_are_checked_against_what_was_measured(measured, tmp_path):
     inputs = np.load(run_dir / "inputs.npz")["inputs"]
     rundir_files.write_arrays(run_dir / "inputs.npz", {"inputs": inputs[::-1].copy()})
     try:
+        with pytest.raises(RunDirError, match=r"damaged: inputs.npz \(hash differs\)"):  # the manifest first
+            load_run(run_dir)
+        manifest.seal(run_dir)  # as if measured so: the text now cuts into other tokens (another tokenizer)
         with pytest.raises(RunDirError, match="the text cuts into other tokens than inputs.npz holds"):
             load_run(run_dir)
     finally:
         rundir_files.write_arrays(run_dir / "inputs.npz", {"inputs": inputs})
+        manifest.seal(run_dir)
     assert torch.equal(load_run(run_dir).inputs, torch.from_numpy(inputs))

@@ -65,7 +65,9 @@ def test_a_report_of_measured_runs_draws_the_models_figures_not_the_training_one
 
 def test_beside_a_trained_run_the_dynamics_read_the_trained_run_only(measured, tmp_path, make_config, monkeypatch):
     shutil.copytree(measured, tmp_path / "both/measured")
-    (tmp_path / "both/measured/m" / rundir_files.MASSIVE).unlink()  # a run measured before massive.csv was kept
+    old = tmp_path / "both/measured/m"  # a run measured before massive.csv was kept, and before manifests
+    (old / rundir_files.MASSIVE).unlink()
+    (old / rundir_files.DONE).write_text("2026-12-01T00:00:00+00:00\n")
     run(make_config(*QUICK), tmp_path / "both/trained")
     seen = []
     monkeypatch.setattr(runs, "plot_dynamics", lambda root, table, groups, path, save: seen.append(table))
