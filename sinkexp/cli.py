@@ -3,7 +3,7 @@
     sinkexp train [-m] [--cfg job] [KEY=VALUE ...]   one run, or a Hydra multirun with -m
     sinkexp report DIR [--list]                       a table and figures for the runs below DIR (--list: a line each)
     sinkexp reproduce PAPER|all|--list [KEY=VALUE]    a paper's experiments and claims (sinkexp/reproduce/)
-    sinkexp intervene RUN_DIR [--layer L]             causal interventions on a finished run (analysis/interventions.py)
+    sinkexp intervene RUN_DIR [--layer L]             causal interventions on a finished run (analysis/intervene.py)
     sinkexp measure [-m] MODEL [KEY=VALUE]            the same metrics on Hugging Face checkpoints (sinkexp/hf/)
     sinkexp export RUN_DIR [OUT]                      a finished model=llama run as a LlamaForCausalLM folder
 
@@ -113,7 +113,7 @@ COMMANDS = {
     "train": None,
     "report": "sinkexp.report.runs",
     "reproduce": "sinkexp.reproduce.command",
-    "intervene": "sinkexp.analysis.interventions",
+    "intervene": "sinkexp.analysis.intervene",
     "measure": "sinkexp.hf.command",
     "export": "sinkexp.hf.export",
 }

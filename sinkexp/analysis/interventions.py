@@ -3,8 +3,8 @@ sink contributes, with that layer's attention weights held fixed, and measure th
 the output moves. Each is a replacement at a capture point (`sinkexp.model.intervene`) in the one
 forward pass, never a second model.
 
-Each intervention is defined once, in DEFINITIONS: the legend `sinkexp intervene` prints, its --help
-and docs/reproduce.md's table read it there. For broadcast, `payload_transfer`: with the donor's sink
+Each intervention is defined once, in DEFINITIONS: the legend `sinkexp intervene` (analysis/intervene.py)
+prints, its --help and docs/reproduce.md's table read it there. For broadcast, `payload_transfer`: with the donor's sink
 value, does the donor's payload reach every recipient (cosine), as one change common to all tokens
 (common energy)? For tasks with a BOS, `without_bos`: the held-out batch with BOS removed at inference.
 
@@ -19,20 +19,13 @@ key is drawn with `seed` (one per sequence, shared by the heads), the donor is s
 
 from __future__ import annotations
 
-import argparse
-import sys
 from typing import Callable
 
 import pandas as pd
 import torch
 
-from sinkexp.analysis.load import load_run
-from sinkexp.analysis.measured import MeasuredRun
-from sinkexp.errors import ConfigError
 from sinkexp.evaluate.evaluator import captured_forward
 from sinkexp.model import intervene
-from sinkexp.rundir.faults import run_file_error
-from sinkexp.rundir.reading import FINISHED, run_status
 from sinkexp.tasks.base import Batch
 
 Replacement = Callable[[torch.Tensor], torch.Tensor]
@@ -205,102 +198,3 @@ def without_bos(run) -> dict[str, float]:
         out[f"first_attn_{name}"] = first.item()
         out[f"loss_{name}"] = run.task.loss(pred, batch)[counted].mean().item()
     return out
-
-
-def main(argv: list[str]) -> int:
-    """`sinkexp intervene RUN_DIR [--layer L ...] [--seed N] [--unfinished]`: the table for a
-    finished run, or with --unfinished for an unfinished one at its last checkpoint (the step said)."""
-    # lazy: lm_interventions imports this module's replacements (at the top, a cycle)
-    from sinkexp.analysis import lm_interventions
-
-    measured = "\n".join(f"  {name}  {text}" for name, text in lm_interventions.DEFINITIONS.items())
-    parser = argparse.ArgumentParser(
-        prog="sinkexp intervene",
-        description=__doc__.split("\n\n")[0],
-        epilog=f"{legend(DEFINITIONS)}\non a sinkexp measure run, also (and {lm_interventions.KL}):\n{measured}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,  # the legend's lines as they are
-    )
-    parser.add_argument("run", help="a run directory")
-    parser.add_argument("--layer", type=int, nargs="*", default=None, help="layers (default: every layer)")
-    parser.add_argument("--seed", type=int, default=0, help="draws the random non-sink keys")
-    parser.add_argument(
-        "--unfinished",
-        action="store_true",
-        help="read a run that has not finished (failed, interrupted or running) at its last checkpoint",
-    )
-    parser.add_argument(
-        "--sequences",
-        type=int,
-        default=None,
-        help="a sinkexp measure run: only its first N sequences (default: all; each row is a pass of the real model)",
-    )
-    args = parser.parse_args(argv)
-    try:
-        run = load_run(args.run)
-        state, reason = run_status(run.path)
-        why = f"{state}: {reason}" if reason else state
-    except (OSError, RuntimeError, ConfigError) as err:
-        reason = run_file_error(err, doing="read") if isinstance(err, OSError) and err.errno else err
-        print(f"sinkexp: error: {reason}", file=sys.stderr)
-        return 2
-    if isinstance(run, MeasuredRun) or args.sequences is not None:
-        return lm_interventions.intervene_measured(run, args)
-    if state not in FINISHED:
-        read = f"its last checkpoint, step {run.step} of train.steps={run.cfg.train.steps}"
-        if not args.unfinished:
-            print(
-                f"sinkexp: error: {run.path} has not finished ({why}); finish it with the sinkexp train command "
-                f"that started it, or pass --unfinished to read {read}",
-                file=sys.stderr,
-            )
-            return 2
-        print(f"{run.path} has not finished ({why}): reading {read}")
-    n_layers = len(run.model.blocks)
-    layers = range(n_layers) if args.layer is None else args.layer
-    bad = [layer for layer in layers if not 0 <= layer < n_layers]
-    if bad:
-        print(f"sinkexp: error: --layer {bad[0]} is not valid; the run has layers 0..{n_layers - 1}", file=sys.stderr)
-        return 2
-    print_interventions(run, layers, args.seed)
-    return 0
-
-
-def print_table(
-    table: pd.DataFrame, values=("loss", "rms_change"), definitions: dict = DEFINITIONS, columns: str = COLUMNS
-) -> None:
-    """An intervention table as `sinkexp intervene` prints it: a row per layer and intervention,
-    `values` per query type, then the legend: `columns` and each row's line of `definitions`."""
-    with pd.option_context("display.width", 160, "display.max_rows", 500):
-        print(
-            table.pivot_table(index=["layer", "intervention"], columns="query_type", values=list(values), sort=False)
-            .round(5)
-            .to_string()
-        )
-    print(legend(definitions, table["intervention"].unique(), columns))
-
-
-def print_interventions(run, layers, seed: int) -> None:
-    """The intervention table of `layers`, then the BOS removal and the broadcast transfer where they apply."""
-    print_table(pd.concat([run_interventions(run, layer, seed=seed) for layer in layers], ignore_index=True))
-    if run.task.has_bos:
-        removed = without_bos(run)
-        print(
-            f"BOS removed at inference: attention on the first position {removed['first_attn_bos']:.4f} -> "
-            f"{removed['first_attn_no_bos']:.4f}, loss {removed['loss_bos']:.5f} -> {removed['loss_no_bos']:.5f}"
-        )
-    if run.cfg.task.name == "broadcast":
-        for layer in layers:
-            transfer = payload_transfer(run, layer)
-            print(
-                f"layer {layer}, donor sink value: payload cosine {transfer['cosine']:.4f}, "
-                f"common energy of the change {transfer['common_energy']:.5f}"
-            )
-
-
-def legend(definitions: dict[str, str], names=None, columns: str = COLUMNS) -> str:
-    """What each intervention of `names` (all of them by default) is, a line each, from `definitions`:
-    the registry the rows came from (this module's DEFINITIONS, or another's of the same form)."""
-    names = list(definitions) if names is None else list(names)
-    width = max(map(len, names))
-    lines = [f"  {name:<{width}}  {definitions[name]}" for name in names]
-    return "\n".join([columns, ROWS, *lines])

@@ -27,16 +27,13 @@ sequence of the same chunk. Random keys and entries are drawn with `seed`.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import pandas as pd
 import torch
 
 from sinkexp.analysis.interventions import COLUMNS as SINK_COLUMNS
-from sinkexp.analysis.interventions import DEFINITIONS as SINK_DEFINITIONS
-from sinkexp.analysis.interventions import INTERVENTIONS, drop_first, print_table, random_other_keys
-from sinkexp.analysis.measured import MeasuredRun
+from sinkexp.analysis.interventions import INTERVENTIONS, drop_first, random_other_keys
 from sinkexp.hf.capture import intervene, layer_by_layer
 from sinkexp.hf.measure import text_batch
 
@@ -231,54 +228,3 @@ def first_column(taps: dict) -> torch.Tensor:
     """A layer's attention on the first position from every later query, (b, H, T - 1)."""
     weights = next(tensor for name, tensor in taps.items() if name.endswith(".attn.weights"))
     return weights[:, :, 1:, 0]
-
-
-def print_measured(run, layers, seed: int) -> None:
-    """`sinkexp intervene` on a measured run: the table, each layer's massive activations, the first token removed."""
-    massive = find_massive(run, layers, seed)
-    N, T = run.inputs.shape
-    print(f"{run.path}: {run.cfg.model}, {N} sequences of {T} tokens; the sink is position 0")
-    table = lm_interventions(run, layers, seed=seed, massive=massive)
-    every = {**SINK_DEFINITIONS, **DEFINITIONS}
-    print_table(table, values=["loss", "rms_change", "kl"], definitions=every, columns=COLUMNS)
-    for layer in layers:
-        found = massive[layer]
-        if not len(found.entries):
-            print(f"layer {layer}: no massive activation (|h| >= {MASSIVE_FACTOR:g} x the sequence's median |h|)")
-            continue
-        positions = sorted(set(found.entries[:, 1].tolist()))
-        channels = sorted(set(found.entries[:, 2].tolist()))
-        sequences, largest = len(set(found.entries[:, 0].tolist())), found.values.abs().max()
-        print(
-            f"layer {layer}: {len(found.entries)} massive activations in {sequences} sequences, positions "
-            f"{short(positions)}, channels {short(channels)}, |h| up to {largest:.4g}"
-        )
-    removed = first_token_removed(run)
-    print(
-        f"first position removed at inference: attention on the first position {removed['first_attn_first']:.4f} -> "
-        f"{removed['first_attn_no_first']:.4f}, loss {removed['loss_first']:.5f} -> {removed['loss_no_first']:.5f}"
-    )
-
-
-def short(values: list[int], most: int = 8) -> str:
-    """A list of ints, cut after `most` with how many more."""
-    return ", ".join(map(str, values[:most])) + (f" (+{len(values) - most} more)" if len(values) > most else "")
-
-
-def intervene_measured(run, args) -> int:
-    """`sinkexp intervene` on a `sinkexp measure` run (analysis/interventions.py's main parses the
-    arguments), on its first --sequences sequences; 2 with one line for a bad --layer or --sequences."""
-    problem = None
-    if not isinstance(run, MeasuredRun):
-        problem = "--sequences applies to a sinkexp measure run only"
-    elif args.sequences is not None and not 1 <= args.sequences <= len(run.inputs):
-        problem = f"--sequences {args.sequences} is not valid; choose 1..{len(run.inputs)}"
-    else:
-        bad = [layer for layer in args.layer or () if not 0 <= layer < run.n_layers]
-        problem = f"--layer {bad[0]} is not valid; the run has layers 0..{run.n_layers - 1}" if bad else None
-    if problem:
-        print(f"sinkexp: error: {problem}", file=sys.stderr)
-        return 2
-    run.inputs = run.inputs[: args.sequences]
-    print_measured(run, list(range(run.n_layers)) if args.layer is None else args.layer, args.seed)
-    return 0

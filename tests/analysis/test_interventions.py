@@ -155,7 +155,7 @@ def test_the_command_prints_the_table_and_refuses_a_missing_layer(trained):
 def test_the_command_refuses_an_unfinished_run_unless_asked_and_then_says_which_step(
     make_config, tmp_path, kill_at_step, capsys
 ):
-    from sinkexp.analysis.interventions import main
+    from sinkexp.analysis.intervene import main
     from sinkexp.train.loop import Trainer
 
     kill_at_step(Trainer, 25)  # FAILED at step 24; the last checkpoint is step 20's
@@ -193,7 +193,8 @@ def test_each_intervention_is_defined_once_and_the_docs_table_and_the_legend_rea
     import re
     from pathlib import Path
 
-    from sinkexp.analysis.interventions import DEFINITIONS, print_interventions
+    from sinkexp.analysis.intervene import print_interventions
+    from sinkexp.analysis.interventions import DEFINITIONS
 
     assert list(DEFINITIONS) == ["none", *INTERVENTIONS]  # every row of the table, in its order
     docs = (Path(__file__).parents[2] / "docs/reproduce.md").read_text()

@@ -13,7 +13,7 @@ import pytest
 from conftest import QUICK
 from helpers import sinkexp
 
-from sinkexp.analysis.interventions import main as intervene
+from sinkexp.analysis.intervene import main as intervene
 from sinkexp.analysis.load import load_run
 from sinkexp.errors import ConfigError
 from sinkexp.hf.export import check_run
