@@ -208,7 +208,7 @@ def head_rows(rows: Rows, layer: int, share, k, v, updates, parts, sink) -> torc
     rows.per_head(layer, "all", "value_norm_ratio", metrics.value_norm_ratio(values, sink))
     rows.per_head(layer, "all", "sink_value_norm", metrics.sink_value_norm(values, sink))
     rows.per_head(layer, "all", "stable_rank", metrics.stable_rank(updates))
-    spectrum = metrics.qk_spectrum(parts.w_q, parts.w_k, parts.n_heads)  # (H, top)
+    spectrum = metrics.qk_spectrum(parts.w_q, parts.w_k, parts.n_heads, gain=parts.qk_gain)  # (H, top)
     for rank in range(spectrum.shape[1]):
         rows.per_head(layer, "all", f"qk_sigma{rank + 1}", spectrum[:, rank])
     if spectrum.shape[1] > 1:
