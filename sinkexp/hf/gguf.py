@@ -169,7 +169,8 @@ def _digest(path: str, size: int, mtime_ns: int) -> str:
 
 
 def file_sha256(path: Path) -> str:
-    """The file's SHA-256 (0.3 s for SmolLM2's 98 MB), once per process for an unchanged file."""
+    """The file's SHA-256 (0.3 s for SmolLM2's 98 MB), once per process for an unchanged file (a
+    GGUF's, and sources.file_digest's of a model folder's files)."""
     stat = path.stat()
     return _digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
 

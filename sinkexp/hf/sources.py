@@ -120,11 +120,7 @@ def file_digest(path: Path) -> str:
     target = Path(os.path.realpath(path))
     if path.is_symlink() and re.fullmatch(r"[0-9a-f]{64}", target.name):
         return target.name
-    digest = hashlib.sha256()
-    with open(target, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 24), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return gguf.file_sha256(target)
 
 
 def folder_digest(folder: Path) -> str:
