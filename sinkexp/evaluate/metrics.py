@@ -117,17 +117,22 @@ def head_values(v: torch.Tensor, w_out: torch.Tensor) -> torch.Tensor:
     return torch.einsum("bhsd,mhd->bhsm", v, w_out.view(-1, H, D))
 
 
+def head_factors(w_out: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(D, H * D) R_h side by side, W_O^h = Q_h R_h (reduced QR, Q_h orthonormal columns): head_values
+    through it gives R_h v, whose norms and Gram matrices are W_O^h v's in D dimensions, not d_model."""
+    heads = w_out.view(w_out.shape[0], n_heads, -1).transpose(0, 1)  # (H, d_model, D)
+    fewer = heads.shape[2] > heads.shape[1]  # fewer output dimensions than a head's: nothing to save
+    return w_out if fewer else torch.linalg.qr(heads)[1].transpose(0, 1).reshape(heads.shape[2], -1)
+
+
 def sink_value_norm(values: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
-    """||W_O v_s||, mean over sequences, (H,). `values` from head_values."""
-    norms = values.norm(dim=-1)  # (B, H, S)
+    norms = values.norm(dim=-1)  # (B, H, S): ||W_O^h v||, values from head_values; mean over sequences, (H,)
     return norms.gather(-1, sink.view(-1, 1, 1).expand(-1, norms.shape[1], 1)).squeeze(-1).mean(0)
 
 
 def value_norm_ratio(values: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
-    """||W_O v_s|| / mean_{j != s} ||W_O v_j||, per sequence then averaged, (H,).
-
-    NOP-like <= 0.2, broadcast-like >= 0.5 (Fesser et al. 2026).
-    """
+    """||W_O v_s|| / mean_{j != s} ||W_O v_j||, per sequence then averaged, (H,) (Fesser et al. 2026:
+    NOP-like <= 0.2, broadcast-like >= 0.5)."""
     norms = values.norm(dim=-1)  # (B, H, S)
     B, H, S = norms.shape
     at_sink = norms.gather(-1, sink.view(B, 1, 1).expand(B, H, 1)).squeeze(-1)
@@ -135,14 +140,12 @@ def value_norm_ratio(values: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
     return (at_sink / rest).mean(0)
 
 
-def head_cancellation(updates: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+def head_cancellation(updates: torch.Tensor, queries: torch.Tensor, written: torch.Tensor | None = None):
     """||sum_h u_h|| / sum_h ||u_h|| at each query, mean over the queries in `queries` (B, T); a scalar.
-
-    u_h = W_O^h (A V)_h is what head h writes at the query (updates: (B, H, T, d_model)). 1: the
-    heads write in one direction (always, with one head); near 0: their writes cancel, so a layer can
-    write nothing without any head writing nothing. Queries where no head writes (0/0) are skipped.
-    """
-    total = updates.sum(1).norm(dim=-1)  # (B, T)
+    u_h = W_O^h (A V)_h is what head h writes at the query (updates (B, H, T, d_model); `written`
+    (B, T, d_model) sum_h u_h when they are head_factors' compact ones). 1: the heads write in one
+    direction (always, with one head); near 0: they cancel. Queries where no head writes are skipped."""
+    total = updates.sum(1).norm(dim=-1) if written is None else written.norm(dim=-1)  # (B, T)
     parts = updates.norm(dim=-1).sum(1)  # (B, T)
     keep = queries & (parts > 0)
     return (total[keep] / parts[keep]).mean()
@@ -152,11 +155,8 @@ COMMON_MODE_EPS = 1e-12
 
 
 def common_mode_fraction(update: torch.Tensor) -> torch.Tensor:
-    """E(mean_i o_i) / (E(O) + 1e-12) of a layer's write O (B, T, d_model), E the mean squared entry; a scalar.
-
-    1: every token receives the same vector (a broadcast); 0: the writes cancel over the sequence.
-    Fesser et al. 2026's Eq. 5 ratio, also the common_mode_penalty's per-layer term (differentiable).
-    """
+    """E(mean_i o_i) / (E(O) + 1e-12) of a layer's write O (B, T, d_model), E the mean squared entry; a
+    scalar. 1: a broadcast; 0: the writes cancel (Fesser et al. 2026, Eq. 5; common_mode_penalty's term)."""
     return update.mean(dim=1).pow(2).mean() / (update.pow(2).mean() + COMMON_MODE_EPS)
 
 

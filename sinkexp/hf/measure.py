@@ -140,7 +140,8 @@ def anatomy(model, family, T: int, device) -> Anatomy:
         attn = family.attention_module(layer)
         w_q, w_k, w_o = (w.detach().float() for w in family.weights(attn, n_heads))
         gain = family.qk_gain(attn).detach().float() if family.qk_gain else None
-        layers.append(LayerAnatomy(n_heads, w_q, w_k, w_o, False, False, False, qk_gain=gain))
+        parts = dict(has_slot=False, has_gate=False, has_pathway=False, qk_gain=gain)
+        layers.append(LayerAnatomy(n_heads, w_q, w_k, w_o, **parts))
     return Anatomy(
         tokens=torch.arange(T, device=device),
         registers=torch.zeros(0, dtype=torch.long, device=device),

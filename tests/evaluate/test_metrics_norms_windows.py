@@ -48,3 +48,25 @@ def test_logit_gap_leaves_out_the_queries_whose_window_has_passed_the_sink():
     assert metrics.logit_gap(scores, sink, band(2)).isnan().all()
     gap = metrics.logit_gap(scores, sink, band(3))[0, 0]
     assert gap[2].item() == scores[0, 0, 2, 0] - scores[0, 0, 2, 1] and gap[[0, 1, 3]].isnan().all()
+
+
+def test_the_heads_writes_through_their_factors_keep_every_norm_and_rank():
+    """value_norm_ratio, sink_value_norm, stable_rank and head_cancellation read each head's writes
+    through R_h (W_O^h = Q_h R_h, D dimensions; the evaluator's way) as they read them through W_O
+    (d_model dimensions, the definitions' direct computation): equal to float32 rounding."""
+    generator = torch.Generator().manual_seed(2)
+    B, H, T, D, d_model = 3, 4, 10, 8, 48
+    mixed, v = torch.randn(2, B, H, T, D, generator=generator)
+    w_o = torch.randn(d_model, H * D, generator=generator)
+    compact, sink = metrics.head_factors(w_o, H), torch.tensor([0, 2, 0])
+    assert compact.shape == (D, H * D)
+    direct, small = metrics.head_values(v, w_o), metrics.head_values(v, compact)
+    for metric in (metrics.value_norm_ratio, metrics.sink_value_norm):
+        torch.testing.assert_close(metric(small, sink), metric(direct, sink), rtol=1e-5, atol=0)
+    updates, compact_updates = metrics.head_values(mixed, w_o), metrics.head_values(mixed, compact)
+    torch.testing.assert_close(metrics.stable_rank(compact_updates), metrics.stable_rank(updates), rtol=1e-5, atol=0)
+    queries = torch.ones(B, T, dtype=torch.bool)
+    written = mixed.transpose(1, 2).reshape(B, T, H * D) @ w_o.T
+    torch.testing.assert_close(
+        metrics.head_cancellation(compact_updates, queries, written), metrics.head_cancellation(updates, queries)
+    )
