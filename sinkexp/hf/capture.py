@@ -13,7 +13,10 @@ attention (tests/hf/test_measure.py checks the logits) with sinkexp's taps:
     blocks.{l}.attn.k / .v   (B, H, S, D) keys after the positions (RoPE), values; key/value heads
                              repeated for the query heads that share them (grouped-query attention)
     blocks.{l}.attn.mixed    (B, H, T, D) weights @ v
-    blocks.{l}.attn.output   (B, T, d_model) what the attention module writes (after W_O)
+    blocks.{l}.attn.output   (B, T, d_model) what the attention writes into the stream (after W_O, and
+                             after the norm that follows it where the family has one: Gemma's)
+    blocks.{l}.attn.visible  (T, S) which keys each query sees, from the layer's own mask (a sliding
+                             window's layers differ from the full ones); absent without a mask
     blocks.{l}.resid_post    (B, T, d_model) the layer's output (the residual stream after the block)
 
 `layer_by_layer(model, family, on_layer)` calls on_layer(l, taps) as soon as layer l has finished
@@ -60,7 +63,8 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout=0
     mixed = weights @ v  # (B, H, T, D)
     tap = getattr(module, TAP, None)
     if tap is not None:
-        tap(scores=scores, weights=weights, k=k, v=v, mixed=mixed)
+        seen = {} if attention_mask is None else {"visible": attention_mask[0, 0, :, : k.shape[-2]] == 0}
+        tap(scores=scores, weights=weights, k=k, v=v, mixed=mixed, **seen)
     return mixed.transpose(1, 2).contiguous(), weights
 
 
@@ -102,8 +106,9 @@ def layer_by_layer(model, family, on_layer: Callable[[int, dict], None]) -> Iter
         attn = family.attention_module(module)
         setattr(attn, TAP, lambda layer=layer, **tensors: record(f"blocks.{layer}.attn", **tensors))
         attentions.append(attn)
+        write = getattr(module, family.write) if family.write else attn  # what the stream receives
         handles.append(
-            attn.register_forward_hook(
+            write.register_forward_hook(
                 lambda _, __, output, layer=layer: record(f"blocks.{layer}.attn", output=_first(output))
             )
         )

@@ -131,7 +131,7 @@ def test_a_failed_measurement_writes_failed_and_the_rerun_ends_done(tmp_path, mo
     def broken(*args):
         raise RuntimeError("no room for the model")
 
-    monkeypatch.setattr(command, "load_model", broken)
+    monkeypatch.setattr(command, "load_checkpoint", broken)
     with pytest.raises(RuntimeError, match="the measurement did not finish"):
         command.measure_checkpoint(folder, tmp_path / "run", n=3, seq_len=8)
     assert capsys.readouterr().err == (
