@@ -4,8 +4,10 @@
         hydra.run.dir=outputs/demo
     .venv/bin/python examples/inspect_run.py outputs/demo
 
-Writes <run>/inspect/attention.png (per layer: the held-out batch's mean attention of head 0, with
-a log colour bar and the sink column marked, as `sinkexp report` draws them) and prints three things:
+Writes <run>/inspect/attention.png, the held-out batch's attention maps at the loaded step drawn by
+`sinkexp report`'s own code (sinkexp/report/maps.py: every layer and head, per query type, the sink's
+column marked, one log colour bar; at the last step they are the run's attention_<setting>.png), and
+prints three things:
   - the losses recomputed from the loaded model (they equal losses.csv's last evaluation);
   - the ablation: every layer's value at the sink set to zero with the attention weights held fixed
     (`sinkexp.model.intervene` on `blocks.<l>.attn.v`), its loss per query type, and how much the
@@ -22,14 +24,14 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from sinkexp import load_run  # noqa: E402
 from sinkexp.analysis.interventions import sink_keys, zero_sink_value  # noqa: E402
 from sinkexp.evaluate import metrics  # noqa: E402
+from sinkexp.evaluate.evaluator import mean_attention  # noqa: E402
 from sinkexp.model import intervene  # noqa: E402
-from sinkexp.report.maps import attention_panel  # noqa: E402
+from sinkexp.report.maps import draw_maps  # noqa: E402
 
 
 def losses_by_query_type(run, pred: torch.Tensor) -> dict[str, float]:
@@ -42,21 +44,12 @@ def losses_by_query_type(run, pred: torch.Tensor) -> dict[str, float]:
     return out
 
 
-def draw_attention(run, cache: dict, path: Path) -> None:
-    layers = len(run.model.blocks)
-    tokens = run.model.anatomy(run.batch.inputs.shape[1]).tokens
-    fig, axes = plt.subplots(1, layers, figsize=(4.2 * layers, 3.8), squeeze=False)
-    for layer, ax in enumerate(axes[0]):
-        weights = cache[f"blocks.{layer}.attn.weights"][:, 0][:, tokens][..., tokens].mean(0)  # (T, T), head 0
-        sinks = run.batch.sink.unique()
-        sink = sinks.item() if len(sinks) == 1 else -1  # a fixed sink position (BOS): its column marked
-        title = f"layer {layer}, head 0 ({len(run.batch.sink)} sequences)"
-        attention_panel(fig, ax, weights.cpu().numpy(), sink, title)  # as sinkexp report draws its maps
-    fig.suptitle(f"{run.cfg.task.name}, attn={run.cfg.attn.name}, step {run.step}")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+def draw_attention(run, path: Path) -> dict:
+    """The maps attention.npz holds (the same function computes them), drawn as `sinkexp report` draws them."""
+    maps = mean_attention(run.model, run.batch, run.task.query_types)
+    title = f"{run.cfg.task.name}, attn={run.cfg.attn.name}, step {run.step}: attention on the held-out batch"
+    draw_maps(maps, title, path)
+    return maps
 
 
 def main() -> None:
@@ -66,8 +59,8 @@ def main() -> None:
 
     run = load_run(args.run)
     names = [f"blocks.{layer}.attn.weights" for layer in range(len(run.model.blocks))]
-    pred, cache = run.forward(names)
-    draw_attention(run, cache, args.run / "inspect" / "attention.png")
+    pred, _ = run.forward(names)
+    draw_attention(run, args.run / "inspect" / "attention.png")
     print(f"run {args.run} at step {run.step}: attention maps in {args.run / 'inspect' / 'attention.png'}")
 
     before = losses_by_query_type(run, pred)

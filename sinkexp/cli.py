@@ -3,7 +3,7 @@
     sinkexp train [-m] [--cfg job] [KEY=VALUE ...]   one run, or a Hydra multirun with -m
     sinkexp report DIR [--list]                       a table and figures for the runs below DIR (--list: a line each)
     sinkexp reproduce PAPER|all|--list [KEY=VALUE]    a paper's experiments and claims (sinkexp/reproduce/)
-    sinkexp intervene RUN_DIR [--layer L]             causal interventions on a finished run (analysis/interventions.py)
+    sinkexp intervene RUN_DIR [--layer L]             causal interventions on a finished run (analysis/intervene.py)
     sinkexp measure [-m] MODEL [KEY=VALUE]            the same metrics on Hugging Face checkpoints (sinkexp/hf/)
     sinkexp export RUN_DIR [OUT]                      a finished model=llama run as a LlamaForCausalLM folder
 
@@ -113,7 +113,7 @@ COMMANDS = {
     "train": None,
     "report": "sinkexp.report.runs",
     "reproduce": "sinkexp.reproduce.command",
-    "intervene": "sinkexp.analysis.interventions",
+    "intervene": "sinkexp.analysis.intervene",
     "measure": "sinkexp.hf.command",
     "export": "sinkexp.hf.export",
 }
@@ -155,8 +155,9 @@ def invoke(argv: list[str]) -> int:
 
 
 def main() -> None:
-    """The console script. Ctrl-C and SIGTERM end any command in one line from here on, with exit
-    status 128 + the signal (machine/preemption.py; a run's own stop says more: jobs/launch.py)."""
+    """The command. Ctrl-C and SIGTERM end any command in one line, with exit status 128 + the
+    signal (machine/preemption.py; a run's own stop says more: jobs/launch.py); the console script
+    (sinkexp/__main__.py) has had them handled since its first instruction."""
     preemption.stop_on_signals(at_once=True)  # until the command's modules are loaded: nothing is written
     try:
         code = invoke(sys.argv[1:])
@@ -171,6 +172,14 @@ def main() -> None:
             file=sys.stderr,
         )
         code = 128 + signum
+    else:
+        if preemption.stopping() is not None:  # its exception lost in a finaliser, after the last check
+            stop = preemption.Interrupted(preemption.stopping())
+            print(f"sinkexp: {stop}; the command had finished its work first", file=sys.stderr)
+            code = 128 + preemption.stopping()
+    if preemption.stopping() is None:  # its work done: a signal from here on ends the process at once
+        sys.stdout.flush()
+        preemption.stop_on_signals(at_once="as the command ended (its work was done)")
     sys.exit(code)
 
 

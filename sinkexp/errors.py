@@ -1,6 +1,7 @@
 """The one error type a user sees for a bad setting: a single line naming the key."""
 
 import difflib
+import re
 from typing import Any, Iterable
 
 
@@ -25,8 +26,28 @@ def closest(given: Any, choices: Iterable[str], prefix: str = "") -> str:
     return f" (did you mean {prefix}{match}?)" if match else ""
 
 
+def unknown_key(key: str, valid: Iterable[str], parent: str, among: Iterable[str] | None = None) -> ConfigError:
+    """`KEY: unknown key (did you mean ...?); valid keys under 'PARENT': ...`: the closest of `valid` to
+    the key's last part, or of `among` (every dotted key) to the whole key when its section is misspelt."""
+    valid = sorted(valid)
+    where = f"under '{parent}'" if parent else "at the top level"
+    leaf = key[len(parent) + 1 :] if parent else key
+    hint = closest(key, among) if among is not None else closest(leaf, valid, f"{parent}." if parent else "")
+    return ConfigError(f"{key}: unknown key{hint}; valid keys {where}: {', '.join(valid)}")
+
+
+# OmegaConf's words for a value its schema type cannot take, as a user would say what is wanted
+WANTED = {"Integer": "a whole number (e.g. 1000 or 1e3)", "Float": "a number", "Boolean": "true or false"}
+NOT_CONVERTED = re.compile(r"Value '(.*)' (?:of type '\w+' could not be converted to (\w+)|is not a valid (bool))")
+
+
 def omegaconf_message(err: Exception) -> str:
-    """One line from an OmegaConf error: its first line plus the full key it names."""
+    """One line from an OmegaConf error: its first line plus the full key it names; a value its
+    type cannot take as `KEY=VALUE is not valid; it must be ...`."""
     first = str(err).splitlines()[0]
     key = getattr(err, "full_key", None)
+    refused = NOT_CONVERTED.search(first)
+    wanted = refused and WANTED.get(refused.group(2) or "Boolean")  # group 3: "bool"
+    if key and wanted:
+        return f"{key}={refused.group(1)!r} is not valid; it must be {wanted}"
     return f"{key}: {first}" if key and key not in first else first

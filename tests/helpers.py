@@ -8,13 +8,16 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 import torch
 
 from sinkexp import cli
 from sinkexp.config.schema import AttnConfig, ModelConfig
+from sinkexp.jobs.runner import run
 from sinkexp.model import Transformer
 from sinkexp.rundir import files as rundir_files
 from sinkexp.tasks.trigger import TriggerConfig, TriggerTask
+from sinkexp.train.loop import Trainer
 
 
 def sinkexp(*args, cwd, process=False):
@@ -73,3 +76,15 @@ def make_model(attn="softmax", **model):
 
 def sample(task, seed, batch_size=64):
     return task.sample(batch_size, torch.Generator().manual_seed(seed), "cpu")
+
+
+def whole_and_resumed(cfg, root, kill_at_step):
+    """`cfg` trained into root/whole, and into root/split killed at step 26 (loss logged at 25, past the
+    step-20 checkpoint of QUICK's) and run again, which resumes it; returns the two directories."""
+    run(cfg, root / "whole")
+    kill_at_step(Trainer, 27)
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, root / "split")
+    kill_at_step(Trainer, None)
+    run(cfg, root / "split")
+    return root / "whole", root / "split"

@@ -49,3 +49,18 @@ def test_a_key_given_twice_is_refused_before_anything_runs(tmp_path):
     assert result.stderr.strip() == (
         "sinkexp: error: train.lr is given twice (train.lr=1e-2 and train.lr=1e-3); give it once"
     )
+
+
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        (["hydra.run.dir=${oops}"], "hydra.run.dir"),
+        (["-m", "hydra.sweep.dir=${oc.env:SINKEXP_NOT_SET}", "seed=0,1"], "hydra.sweep.dir"),
+        (["hydra.job.name=${oops}"], "hydra.job.name"),
+    ],
+)
+def test_an_interpolation_in_a_hydra_key_that_does_not_resolve_is_one_line_naming_it(tmp_path, overrides, key):
+    result = sinkexp("train", *overrides, "train.steps=5", cwd=tmp_path)
+    (line,) = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and line.startswith(f"sinkexp: error: {key}: ") and "${...}" in line, line
+    assert list(tmp_path.iterdir()) == []

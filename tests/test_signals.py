@@ -5,9 +5,13 @@ tests/jobs/test_interruptions.py).
 
 The moments are read off what the command writes (its run directory's train.log: the job has
 started, inside Hydra's run_job), and for the start-up before that, off the process's own clock
-(its imports and its plan: a signal after a second)."""
+(its imports and its plan: a signal after a second). The sampled start-up test sends one signal at
+moments from the entry's first instruction (sinkexp/__main__.py) on, and counts tracebacks, ignored
+signals and lines the directory contradicts (a fast sample; the many-moment one is slow)."""
 
+import collections
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -25,9 +29,7 @@ TABLES = ("metrics.csv", "losses.csv")
 
 def interrupted(args: list[str], cwd: Path, when, signum: int, times: int) -> subprocess.CompletedProcess:
     """`sinkexp ARGS` as a process of its own, sent `signum` `times` times (50 ms apart) once `when()`."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "sinkexp.cli", *args], cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
+    process = subprocess.Popen([*console(), *args], cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while not when() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -84,7 +86,7 @@ def test_ctrl_c_before_the_first_checkpoint_says_the_rerun_starts_at_step_0(tmp_
     stopped = interrupted([*args, f"hydra.run.dir={run_dir}"], tmp_path, started, signal.SIGINT, 1)
     (line,) = stopped.stderr.strip().splitlines()
     assert stopped.returncode == 130 and not (run_dir / "checkpoint.pt").exists()
-    assert line.endswith("no checkpoint was written yet: the same command trains it from step 0)"), line
+    assert line.endswith("the same command trains it from step 0, as no checkpoint was written yet)"), line
 
 
 @pytest.mark.parametrize("moment, signum, times", [("starting", signal.SIGINT, 3), ("measuring", signal.SIGTERM, 1)])
@@ -101,3 +103,85 @@ def test_a_signal_during_sinkexp_measure_is_one_line_and_the_rerun_finishes(tmp_
     assert (run_dir / "FAILED").exists() == (moment == "measuring") and not (run_dir / "DONE").exists()
     again = sinkexp(*args, cwd=tmp_path)
     assert again.returncode == 0 and (run_dir / "DONE").exists(), again.stderr
+
+
+def console() -> list[str]:
+    """The console script beside this Python (scripts/setup.sh installs it), else `python -m sinkexp`:
+    both enter at sinkexp/__main__.py."""
+    script = Path(sys.executable).with_name("sinkexp")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "sinkexp"]
+
+
+def signalled_at(delay: float, signum: int, cwd: Path) -> tuple[str, str]:
+    """`sinkexp train` sent `signum` `delay` seconds after it starts: (how it ended, its stderr). It
+    starts with the two signals held (blocked, inherited), so that one sent before the entry's first
+    instruction (the interpreter's own start-up, not sinkexp's) arrives at it, as the entry holds them
+    itself from there. How: `one line` (128 + signum, one `sinkexp: ... stopped by` line, true to the
+    run directory), `traceback`, `ignored` (it went on to exit 0) or `died silently` (the default action)."""
+    run_dir = cwd / "run"
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        process = subprocess.Popen(
+            [*console(), "train", *QUICK, f"hydra.run.dir={run_dir}"],
+            cwd=cwd,
+            env=ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    time.sleep(delay)
+    process.send_signal(signum)
+    err = process.communicate(timeout=120)[1]
+    lines = err.strip().splitlines()
+    if "Traceback" in err or len(lines) > 1:
+        return "traceback", err
+    if process.returncode < 0:
+        return "died silently", err
+    if process.returncode != 128 + signum or not lines or "stopped by" not in lines[0]:
+        return "ignored", err
+    return ("one line" if true_to(lines[0], run_dir) else "untrue"), err
+
+
+def true_to(line: str, run_dir: Path) -> bool:
+    """Whether a stop line says what the run directory holds: FAILED only where written, nothing
+    written only where no folder is, an empty folder or a lone .lock as such (claim.left_behind)."""
+    names = sorted(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else None
+    if "(nothing written" in line:
+        return names is None
+    if "FAILED written" in line:
+        return names is not None and "FAILED" in names
+    if "left empty" in line:
+        return names == []
+    if "holds only .lock" in line:
+        return names == [".lock"]
+    return False
+
+
+def sampled_start_up(moments: list[float], tmp_path: Path) -> collections.Counter:
+    outcomes, said = collections.Counter(), {}
+    for n, delay in enumerate(moments):
+        signum = (signal.SIGTERM, signal.SIGINT)[n % 2]
+        how, err = signalled_at(delay, signum, tmp_path / f"s{n}")
+        outcomes[how] += 1
+        said.setdefault(how, f"{signum.name} at {delay:.3f} s: {err}")
+    assert outcomes == {"one line": len(moments)}, said
+    return outcomes
+
+
+def test_a_signal_at_sampled_moments_of_start_up_is_one_true_line(tmp_path):
+    """From the entry's first instruction through the imports (where the signal once gave a traceback
+    or a silent exit) to the plan: eight moments, SIGTERM and SIGINT in turn."""
+    for n in range(8):
+        (tmp_path / f"s{n}").mkdir()
+    sampled_start_up([0.0, 0.005, 0.02, 0.05, 0.1, 0.18, 0.3, 0.5], tmp_path)
+
+
+@pytest.mark.slow
+def test_a_signal_at_many_moments_of_start_up_is_one_true_line(tmp_path):
+    """60 moments drawn over the first 2.5 s (start-up, the plan, the job's first steps on 2 cores)."""
+    moments = sorted(random.Random(72).uniform(0, 2.5) for _ in range(60))
+    for n in range(len(moments)):
+        (tmp_path / f"s{n}").mkdir()
+    sampled_start_up(moments, tmp_path)

@@ -3,16 +3,10 @@ sink contributes, with that layer's attention weights held fixed, and measure th
 the output moves. Each is a replacement at a capture point (`sinkexp.model.intervene`) in the one
 forward pass, never a second model.
 
-    zero_sink_value       v at each sequence's sink key := 0
-    donor_sink_value      v at the sink := the sink value of a donor sequence (the next one in the batch)
-    donor_value_at_sink   v at the sink := the donor's value at a random non-sink key
-    zero_random_value     v at one random non-sink key := 0 (a control: a key that is not the sink)
-    redirect              the sink's attention weight := 0, each row rescaled over the other keys to
-                          its former total (1 for softmax; a row with no other mass stays 0)
-
-and, for broadcast, `payload_transfer`: with the donor's sink value, does the donor's payload reach
-every recipient (cosine), as one change common to all tokens (common energy)? For tasks with a BOS,
-`without_bos`: the held-out batch with BOS removed at inference.
+Each intervention is defined once, in DEFINITIONS: the legend `sinkexp intervene` (analysis/intervene.py)
+prints, its --help and docs/reproduce.md's table read it there. For broadcast, `payload_transfer`: with the donor's sink
+value, does the donor's payload reach every recipient (cosine), as one change common to all tokens
+(common energy)? For tasks with a BOS, `without_bos`: the held-out batch with BOS removed at inference.
 
     from sinkexp import load_run
     from sinkexp.analysis.interventions import run_interventions
@@ -25,18 +19,13 @@ key is drawn with `seed` (one per sequence, shared by the heads), the donor is s
 
 from __future__ import annotations
 
-import argparse
-import sys
 from typing import Callable
 
 import pandas as pd
 import torch
 
-from sinkexp.analysis.load import load_run
 from sinkexp.evaluate.evaluator import captured_forward
 from sinkexp.model import intervene
-from sinkexp.rundir.faults import run_file_error
-from sinkexp.rundir.files import FAILED, status
 from sinkexp.tasks.base import Batch
 
 Replacement = Callable[[torch.Tensor], torch.Tensor]
@@ -79,6 +68,21 @@ def redirect(sink: torch.Tensor, other: torch.Tensor) -> dict[str, Replacement]:
 
     return {"weights": replace}
 
+
+# What each row of the table is, one line each: the legend, --help and docs/reproduce.md's table read it
+# (a test checks the docs against it). v: the layer's values, a (B, H, S, D) tap; the donor is sequence b + 1 mod B.
+DEFINITIONS = {
+    "none": "the model unchanged: the row the others are compared with",
+    "zero_sink_value": "v at each sequence's sink key := 0",
+    "donor_sink_value": "v at the sink := the sink's value in a donor sequence (the next one in the batch)",
+    "donor_value_at_sink": "v at the sink := the donor's value at a random non-sink key",
+    "zero_random_value": "v at one random non-sink key := 0 (a control: a key that is not the sink)",
+    "redirect": "the sink's attention weight := 0, each row rescaled over its other keys to its former total",
+}
+ROWS = (
+    "rows: the change made in the layer (v: its values at each key), its attention weights as computed unless changed:"
+)
+COLUMNS = "columns: loss, the task's per query type; rms_change, the prediction's RMS change from the row `none`"
 
 # name -> (sink keys (B,), random non-sink keys (B,)) -> {tap in the layer's attention: replacement}
 INTERVENTIONS = {
@@ -194,71 +198,3 @@ def without_bos(run) -> dict[str, float]:
         out[f"first_attn_{name}"] = first.item()
         out[f"loss_{name}"] = run.task.loss(pred, batch)[counted].mean().item()
     return out
-
-
-def main(argv: list[str]) -> int:
-    """`sinkexp intervene RUN_DIR [--layer L ...] [--seed N] [--unfinished]`: the table for a
-    finished run, or with --unfinished for an unfinished one at its last checkpoint (the step said)."""
-
-    parser = argparse.ArgumentParser(prog="sinkexp intervene", description=__doc__.split("\n\n")[0])
-    parser.add_argument("run", help="a run directory")
-    parser.add_argument("--layer", type=int, nargs="*", default=None, help="layers (default: every layer)")
-    parser.add_argument("--seed", type=int, default=0, help="draws the random non-sink keys")
-    parser.add_argument(
-        "--unfinished",
-        action="store_true",
-        help="read a run that has not finished (FAILED or incomplete) at its last checkpoint",
-    )
-    args = parser.parse_args(argv)
-    try:
-        run = load_run(args.run)
-        state = status(run.path)
-        why = "FAILED: " + (run.path / FAILED).read_text().partition("\n")[0] if state == "failed" else state
-    except (OSError, RuntimeError) as err:
-        reason = run_file_error(err, doing="read") if isinstance(err, OSError) and err.errno else err
-        print(f"sinkexp: error: {reason}", file=sys.stderr)
-        return 2
-    if state != "done":
-        read = f"its last checkpoint, step {run.step} of train.steps={run.cfg.train.steps}"
-        if not args.unfinished:
-            print(
-                f"sinkexp: error: {run.path} has not finished ({why}); finish it with the sinkexp train command "
-                f"that started it, or pass --unfinished to read {read}",
-                file=sys.stderr,
-            )
-            return 2
-        print(f"{run.path} has not finished ({why}): reading {read}")
-    n_layers = len(run.model.blocks)
-    layers = range(n_layers) if args.layer is None else args.layer
-    bad = [layer for layer in layers if not 0 <= layer < n_layers]
-    if bad:
-        print(f"sinkexp: error: --layer {bad[0]} is not valid; the run has layers 0..{n_layers - 1}", file=sys.stderr)
-        return 2
-    print_interventions(run, layers, args.seed)
-    return 0
-
-
-def print_interventions(run, layers, seed: int) -> None:
-    """The intervention table of `layers`, then the BOS removal and the broadcast transfer where they apply."""
-    table = pd.concat([run_interventions(run, layer, seed=seed) for layer in layers], ignore_index=True)
-    with pd.option_context("display.width", 160, "display.max_rows", 500):
-        print(
-            table.pivot_table(
-                index=["layer", "intervention"], columns="query_type", values=["loss", "rms_change"], sort=False
-            )
-            .round(5)
-            .to_string()
-        )
-    if run.task.has_bos:
-        removed = without_bos(run)
-        print(
-            f"BOS removed at inference: attention on the first position {removed['first_attn_bos']:.4f} -> "
-            f"{removed['first_attn_no_bos']:.4f}, loss {removed['loss_bos']:.5f} -> {removed['loss_no_bos']:.5f}"
-        )
-    if run.cfg.task.name == "broadcast":
-        for layer in layers:
-            transfer = payload_transfer(run, layer)
-            print(
-                f"layer {layer}, donor sink value: payload cosine {transfer['cosine']:.4f}, "
-                f"common energy of the change {transfer['common_energy']:.5f}"
-            )

@@ -9,7 +9,9 @@ The model is rebuilt from config.yaml, on the device kind the run trained on (me
 from the checkpoint (the last one, or checkpoints/step_<N>.pt from train.keep_checkpoints) with the
 same safe loader training uses. The held-out batch is the evaluation batch of the run (same seed,
 same task structure, drawn by a generator of the same kind). Interventions
-(`sinkexp.model.intervene`) work on `run.model` as on any model.
+(`sinkexp.model.intervene`) work on `run.model` as on any model. A `sinkexp measure` run loads as
+a MeasuredRun (analysis/measured.py): the measured transformers model, rebuilt through the measure
+command's loader, with the N x T token ids it measured.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from sinkexp.analysis.measured import MeasuredRun, load_measured
 from sinkexp.config.schema import Config
 from sinkexp.config.validate import from_dictconfig
 from sinkexp.evaluate.evaluator import captured_forward
@@ -27,7 +30,7 @@ from sinkexp.machine.devices import device_kind, resolve_device, usable_gpus
 from sinkexp.model import Transformer, tap_names
 from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir.lifecycle import RunDir, RunDirError
-from sinkexp.rundir.reading import RunFiles, damage, measured_run
+from sinkexp.rundir.reading import RunFiles, damage, unreadable
 from sinkexp.tasks import TASKS, held_out_batch
 from sinkexp.tasks.base import Batch
 
@@ -68,25 +71,26 @@ def missing_checkpoint(path: Path, name: str, step: int | None) -> str:
     )
 
 
-def load_run(path, step: int | None = None, device: str | None = None) -> LoadedRun:
+def load_run(path, step: int | None = None, device: str | None = None) -> LoadedRun | MeasuredRun:
     """The run in `path` with its weights at `step` (default: its last checkpoint; 0: the untrained
     model, rebuilt from the run's seed when no checkpoint of step 0 was kept), on `device`
     (default: the kind it trained on, cuda or cpu). RunDirError for a device of another kind: the
-    held-out batch would then come from another generator, not the one the run was evaluated on."""
+    held-out batch would then come from another generator, not the one the run was evaluated on.
+    A `sinkexp measure` run gives a MeasuredRun: the measured model, its inputs and tables."""
 
     path = Path(path)
     if not (path / rundir_files.CONFIG).exists():
         raise FileNotFoundError(f"{path} is not a run directory (no {rundir_files.CONFIG})")
     files = RunFiles(path)
-    reason = damage(path) if rundir_files.status(path) == "done" else None
+    reason = damage(path) if (path / rundir_files.DONE).exists() else None  # the manifest, checked
     try:
         config = files.config
     except Exception as err:  # OmegaConf raises several types for a file that is not a mapping
-        reason = f"{rundir_files.CONFIG} cannot be read ({err.__class__.__name__})"
+        reason = reason or unreadable(err)
     if reason is not None:
-        raise RunDirError(f"{path}: {reason}; the run cannot be loaded (train it again into another folder)")
-    if measured_run(path, config):
-        raise RunDirError(measured_run(path, config))
+        raise RunDirError(f"{path}: damaged: {reason}; the run cannot be loaded (train it again into another folder)")
+    if config.get("command") == "measure":  # the measured model and inputs (analysis/measured.py)
+        return load_measured(path, config, step, device)
     cfg = from_dictconfig(config)
     trained = ((files.meta or {}).get("device") or {}).get("resolved") or "cpu"  # e.g. cuda:0
     kind = device_kind(trained)

@@ -13,7 +13,11 @@ Nothing here runs a job: sinkexp/jobs/plan.py composes every job of a command on
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import itertools
+import math
+import typing
 from collections import OrderedDict
 
 from hydra import compose as hydra_compose
@@ -25,7 +29,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from sinkexp.config.compositions import cached
 from sinkexp.config.schema import CONFIG_MODULE, Config, register_schema
-from sinkexp.errors import ConfigError, choices_error, closest, omegaconf_message
+from sinkexp.errors import ConfigError, choices_error, omegaconf_message, unknown_key
+from sinkexp.tasks import TASKS
 
 PARSE_HINT = "quote values with spaces or special characters, e.g. key='a b'"
 
@@ -92,7 +97,40 @@ def expand(overrides: list[str], multirun: bool, params: dict, command: str = "s
             choices[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
         else:
             choices[key] = [override.input_line]
-    return [list(combination) for combination in itertools.product(*choices.values())]
+    return [whole_numbers(list(combination)) for combination in itertools.product(*choices.values())]
+
+
+def whole_numbers(overrides: list[str]) -> list[str]:
+    """The overrides with a whole number written as a float (`train.steps=1e3`, which Hydra reads as
+    1000.0) given as the integer it is, for the keys the schema types as integers; ConfigError for
+    one that is not whole (`train.steps=2.5`). A sweep's values are each a job's: `expand` calls this per job."""
+    out = []
+    for override, line in zip(parse(overrides), overrides):
+        value, key = override.value(), override.key_or_group
+        if key in integer_keys() and isinstance(value, float) and not override.is_sweep_override():
+            if not (math.isfinite(value) and value.is_integer()):
+                given = line.partition("=")[2]
+                raise ConfigError(f"{key}={given} is not valid; it must be a whole number (e.g. 1000 or 1e3)")
+            line = f"{override.get_key_element()}={int(value)}"
+        out.append(line)
+    return out
+
+
+@functools.cache
+def integer_keys() -> frozenset[str]:
+    """The dotted keys the schema types as integers (int or Optional[int]; task.* of any task's schema)."""
+
+    def of(schema, prefix: str) -> set[str]:
+        hints, keys = typing.get_type_hints(schema), set()
+        for field in dataclasses.fields(schema):
+            kind = hints[field.name]
+            if dataclasses.is_dataclass(kind):
+                keys |= of(kind, f"{prefix}{field.name}.")
+            elif kind is int or int in typing.get_args(kind):
+                keys.add(prefix + field.name)
+        return keys
+
+    return frozenset(of(Config, "").union(*(of(task.Config, "task.") for task in TASKS.values())))
 
 
 def compose(overrides: list[str]) -> DictConfig:
@@ -113,7 +151,7 @@ def compose_config(*overrides: str) -> Config:
     from sinkexp.config.validate import from_dictconfig  # lazy: imports torch; compose stays torch-free
 
     with initialized():
-        return from_dictconfig(compose([as_hydra_override(o) for o in overrides]))
+        return from_dictconfig(compose(whole_numbers([as_hydra_override(o) for o in overrides])))
 
 
 def explain(overrides: list[str], err: Exception) -> ConfigError:
@@ -137,11 +175,8 @@ def explain(overrides: list[str], err: Exception) -> ConfigError:
             while parent and not isinstance(OmegaConf.select(base, parent, default=None), DictConfig):
                 parent = parent.rpartition(".")[0]  # the deepest part of the key that exists
             node = OmegaConf.select(base, parent) if parent else base
-            valid = sorted(str(k) for k in node.keys())
-            where = f"under '{parent}'" if parent else "at the top level"
             # a misspelt leaf among its siblings; a misspelt section among every key
-            hint = closest(leaf, valid, f"{parent}." if parent else "") if exists else closest(key, dotted_keys(base))
-            return ConfigError(f"{key}: unknown key{hint}; valid keys {where}: {', '.join(valid)}")
+            return unknown_key(key, [str(k) for k in node.keys()], parent, None if exists else dotted_keys(base))
     return ConfigError(omegaconf_message(err.__cause__ or err))
 
 

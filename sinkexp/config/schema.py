@@ -51,6 +51,7 @@ UNHASHED_KEYS = (
     "train.keep_checkpoints",
     "pack",
     "tensorboard",
+    "wandb",
 )
 # Keys added after run directories existed: at these values (the earlier behaviour) they stay out
 # of the hash, so earlier runs keep their directory names, and a run that lacks one is read as
@@ -167,6 +168,7 @@ class Config:
     precision: str = "exact"  # exact | tf32: float32 matmuls on NVIDIA GPUs (devices.configure)
     pack: Any = None  # {key: [values]}: runs trained together in one process (run_configs); not hashed
     tensorboard: bool = False  # event files of every evaluation in the run directory (rundir/curves.py); not hashed
+    wandb: bool = False  # the same into a Weights & Biases run in the run directory (rundir/tracker.py); not hashed
 
 
 def register_schema() -> None:
@@ -199,6 +201,33 @@ def group_options() -> dict[str, tuple[str, ...]]:
         )
         for group in GROUPS
     }
+
+
+@functools.cache
+def preset_keys(group: str, option: str) -> frozenset[str]:
+    """The dotted keys a config group's option sets (configs/<group>/<option>.yaml, with the presets
+    it includes: task=lm's model=llama): what choosing it brings with it."""
+
+    def keys_of(path, package: str) -> set[str]:
+        node = OmegaConf.to_container(OmegaConf.load(path))
+        if path.read_text().startswith("# @package _global_"):
+            package = ""
+        found = set()
+        for entry in node.get("defaults") or []:  # another group's preset, placed at its package
+            target, _, at = str(entry).lstrip("/").partition("@")
+            if "/" in target and not target.startswith(TASK_SCHEMA.strip("/")):
+                found |= keys_of(files(CONFIG_MODULE).joinpath(f"{target}.yaml"), at or target.split("/")[0])
+        return found | set(leaves({k: v for k, v in node.items() if k != "defaults"}, f"{package}." if package else ""))
+
+    return frozenset(keys_of(files(CONFIG_MODULE).joinpath(group, f"{option}.yaml"), group))
+
+
+def leaves(node: dict, prefix: str) -> list[str]:
+    """The dotted keys of a nested mapping (its leaves)."""
+    keys = []
+    for key, value in node.items():
+        keys += leaves(value, f"{prefix}{key}.") if isinstance(value, dict) else [f"{prefix}{key}"]
+    return keys
 
 
 @functools.cache

@@ -15,11 +15,11 @@ import math
 import re
 
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from sinkexp.config.schedule import SCHEDULES
 from sinkexp.config.schema import OPTIMIZERS, PRECISIONS, Config, TrainConfig, run_configs
-from sinkexp.errors import ConfigError, choices_error, omegaconf_message
+from sinkexp.errors import ConfigError, choices_error, omegaconf_message, unknown_key
 from sinkexp.evaluate.penalties import PENALTIES
 from sinkexp.model import AXES  # the model's registries are the valid choices
 from sinkexp.tasks import TASKS
@@ -47,14 +47,25 @@ def convert(container: dict) -> Config:
     name = task_section.get("name")
     if name not in TASKS:
         raise choices_error("task", name, TASKS)
-    task_schema = OmegaConf.structured(TASKS[name].Config)
-    try:
-        task_cfg = OmegaConf.to_object(OmegaConf.merge(task_schema, task_section))
-        rest = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config(task=None)), container))
-    except Exception as err:  # omegaconf's ValidationError / ConfigKeyError carry the full key
-        raise ConfigError(omegaconf_message(err)) from None
+    task_cfg = merged(OmegaConf.structured(TASKS[name].Config), task_section, "task")
+    rest = merged(OmegaConf.structured(Config(task=None)), container, "")
     rest.task = task_cfg
     return rest
+
+
+def merged(schema: DictConfig, values: dict, section: str):
+    """`values` merged into the typed `schema` (the root's or a task's), as its dataclass; ConfigError
+    naming the key: an unknown one (`+train.foo=1`, which Hydra adds) with the valid keys beside it."""
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(schema, values))
+    except ConfigKeyError as err:  # the key's place: its section's keys are the valid ones
+        key = ".".join(filter(None, (section, err.full_key)))
+        parent = key.rpartition(".")[0]
+        inner = parent.removeprefix(section).lstrip(".")
+        node = OmegaConf.select(schema, inner) if inner else schema
+        raise unknown_key(key, [str(k) for k in node.keys()], parent) from None
+    except Exception as err:  # omegaconf's ValidationError carries the full key
+        raise ConfigError(omegaconf_message(err)) from None
 
 
 def resolved(cfg: DictConfig) -> dict:
@@ -77,6 +88,24 @@ def resolved(cfg: DictConfig) -> dict:
 INTERPOLATION_HINT = "an override's ${...} is resolved against the composed config (e.g. train.warmup=${train.steps})"
 
 
+def check_hydra_keys(cfg: DictConfig, keys: list[str]) -> None:
+    """The `hydra.*` keys the overrides set (hydra.run.dir, hydra.sweep.dir, hydra.job.name, ...),
+    resolved: `resolved` leaves `hydra` to Hydra, which would resolve it later with a traceback. An
+    interpolation that does not resolve (`hydra.run.dir=${oops}`, `${oc.env:NOPE}`) is a
+    ConfigError, one line naming the key."""
+    for key in keys:
+        try:
+            node = OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
+            if OmegaConf.is_config(node):
+                OmegaConf.to_container(node, resolve=True)
+        except OmegaConfBaseException as err:
+            message = omegaconf_message(err)
+            named = message if message.startswith(f"{key}:") else f"{key}: {message}"
+            raise ConfigError(f"{named}; {INTERPOLATION_HINT}") from None
+        except RecursionError:
+            raise ConfigError(f"{key}: an interpolation refers to itself; {INTERPOLATION_HINT}") from None
+
+
 MAX_SEED = 2**63 - 1  # torch generators take seeds in [0, 2^63) here
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=,+-]*")  # one folder name: no "/", no leading "."
@@ -94,8 +123,9 @@ def validate(cfg: Config) -> None:
     validate_model(cfg)
     if cfg.threads is not None and cfg.threads < 1:
         raise ConfigError(f"threads={cfg.threads} is not valid; it must be >= 1 (or null)")
-    if cfg.tensorboard and importlib.util.find_spec("tensorboard") is None:
-        raise ConfigError("tensorboard=true needs the tensorboard package: pip install -e .[tensorboard]")
+    for key in ("tensorboard", "wandb"):
+        if getattr(cfg, key) and importlib.util.find_spec(key) is None:
+            raise ConfigError(f"{key}=true needs the {key} package: pip install -e .[{key}]")
     validate_optimizer(t)
     validate_seeds(cfg)
     if not DEVICE.fullmatch(cfg.device):

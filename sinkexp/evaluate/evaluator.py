@@ -113,12 +113,17 @@ def layer_rows(rows: Rows, layer: int, cache: dict, anatomy, batch, query_sets: 
     gates = cache.get(f"blocks.{layer}.attn.gates")
     share = at_positions(metrics.row_share(taps["weights"]), anatomy.tokens, 3)  # (B, H, T, T) share of each row
     query_rows(rows, layer, taps["scores"], taps["weights"], share, gates, anatomy, batch, query_sets)
-    updates = metrics.head_values(taps["mixed"], parts.w_o)  # (B, H, T, d_model)
+    # Each head's writes through R_h (W_O^h = Q_h R_h): their norms and Gram matrices are W_O^h's, in D
+    # dimensions instead of d_model (docs/metrics.md); the heads' sum through W_O itself.
+    compact = metrics.head_factors(parts.w_o, parts.n_heads)
+    updates = metrics.head_values(taps["mixed"], compact)  # (B, H, T, D)
     if parts.n_heads > 1:
-        cancelled = once_per_query_set(query_sets, lambda queries: metrics.head_cancellation(updates, queries))
+        B, H, T, D = taps["mixed"].shape
+        written = taps["mixed"].transpose(1, 2).reshape(B, T, H * D) @ parts.w_o.T  # (B, T, d_model): sum_h u_h
+        cancelled = once_per_query_set(query_sets, lambda queries: metrics.head_cancellation(updates, queries, written))
         for query_type, value in cancelled.items():
             rows.scalar(layer, "head_cancellation", value, query_type)
-    sink_scores = head_rows(rows, layer, share, taps["k"], taps["v"], updates, parts, batch.sink)
+    sink_scores = head_rows(rows, layer, share, taps["k"], taps["v"], updates, compact, parts, batch.sink)
     attn_write = at_positions(cache[f"blocks.{layer}.attn.output"], anatomy.tokens, 1)  # (B, T, d_model)
     rows.scalar(layer, "common_mode", metrics.common_mode_fraction(attn_write))
     if parts.has_pathway:
@@ -193,11 +198,12 @@ def at_positions(x: torch.Tensor, index: torch.Tensor, dim: int) -> torch.Tensor
     return x[(slice(None),) * dim + (index,)]
 
 
-def head_rows(rows: Rows, layer: int, share, k, v, updates, parts, sink) -> torch.Tensor:
+def head_rows(rows: Rows, layer: int, share, k, v, updates, compact, parts, sink) -> torch.Tensor:
     """Per head: what it writes (value norms, the update's rank), its QK spectrum and sink score;
     returns the sink scores per sequence (B, H). share (B, H, T, T): the row-normalised weights over
-    the task's tokens; updates (B, H, T, d_model) what each head writes at each query."""
-    values = metrics.head_values(v, parts.w_o)  # (B, H, T, d_model)
+    the task's tokens; updates (B, H, T, D) what each head writes at each query, through `compact`
+    (metrics.head_factors: the same norms and ranks as through W_O)."""
+    values = metrics.head_values(v, compact)  # (B, H, T, D)
     sink_key, other_keys = metrics.key_alignment(k, sink)
     rows.per_head(layer, "all", "sink_key_cos", sink_key)
     rows.per_head(layer, "all", "key_cos_rest", other_keys)
@@ -208,7 +214,7 @@ def head_rows(rows: Rows, layer: int, share, k, v, updates, parts, sink) -> torc
     rows.per_head(layer, "all", "value_norm_ratio", metrics.value_norm_ratio(values, sink))
     rows.per_head(layer, "all", "sink_value_norm", metrics.sink_value_norm(values, sink))
     rows.per_head(layer, "all", "stable_rank", metrics.stable_rank(updates))
-    spectrum = metrics.qk_spectrum(parts.w_q, parts.w_k, parts.n_heads)  # (H, top)
+    spectrum = metrics.qk_spectrum(parts.w_q, parts.w_k, parts.n_heads, gain=parts.qk_gain)  # (H, top)
     for rank in range(spectrum.shape[1]):
         rows.per_head(layer, "all", f"qk_sigma{rank + 1}", spectrum[:, rank])
     if spectrum.shape[1] > 1:

@@ -102,35 +102,37 @@ def sink_scores(weights: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
 
 
 def sink_score(weights: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
-    """alpha_s, the mean over sequences of `sink_scores`, (H,)."""
-    return sink_scores(weights, sink).mean(dim=0)
+    return sink_scores(weights, sink).mean(dim=0)  # alpha_s, the mean over sequences, (H,)
 
 
 def sink_rate(scores: torch.Tensor, eps: float) -> torch.Tensor:
-    """Share of heads whose sink score exceeds eps (Gu et al. 2025: eps = 0.3; Barbero et al. 2025:
-    0.8). Given per-sequence scores (B, H), the share is counted in each sequence and averaged over
-    the sequences, as Gu et al.'s code does; given (H,), over the heads."""
+    """Share of heads whose sink score exceeds eps (Gu et al. 2025: 0.3; Barbero et al. 2025: 0.8); of
+    per-sequence scores (B, H), counted in each sequence and averaged over them, as Gu et al.'s code."""
     return (scores > eps).to(scores.dtype).mean()
 
 
 def head_values(v: torch.Tensor, w_out: torch.Tensor) -> torch.Tensor:
-    """W_O^h v_j, what each key would write through each head, (B, H, S, d_model): v is (B, H, S, D),
-    w_out the output projection's weight (d_model, H * D)."""
+    """W_O^h v_j, what each key writes through each head, (B, H, S, d_model); v (B, H, S, D), w_out (d, H * D)."""
     H, D = v.shape[1], v.shape[3]
     return torch.einsum("bhsd,mhd->bhsm", v, w_out.view(-1, H, D))
 
 
+def head_factors(w_out: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(D, H * D) R_h side by side, W_O^h = Q_h R_h (reduced QR, Q_h orthonormal columns): head_values
+    through it gives R_h v, whose norms and Gram matrices are W_O^h v's in D dimensions, not d_model."""
+    heads = w_out.view(w_out.shape[0], n_heads, -1).transpose(0, 1)  # (H, d_model, D)
+    fewer = heads.shape[2] > heads.shape[1]  # fewer output dimensions than a head's: nothing to save
+    return w_out if fewer else torch.linalg.qr(heads)[1].transpose(0, 1).reshape(heads.shape[2], -1)
+
+
 def sink_value_norm(values: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
-    """||W_O v_s||, mean over sequences, (H,). `values` from head_values."""
-    norms = values.norm(dim=-1)  # (B, H, S)
+    norms = values.norm(dim=-1)  # (B, H, S): ||W_O^h v||, values from head_values; mean over sequences, (H,)
     return norms.gather(-1, sink.view(-1, 1, 1).expand(-1, norms.shape[1], 1)).squeeze(-1).mean(0)
 
 
 def value_norm_ratio(values: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
-    """||W_O v_s|| / mean_{j != s} ||W_O v_j||, per sequence then averaged, (H,).
-
-    NOP-like <= 0.2, broadcast-like >= 0.5 (Fesser et al. 2026).
-    """
+    """||W_O v_s|| / mean_{j != s} ||W_O v_j||, per sequence then averaged, (H,) (Fesser et al. 2026:
+    NOP-like <= 0.2, broadcast-like >= 0.5)."""
     norms = values.norm(dim=-1)  # (B, H, S)
     B, H, S = norms.shape
     at_sink = norms.gather(-1, sink.view(B, 1, 1).expand(B, H, 1)).squeeze(-1)
@@ -138,14 +140,12 @@ def value_norm_ratio(values: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
     return (at_sink / rest).mean(0)
 
 
-def head_cancellation(updates: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+def head_cancellation(updates: torch.Tensor, queries: torch.Tensor, written: torch.Tensor | None = None):
     """||sum_h u_h|| / sum_h ||u_h|| at each query, mean over the queries in `queries` (B, T); a scalar.
-
-    u_h = W_O^h (A V)_h is what head h writes at the query (updates: (B, H, T, d_model)). 1: the
-    heads write in one direction (always, with one head); near 0: their writes cancel, so a layer can
-    write nothing without any head writing nothing. Queries where no head writes (0/0) are skipped.
-    """
-    total = updates.sum(1).norm(dim=-1)  # (B, T)
+    u_h = W_O^h (A V)_h is what head h writes at the query (updates (B, H, T, d_model); `written`
+    (B, T, d_model) sum_h u_h when they are head_factors' compact ones). 1: the heads write in one
+    direction (always, with one head); near 0: they cancel. Queries where no head writes are skipped."""
+    total = updates.sum(1).norm(dim=-1) if written is None else written.norm(dim=-1)  # (B, T)
     parts = updates.norm(dim=-1).sum(1)  # (B, T)
     keep = queries & (parts > 0)
     return (total[keep] / parts[keep]).mean()
@@ -155,11 +155,8 @@ COMMON_MODE_EPS = 1e-12
 
 
 def common_mode_fraction(update: torch.Tensor) -> torch.Tensor:
-    """E(mean_i o_i) / (E(O) + 1e-12) of a layer's write O (B, T, d_model), E the mean squared entry; a scalar.
-
-    1: every token receives the same vector (a broadcast); 0: the writes cancel over the sequence.
-    Fesser et al. 2026's Eq. 5 ratio, also the common_mode_penalty's per-layer term (differentiable).
-    """
+    """E(mean_i o_i) / (E(O) + 1e-12) of a layer's write O (B, T, d_model), E the mean squared entry; a
+    scalar. 1: a broadcast; 0: the writes cancel (Fesser et al. 2026, Eq. 5; common_mode_penalty's term)."""
     return update.mean(dim=1).pow(2).mean() / (update.pow(2).mean() + COMMON_MODE_EPS)
 
 
@@ -171,12 +168,10 @@ def rms_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tenso
 
 def stable_rank(update: torch.Tensor) -> torch.Tensor:
     """||U||_F^2 / ||U||_2^2 of each head's update U (B, H, T, d_model), averaged over sequences, (H,)."""
-    # ||U||_2^2 is the largest eigenvalue of the smaller Gram matrix (T x T or d x d): one small
-    # symmetric eigenproblem per head and sequence instead of an SVD of the T x d matrix.
-    # The Gram matrix is divided by its trace (||U||_F^2) first, so its eigenvalues lie in [0, 1]
-    # whatever the update's scale, and the ratio is 1 / the largest of them.
-    # head_values' output is stored head-major (H, B, ...): multiplied in (B, H) order, torch copies
-    # it first (5x slower at Pythia-70M's shape); in memory order the products are the same bit for bit.
+    # ||U||_2^2: the largest eigenvalue of the smaller Gram matrix (T x T or d x d), divided by its trace
+    # (||U||_F^2) so its eigenvalues lie in [0, 1] and the ratio is 1 / the largest. head_values' output
+    # is stored head-major (H, B, ...): multiplied in (B, H) order torch copies it first (5x slower at
+    # Pythia-70M's shape); in memory order the products are the same bit for bit.
     swap = not update.is_contiguous() and update.transpose(0, 1).is_contiguous()
     stored = update.transpose(0, 1) if swap else update
     transposed = stored.transpose(-2, -1)
@@ -206,17 +201,23 @@ def largest_eigenvalues(symmetric: torch.Tensor) -> torch.Tensor:
         return torch.cat(list(pool.map(torch.linalg.eigvalsh, symmetric.chunk(threads))))[..., -1]
 
 
-def qk_spectrum(w_q: torch.Tensor, w_k: torch.Tensor, n_heads: int, top: int = 3) -> torch.Tensor:
-    """Top singular values of the bilinear form W_Q^h W_K^h^T that scores x_i against x_j, (H, top).
-
-    w_q, w_k are (H * D, d_model) Linear weights, so s_ij = x_i^T (w_q_h^T w_k_h) x_j / sqrt(D).
-    The form has rank <= D: with w_q_h^T = Q_q R_q and w_k_h^T = Q_k R_k (reduced QR, Q orthonormal
-    d_model x D), w_q_h^T w_k_h = Q_q (R_q R_k^T) Q_k^T has the singular values of the D x D matrix
-    R_q R_k^T, so no d_model x d_model SVD is needed (d_model 4096: hours over a 7B model's heads).
-    """
+def qk_spectrum(
+    w_q: torch.Tensor, w_k: torch.Tensor, n_heads: int, top: int = 3, gain: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Top singular values of the bilinear form W_Q^h^T W_K^h that scores x_i against x_j, (H, top);
+    w_q, w_k (H * D, d_model) Linear weights, so s_ij = x_i^T (w_q_h^T w_k_h) x_j / sqrt(D). With
+    w_q_h^T = Q_q R_q, w_k_h^T = Q_k R_k (reduced QR) the form has the singular values of the D x D
+    R_q R_k^T: no d_model x d_model SVD (d_model 4096: hours over a 7B model's heads).
+    `gain` (D,) or (H, D), g_q * g_k of a q/k RMSNorm's gains: the norm sets each query's and key's
+    length, so W_Q^h and W_K^h are each divided by their largest singular value and the form is
+    W_Q^h^T diag(gain) W_K^h (docs/metrics.md: unchanged by rescaling either, at most max |gain|)."""
     d_model = w_q.shape[1]
     q = w_q.view(n_heads, -1, d_model)  # (H, D, d_model)
     k = w_k.view(n_heads, -1, d_model)
+    if gain is not None:
+        q = q / torch.linalg.matrix_norm(q, ord=2, keepdim=True)
+        k = k / torch.linalg.matrix_norm(k, ord=2, keepdim=True)
+        q = q * gain.expand(n_heads, q.shape[1])[..., None]  # diag(gain) W_Q^h: the gains scale q's channels
     if q.shape[1] >= d_model:
         return torch.linalg.svdvals(q.transpose(1, 2) @ k)[:, :top]
     r_q, r_k = torch.linalg.qr(q.transpose(1, 2))[1], torch.linalg.qr(k.transpose(1, 2))[1]  # (H, D, D)
@@ -224,20 +225,21 @@ def qk_spectrum(w_q: torch.Tensor, w_k: torch.Tensor, n_heads: int, top: int = 3
 
 
 def logit_gap(scores: torch.Tensor, sink: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
-    """s_{i, sink} - mean over visible j not in {sink, i} of s_{i, j}, (B, H, T); NaN where no such j."""
+    """s_{i, sink} - mean over visible j not in {sink, i} of s_{i, j}, (B, H, T); NaN where no such j
+    or where query i does not see the sink (a sliding window past it). visible (T, S) bool."""
     B, H, T, S = scores.shape
     keys = torch.arange(S, device=scores.device)
     others = visible[None] & (keys[None, None, :] != sink.view(B, 1, 1))  # (B, T, S)
     others &= keys[None, None, :] != torch.arange(T, device=scores.device)[None, :, None]
     others = others[:, None].to(scores.dtype)  # (B, 1, T, S)
     mean_others = (scores * others).sum(-1) / others.sum(-1)  # NaN when empty
-    return at_sink(scores, sink) - mean_others
+    sees_sink = visible[:, sink].T  # (B, T)
+    return (at_sink(scores, sink) - mean_others).masked_fill(~sees_sink[:, None], torch.nan)
 
 
 def norms_at_sink(x: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per head, (mean over sequences of ||x_s||, mean over sequences and positions j != s of ||x_j||)
-    of per-position vectors x (B, H, S, D), e.g. keys or values; each (H,). Gu et al. 2025 (Fig. 2)
-    compare the first token's key and value norms with the others'."""
+    """Per head (H,), the mean over sequences of ||x_s|| and over sequences and positions j != s of ||x_j||,
+    of x (B, H, S, D), keys or values (Gu et al. 2025, Fig. 2: the first token's key and value norms)."""
     norms = x.norm(dim=-1)  # (B, H, S)
     B, H, S = norms.shape
     at = norms.gather(-1, sink.view(B, 1, 1).expand(B, H, 1)).squeeze(-1)  # (B, H)
@@ -281,12 +283,11 @@ def massive_location(resid: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Ten
 
 
 def key_alignment(k: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """How constant keys are across sequences, per head. k (B, H, S, D), sink (B,). Returns (at the
-    sink, elsewhere), each (H,): the mean over sequences of cos(k_b, mean over sequences of k) for the
-    key at each sequence's sink, and the same at every other position (each position's keys against
-    their own mean over sequences), averaged over those positions. 1 when every sequence has the
-    same key there; a sink key near 1 while other keys are not is Sun et al.'s spike-to-sink path
-    (the spiking token's normalised state, hence its key, is nearly the same whatever the token)."""
+    """How constant keys are across sequences, per head: (at the sink, elsewhere), each (H,), of k
+    (B, H, S, D), sink (B,). The mean over sequences of cos(k_b, mean over sequences of k) at each
+    sequence's sink, and the same at every other position against its own mean, averaged over them.
+    1 when every sequence has the same key there; a sink key near 1 while others are not is Sun et
+    al.'s spike-to-sink path (the spiking token's normalised state, hence its key, barely varies)."""
     B, H, S, _ = k.shape
     rows = torch.arange(B, device=k.device)
     at_sink = k[rows, :, sink]  # (B, H, D)

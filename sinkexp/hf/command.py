@@ -21,25 +21,30 @@ import torch
 
 from sinkexp.errors import ConfigError
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS, final_rows, format_summary, summary
+from sinkexp.hf import gguf, sources
 from sinkexp.hf import settings as hf_settings
-from sinkexp.hf import sources
-from sinkexp.hf.measure import NextToken, load_model, measure, perturbation_rows
+from sinkexp.hf.measure import NextToken, load_checkpoint, measure, perturbation_rows
+from sinkexp.hf.record import Recorder
 from sinkexp.jobs.plan import check_run_dir
 from sinkexp.machine.allocator import keep_freed_memory
 from sinkexp.machine.devices import resolve_device
 from sinkexp.rundir import files as rundir_files
-from sinkexp.rundir.claim import RunClaim
+from sinkexp.rundir.claim import RunClaim, left_behind, resumes
+from sinkexp.rundir.faults import note
 from sinkexp.rundir.files import RunBusy, RunDirError
 from sinkexp.rundir.provenance import opening_meta
 from sinkexp.tasks.base import data_digest
 
 USAGE = (
     """usage: sinkexp measure [-m] [MODEL] [KEY=VALUE ...]
-  MODEL (or model=): a model folder (config.json, weights, tokenizer) or a Hugging Face hub id
+  MODEL (or model=): a model folder (config.json, weights, tokenizer), a Hugging Face hub id, a .gguf
+    file, or a shipped checkpoint: smollm2-135m, gemma3-270m (bash scripts/setup.sh --weights)
   keys: """
     + ", ".join(hf_settings.KEYS)
     + """ (defaults and meaning: docs/measure.md)
-  e.g. sinkexp measure outputs/export/my-run
+  e.g. sinkexp measure smollm2-135m
+       sinkexp measure -m gemma3-270m bos=true,false
+       sinkexp measure outputs/export/my-run
        sinkexp measure EleutherAI/pythia-14m revision=step1000 n=100 seq_len=64
        sinkexp measure -m model=EleutherAI/pythia-14m,EleutherAI/pythia-70m revision=step1000,step143000 name=pythia"""
 )
@@ -54,25 +59,46 @@ class Job:
     inputs: torch.Tensor  # (n, seq_len) token ids
     step: int  # the checkpoint's training step (-1: unknown)
     written: dict  # config.yaml
+    checkpoint: gguf.Checkpoint | None = None  # a GGUF checkpoint's source, file and quantization
 
 
 def model_identity(folder: Path, cfg: hf_settings.MeasureConfig) -> str:
-    """A hub snapshot's commit (its folder's name in the cache), or a local folder's content hash."""
+    """A GGUF file's sha256, a hub snapshot's commit (its folder's name in the cache), or a local
+    folder's content hash."""
+    if gguf.is_gguf(cfg.model):
+        return f"gguf:{gguf.open_checkpoint(cfg.model).facts['sha256']}"
     if cfg.revision is not None or not Path(cfg.model).expanduser().exists():
         return f"hub:{cfg.model}@{folder.name}"
     return sources.folder_digest(folder)
 
 
-def plan_job(cfg: hf_settings.MeasureConfig, multirun: bool, started: str) -> Job:
+def build_job(cfg: hf_settings.MeasureConfig, multirun: bool, started: str) -> Job:
+    """The job of `cfg`: its model checked, its inputs cut, its hash and directory; what plan_job
+    checks before a run, and what load_run rebuilds a finished measure run's inputs with."""
     folder = sources.resolve(cfg.model, cfg.revision)
     config, _ = sources.check_model(folder, cfg.model, cfg.seq_len)
     inputs = sources.sequences(sources.load_tokenizer(folder, cfg.model), config, cfg.text, cfg.n, cfg.seq_len, cfg.bos)
     resolve_device(cfg.device)
     digest = hf_settings.config_hash(cfg, model_identity(folder, cfg), data_digest("text", cfg.text))
     where = hf_settings.run_dir(cfg, multirun, digest, started)
-    check_run_dir(where, digest, key="dir")
     step = hf_settings.checkpoint_step(cfg, config)
-    return Job(cfg, folder, digest, where, inputs, step, hf_settings.as_written(cfg, step, config))
+    written = hf_settings.as_written(cfg, step, config)
+    checkpoint = gguf.open_checkpoint(cfg.model) if gguf.is_gguf(cfg.model) else None
+    if checkpoint is not None:  # what loads it again (the shipped name or the file, and its sha256)
+        written["measured"]["gguf"] = {key: value for key, value in checkpoint.record().items() if key != "cache"}
+    return Job(cfg, folder, digest, where, inputs, step, written, checkpoint)
+
+
+def plan_job(cfg: hf_settings.MeasureConfig, multirun: bool, started: str) -> Job:
+    job = build_job(cfg, multirun, started)
+    check_run_dir(job.run_dir, job.digest, key="dir")
+    return job
+
+
+def open_model(job: Job, device: torch.device):
+    """(the model's folder with its weights, the model loaded for measuring): what a measure run
+    reads, and load_run of a finished one."""
+    return load_checkpoint(job.cfg.model, job.cfg.revision, job.cfg.dtype, device)
 
 
 def utc_stamp() -> str:
@@ -116,16 +142,23 @@ def measure_into(job: Job, run: RunClaim) -> dict:
     opening meta.json first, DONE last). Returns the summary."""
     began, device = time.perf_counter(), resolve_device(job.cfg.device)
     run.begin(job.written, start_meta(job, device, allocator=keep_freed_memory()))
-    folder = sources.resolve(job.cfg.model, job.cfg.revision, weights=True)
-    run.meta["model"]["weights"] = {path.name: sources.file_digest(path) for path in sources.weight_files(folder)}
-    model = load_model(folder, job.cfg.dtype, device)
-    metric_rows, loss_rows = measure(model, job.inputs, job.step, job.cfg.chunk)
+    folder, model = open_model(job, device)
+    if job.checkpoint is not None:  # the GGUF file's digest: the cache's float32 copy is made from it
+        run.meta["model"]["weights"] = {job.checkpoint.facts["file"]: job.checkpoint.facts["sha256"]}
+        run.meta["model"]["gguf"] = job.checkpoint.record()
+    else:
+        run.meta["model"]["weights"] = {path.name: sources.file_digest(path) for path in sources.weight_files(folder)}
+    record = Recorder()  # what the report's figures of the model need (hf/record.py)
+    metric_rows, loss_rows = measure(model, job.inputs, job.step, job.cfg.chunk, observe=record.observe)
     if job.cfg.perturb:
         metric_rows += perturbation_rows(model, job.inputs.to(device), job.step, job.cfg.chunk)
     result = summary(final_rows(metric_rows, loss_rows), job.step, NextToken.query_types, NextToken.reference)
+    if job.checkpoint is not None:
+        result["weights"] = job.checkpoint.said()
     rundir_files.write_rows(job.run_dir / rundir_files.METRICS, METRIC_COLUMNS, metric_rows)
     rundir_files.write_rows(job.run_dir / rundir_files.LOSSES, LOSS_COLUMNS, loss_rows)
     rundir_files.write_arrays(job.run_dir / INPUTS, {"inputs": job.inputs.numpy()})
+    record.write(job.run_dir)
     rundir_files.write_json(job.run_dir / rundir_files.SUMMARY, result)
     run.end(time.perf_counter() - began)
     return result
@@ -135,8 +168,23 @@ INPUTS = "inputs.npz"  # the measured token ids, (n, seq_len): what `sinkexp mea
 
 
 def run_job(job: Job, quiet: bool = False) -> bool:
-    """Measure one job into its directory unless it is finished; True when it is finished."""
+    """Measure one job into its directory unless it is finished; True when it is finished. A stop
+    (Ctrl-C, SIGTERM) writes FAILED where this process holds the run, and notes what it left for
+    cli.main's line (claim.left_behind: a folder or .lock alone is never "nothing written")."""
     run = RunClaim(job.run_dir, job.digest, fix="dir or name")
+    try:
+        return claim_and_measure(job, run, quiet)
+    except KeyboardInterrupt as err:
+        if run.held:
+            run.fail(err)
+        if not getattr(err, "__notes__", None):
+            note(err, left_behind(err, [job.run_dir]))
+        raise
+    finally:
+        run.close()
+
+
+def claim_and_measure(job: Job, run: RunClaim, quiet: bool) -> bool:
     try:  # finished (now or by another process meanwhile), another config's run put there since the plan
         finished = run.take()
     except RunBusy as err:
@@ -150,24 +198,26 @@ def run_job(job: Job, quiet: bool = False) -> bool:
         return True
     try:
         result = measure_into(job, run)
-    except KeyboardInterrupt as err:
-        run.fail(err)
-        raise
     except Exception as err:
         run.fail(err)
-        print(
-            f"sinkexp: error: {job.run_dir}: {err.__class__.__name__}: "
-            f"{str(err).splitlines()[0] if str(err) else ''} "
-            "(FAILED written)",
-            file=sys.stderr,
-        )
+        why = f"{err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        then = f"; then {resumes([job.run_dir], measured=True)}"
+        print(f"sinkexp: error: {job.run_dir}: {why}{then} ({left_behind(err, [job.run_dir])})", file=sys.stderr)
         return False
-    finally:
-        run.close()
     if not quiet:
-        print(format_summary(result).replace("on the held-out batch", "on the measured text"))
+        print(said(format_summary(result).replace("on the held-out batch", "on the measured text"), job.checkpoint))
         print(f"run directory: {job.run_dir}")
     return True
+
+
+def said(table: str, checkpoint: gguf.Checkpoint | None) -> str:
+    """The printed table with what its weights were (a GGUF checkpoint's quantization) above it, and
+    in short on every verdict line."""
+    if checkpoint is None:
+        return table
+    tag = f" [{checkpoint.said(short=True)}]"
+    lines = [line + tag if line.startswith(("layer ", "model: ")) else line for line in table.splitlines()]
+    return "\n".join([f"weights: {checkpoint.said()}", *lines])
 
 
 def measure_checkpoint(model: str, run_dir: Path, revision: str | None = None, **settings) -> Path:

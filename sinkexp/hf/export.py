@@ -27,8 +27,8 @@ from sinkexp.analysis.load import load_run
 from sinkexp.config.schema import value_of
 from sinkexp.config.validate import from_dictconfig
 from sinkexp.errors import ConfigError
-from sinkexp.rundir.files import CONFIG, META, finished, read_json
-from sinkexp.rundir.reading import RunFiles, measured_run
+from sinkexp.rundir.files import CONFIG, META, read_json
+from sinkexp.rundir.reading import FINISHED, RunFiles, measured_run, run_status
 
 # The run's settings a LlamaForCausalLM computes (anything else has no equivalent there).
 LLAMA = {
@@ -59,8 +59,11 @@ def check_run(run_dir: Path):
     """The finished run's config, if a LlamaForCausalLM computes its model (ConfigError otherwise)."""
     if not (run_dir / CONFIG).is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no {CONFIG})")
-    if not finished(run_dir):
-        raise ConfigError(f"{run_dir} is not a finished run (no DONE); export a finished one")
+    state, reason = run_status(run_dir)
+    if state == "damaged":
+        raise ConfigError(f"{run_dir} is damaged: {reason}; train it again into another folder to export it")
+    if state not in FINISHED:
+        raise ConfigError(f"{run_dir} is not a finished run ({state}); export a finished one")
     config = RunFiles(run_dir).config
     if measured_run(run_dir, config):
         raise ConfigError(measured_run(run_dir, config))

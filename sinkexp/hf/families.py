@@ -2,8 +2,9 @@
 attention modules are, and its attention weights in sinkexp's layout (evaluate/metrics.py):
 W_Q and W_K (H * D, d_model) with one row block per query head, W_O (d_model, H * D).
 
-Only the weights need a per-type entry: the attention itself is captured for every type through
-transformers' attention interface (capture.py). Grouped-query models (fewer key/value heads) get
+Only the weights need a per-type entry (and, where the type has them, its q/k norm's gains and the
+norm after the attention): the attention itself is captured for every type through transformers'
+attention interface (capture.py). Grouped-query models (fewer key/value heads) get
 each key head's W_K repeated for the query heads that share it, as their attention does.
 """
 
@@ -21,6 +22,9 @@ class Family:
     layers: str  # the decoder layers, an attribute path on the model's base model
     attention: str  # the attention module's attribute on a layer
     weights: Callable  # (attention module, n_heads) -> (W_Q, W_K, W_O)
+    qk_gain: Callable | None = None  # (attention module) -> g_q * g_k (D,) of a q/k RMSNorm (metrics.qk_spectrum)
+    write: str | None = None  # the layer's module whose output the stream receives from the attention, when
+    # a norm follows it (Gemma's post_attention_layernorm); None: the attention module's own output
 
     def layer_modules(self, model) -> list:
         return list(operator.attrgetter(self.layers)(model.base_model))
@@ -58,6 +62,11 @@ def gpt_neox(attn, n_heads: int):
     return per_head[:, 0].reshape(-1, w.shape[1]), per_head[:, 1].reshape(-1, w.shape[1]), attn.dense.weight
 
 
+def gemma_qk_gain(attn) -> torch.Tensor:
+    """Gemma's RMSNorm multiplies by (1 + weight) (modeling_gemma3.py, Gemma3RMSNorm)."""
+    return (1 + attn.q_norm.weight.float()) * (1 + attn.k_norm.weight.float())
+
+
 LLAMA = Family("layers", "self_attn", separate("o_proj"))
 FAMILIES = {
     "llama": LLAMA,
@@ -66,4 +75,9 @@ FAMILIES = {
     "gpt2": Family("h", "attn", gpt2),
     "gpt_neox": Family("layers", "attention", gpt_neox),  # Pythia
     "opt": Family("decoder.layers", "self_attn", separate("out_proj")),
+    # Gemma-3: Llama's projections, with a q/k RMSNorm per head and a norm on the attention's output
+    # before the residual add; sliding-window layers come with their own mask (capture.py records it).
+    "gemma3_text": Family(
+        "layers", "self_attn", separate("o_proj"), qk_gain=gemma_qk_gain, write="post_attention_layernorm"
+    ),
 }

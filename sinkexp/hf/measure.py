@@ -2,12 +2,13 @@
 (evaluate/evaluator.py: layer_rows, model_rows, loss_rows) on the taps capture.py records, so every
 metric keeps its definition in docs/metrics.md and the rows their long format.
 
-    model = load_model(folder, "float32", device)
+    folder, model = load_checkpoint("smollm2-135m", None, "float32", device)   # or load_model(folder, ...)
     metric_rows, loss_rows = measure(model, inputs, step=1000)      # inputs (N, T) token ids
 
 Position 0 is the sink position (the BOS, or the first token without one) and not a query, as in
 task=lm; every other position is a query of type `text`. The loss is each position's next-token
-cross-entropy (the last position has no next token), beside the uniform predictor's log V.
+cross-entropy (the last position has no next token), beside the uniform predictor's log V; the
+logits are made from the last hidden states READOUT_ELEMENTS at a time, never all N x T x V at once.
 
 `chunk` sequences go through the model at once (default: all N), and each layer's taps are turned
 into rows and dropped as soon as the layer is done, so memory holds one layer's attention maps of
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 import torch
@@ -30,6 +33,7 @@ import torch.nn.functional as F
 from sinkexp.evaluate.evaluator import Rows, layer_rows, loss_rows, model_rows, query_sets_of
 from sinkexp.evaluate.perturbation import perturbed_position, relative_change, summarise, swap_token
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
+from sinkexp.hf import sources
 from sinkexp.hf.capture import ATTENTION, layer_by_layer, register
 from sinkexp.hf.families import FAMILIES
 from sinkexp.model.transformer import Anatomy, LayerAnatomy
@@ -43,33 +47,61 @@ LOCATIONS = ("massive_position", "massive_channel")  # positions, not amounts: c
 # threshold, so with the freed memory kept (machine/allocator.py) each call's buffers are reused
 # instead of mapped and faulted in again (2x faster than 64 MiB calls, docs/performance.md).
 LOSS_ELEMENTS = 2**22
+# Logits made at a time from the last hidden states (NextToken with a readout): 2^26 floats, 256 MiB,
+# whatever the vocabulary, so the N x T x V logits are never held at once (Gemma-3's 262,144 at the
+# default 100 x 64: 6.7 GB; here 256 positions at a time), and each block reads the readout's weights once.
+READOUT_ELEMENTS = 2**26
 
 
 class NextToken:
-    """What loss_rows needs of a task: next-token cross-entropy, and the uniform predictor beside it."""
+    """What loss_rows needs of a task: next-token cross-entropy, and the uniform predictor beside it.
+    With `readout` (last hidden states (rows, d_model) -> logits (rows, V)) the loss takes the hidden
+    states and makes the logits READOUT_ELEMENTS at a time; without, it takes the logits."""
 
     query_types = ("text",)
     reference = "uniform predictor over the vocabulary"
 
-    def __init__(self, vocab_size: int):
-        self.vocab_size = vocab_size
+    def __init__(self, vocab_size: int, readout=None):
+        self.vocab_size, self.readout = vocab_size, readout
 
     def loss(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
-        """Per position, (B, T); a few sequences at a time (LOSS_ELEMENTS logits), each position's
-        logits a contiguous row of V: each position's log-softmax is its own, so the values are the
-        whole batch's without its buffers. Over rows, torch's log-softmax reduces in vector lanes;
-        over a (B, V, T) view it summed the V terms one by one: 3.3x slower at Pythia's vocabulary
-        of 50304 and 50x further from float64 (docs/performance.md)."""
-        sequences = max(1, LOSS_ELEMENTS // pred[0].numel())
-        return torch.cat(
-            [
-                F.cross_entropy(part.float().flatten(0, 1), targets.flatten(), reduction="none").view(targets.shape)
-                for part, targets in zip(pred.split(sequences), batch.targets.split(sequences))
-            ]
+        """Per position, (B, T), of logits (B, T, V) or, with a readout, hidden states (B, T, d_model)."""
+        rows, targets = pred.flatten(0, 1), batch.targets.flatten()
+        if self.readout is None:
+            return cross_entropy(rows, targets).view(batch.targets.shape)
+        block = max(1, READOUT_ELEMENTS // self.vocab_size)
+        parts = zip(rows.split(block), targets.split(block))
+        return torch.cat([cross_entropy(self.readout(part), part_targets) for part, part_targets in parts]).view(
+            batch.targets.shape
         )
 
     def baseline_loss(self, batch: Batch) -> torch.Tensor:
         return torch.full(batch.targets.shape, math.log(self.vocab_size), device=batch.targets.device)
+
+
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Per row of logits (rows, V), LOSS_ELEMENTS logits per call. Each row's log-softmax is its
+    own, so the values are the whole batch's without its buffers; over rows torch's log-softmax
+    reduces in vector lanes, over a (B, V, T) view it summed the V terms one by one: 3.3x slower at
+    Pythia's vocabulary of 50304 and 50x further from float64 (docs/performance.md)."""
+    rows = max(1, LOSS_ELEMENTS // logits.shape[-1])
+    parts = zip(logits.split(rows), targets.split(rows))
+    return torch.cat([F.cross_entropy(part.float(), part_targets, reduction="none") for part, part_targets in parts])
+
+
+def readout(model):
+    """Last hidden states -> logits, as the model's forward makes them: its output embedding, then
+    the final soft-capping where the config has one (Gemma-2 and -3's final_logit_softcapping)."""
+    head, cap = model.get_output_embeddings(), getattr(model.config, "final_logit_softcapping", None)
+    return head if not cap else lambda hidden: cap * torch.tanh(head(hidden) / cap)
+
+
+def load_checkpoint(model: str, revision: str | None, dtype: str, device: torch.device) -> tuple[Path, object]:
+    """(its folder, the model loaded for measuring): the one loader of `sinkexp measure`, from the
+    settings a measured run's config.yaml records: model (a folder, a hub id at `revision`, a .gguf
+    file or a shipped name, dequantized from the cache: sources.resolve), revision and dtype."""
+    folder = sources.resolve(model, revision, weights=True)
+    return folder, load_model(folder, dtype, device)
 
 
 def load_model(folder, dtype: str, device: torch.device):
@@ -105,8 +137,11 @@ def anatomy(model, family, T: int, device) -> Anatomy:
     n_heads = model.config.num_attention_heads
     layers = []
     for layer in family.layer_modules(model):
-        w_q, w_k, w_o = (w.detach().float() for w in family.weights(family.attention_module(layer), n_heads))
-        layers.append(LayerAnatomy(n_heads, w_q, w_k, w_o, has_slot=False, has_gate=False, has_pathway=False))
+        attn = family.attention_module(layer)
+        w_q, w_k, w_o = (w.detach().float() for w in family.weights(attn, n_heads))
+        gain = family.qk_gain(attn).detach().float() if family.qk_gain else None
+        parts = dict(has_slot=False, has_gate=False, has_pathway=False, qk_gain=gain)
+        layers.append(LayerAnatomy(n_heads, w_q, w_k, w_o, **parts))
     return Anatomy(
         tokens=torch.arange(T, device=device),
         registers=torch.zeros(0, dtype=torch.long, device=device),
@@ -117,26 +152,34 @@ def anatomy(model, family, T: int, device) -> Anatomy:
 
 
 @torch.no_grad()
-def measure_chunk(model, family, parts: Anatomy, inputs: torch.Tensor, step: int) -> tuple[list, list]:
-    """Metric rows and loss rows of one forward pass over `inputs` (B, T)."""
-    batch, task = text_batch(inputs), NextToken(model.config.vocab_size)
+def measure_chunk(model, family, parts: Anatomy, inputs: torch.Tensor, step: int, observe=None) -> tuple[list, list]:
+    """Metric rows and loss rows of one forward pass over `inputs` (B, T); observe(layer, taps) sees
+    each layer's taps too (hf/record.py)."""
+    batch, task = text_batch(inputs), NextToken(model.config.vocab_size, readout(model))
     query_sets, rows, scores = query_sets_of(batch, task.query_types), Rows(step), []
-    with layer_by_layer(
-        model, family, lambda layer, cache: scores.append(layer_rows(rows, layer, cache, parts, batch, query_sets))
-    ):
-        logits = model(input_ids=inputs, use_cache=False).logits  # (B, T, vocab)
+
+    def on_layer(layer: int, cache: dict) -> None:
+        visible = cache.pop(f"blocks.{layer}.attn.visible", None)  # the layer's own mask: a sliding window's
+        seen = parts if visible is None else replace(parts, visible=visible.bool())
+        scores.append(layer_rows(rows, layer, cache, seen, batch, query_sets))
+        if observe is not None:
+            observe(layer, cache)
+
+    with layer_by_layer(model, family, on_layer):
+        hidden = model.base_model(input_ids=inputs, use_cache=False).last_hidden_state  # (B, T, d_model)
     model_rows(rows, scores)
-    return list(rows), loss_rows(task, logits, batch, step)
+    return list(rows), loss_rows(task, hidden, batch, step)
 
 
-def measure(model, inputs: torch.Tensor, step: int = 0, chunk: int | None = None) -> tuple[list, list]:
-    """(metric rows, loss rows) of `model` on `inputs` (N, T), `chunk` sequences per forward pass."""
+def measure(model, inputs: torch.Tensor, step: int = 0, chunk: int | None = None, observe=None) -> tuple[list, list]:
+    """(metric rows, loss rows) of `model` on `inputs` (N, T), `chunk` sequences per forward pass;
+    observe(layer, taps), when given, is called with each layer's taps of each chunk."""
     family = FAMILIES[model.config.model_type]
     device = next(model.parameters()).device
     inputs = inputs.to(device)
     parts = anatomy(model, family, inputs.shape[1], device)
     size = chunk or len(inputs)
-    chunks = [(len(part), *measure_chunk(model, family, parts, part, step)) for part in inputs.split(size)]
+    chunks = [(len(part), *measure_chunk(model, family, parts, part, step, observe)) for part in inputs.split(size)]
     if len(chunks) == 1:
         return chunks[0][1], chunks[0][2]
     metrics = combine([(n, pd.DataFrame(rows, columns=METRIC_COLUMNS)) for n, rows, _ in chunks])
@@ -154,8 +197,8 @@ def perturbation_rows(model, inputs: torch.Tensor, step: int, chunk: int | None 
     pairs = zip(inputs.split(chunk or len(inputs)), swap_token(inputs, at).split(chunk or len(inputs)))
     changes = defaultdict(list)
     for clean, changed in pairs:
-        before = model(input_ids=clean, use_cache=False, output_hidden_states=True).hidden_states[1:]
-        after = model(input_ids=changed, use_cache=False, output_hidden_states=True).hidden_states[1:]
+        before = model.base_model(input_ids=clean, use_cache=False, output_hidden_states=True).hidden_states[1:]
+        after = model.base_model(input_ids=changed, use_cache=False, output_hidden_states=True).hidden_states[1:]
         for layer, (h, h_changed) in enumerate(zip(before, after)):
             changes[layer].append(relative_change(h.float(), h_changed.float(), at))
     rows = []

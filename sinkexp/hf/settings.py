@@ -23,12 +23,12 @@ DTYPE_CHOICES = ("float32", "bfloat16", "float16")
 
 @dataclass
 class MeasureConfig:
-    model: str | None = None  # a local folder (config.json, weights, tokenizer) or a hub id
+    model: str | None = None  # a local folder, a hub id, a .gguf file or a shipped name (smollm2-135m, gemma3-270m)
     revision: str | None = None  # a hub revision: branch, tag or commit (Pythia: step1000)
     text: str = "kjv"  # kjv (task=lm's built-in corpus) or a text file (.xz/.gz decompressed)
     n: int = 100  # sequences (Gu et al. 2025's eval_sink_open_source.py: 100 x 64)
     seq_len: int = 64  # tokens per sequence, BOS included
-    bos: str = "auto"  # auto (what the tokenizer adds in front of a text) | true | false
+    bos: str = "auto"  # auto (what the tokenizer adds in front of a text) | true | false | a token ('<|endoftext|>')
     dtype: str = "float32"  # float32 | bfloat16 | float16
     chunk: int | None = None  # sequences per forward pass (null: all n at once)
     perturb: bool = False  # Barbero et al.'s perturbation too (two more forward passes; docs/metrics.md)
@@ -89,8 +89,8 @@ def checked(values: dict) -> MeasureConfig:
     settings through command.measure_checkpoint), checked: the keys, the types, the ranges and the
     choices; ConfigError naming the key."""
     values = dict(values)
-    if isinstance(values.get("bos"), (bool, str)):  # in any case: True, "TRUE" and "true" alike
-        values["bos"] = str(values["bos"]).lower()
+    if isinstance(values.get("bos"), bool) or str(values.get("bos")).lower() in BOS_CHOICES:
+        values["bos"] = str(values["bos"]).lower()  # in any case: True, "TRUE" and "true" alike; a token as spelled
     for key, value in values.items():
         if key not in HINTS:
             raise choices_error("key", key, KEYS)
@@ -109,9 +109,10 @@ def checked(values: dict) -> MeasureConfig:
     for key, value, least in checks:
         if value is not None and value < least:
             raise ConfigError(f"{key}={value} is not valid; it must be >= {least}")
-    for key, value, valid in (("bos", cfg.bos, BOS_CHOICES), ("dtype", cfg.dtype, DTYPE_CHOICES)):
-        if value not in valid:
-            raise choices_error(key, value, valid)
+    if cfg.dtype not in DTYPE_CHOICES:
+        raise choices_error("dtype", cfg.dtype, DTYPE_CHOICES)
+    if not cfg.bos.strip():  # any other value is a token, looked up in the model's tokenizer (sources.bos_prefix)
+        raise choices_error("bos", cfg.bos, BOS_CHOICES + ("a token of the model's tokenizer",))
     return cfg
 
 

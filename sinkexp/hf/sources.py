@@ -1,6 +1,7 @@
-"""What `sinkexp measure` reads, checked before anything runs: the model (a local folder, or a hub
-id at a revision, found in the Hugging Face cache or downloaded) and the text, cut into N
-sequences of T tokens. Every problem is a ConfigError: one line naming the key.
+"""What `sinkexp measure` reads, checked before anything runs: the model (a local folder, a hub id
+at a revision, found in the Hugging Face cache or downloaded, or a GGUF checkpoint: a .gguf file or
+a shipped name, dequantized into sinkexp's cache by hf/gguf.py) and the text, cut into N sequences
+of T tokens. Every problem is a ConfigError: one line naming the key.
 
     folder = resolve("EleutherAI/pythia-14m", "step1000")     # the cached snapshot's folder
     config, family = check_model(folder, "EleutherAI/pythia-14m", seq_len=64)
@@ -17,20 +18,30 @@ from pathlib import Path
 import torch
 
 from sinkexp.errors import ConfigError, choices_error
+from sinkexp.hf import gguf
 from sinkexp.hf.families import FAMILIES
+from sinkexp.hf.shipped import SHIPPED, installed
 from sinkexp.tasks.base import read_data_file
 from sinkexp.tasks.lm import decompressed
 
 SMALL_FILES = ["*.json", "*.txt", "*.model", "tokenizer*"]  # config and tokenizer: enough for the checks
 WEIGHT_FILES = ("*.safetensors", "*.bin")  # safetensors first, as from_pretrained prefers
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
-BOS_CHOICES = ("auto", "true", "false")
+BOS_CHOICES = ("auto", "true", "false")  # or a token string of the model's tokenizer (bos_prefix)
 
 
 def resolve(model: str, revision: str | None, weights: bool = False) -> Path:
     """The local folder of `model`: the folder itself, or a hub id's snapshot at `revision` from the
     Hugging Face cache, downloaded when it is not there and the hub can be reached. `weights`: the
-    weights too (a run), not only config and tokenizer (the checks)."""
+    weights too (a run), not only config and tokenizer (the checks). A GGUF checkpoint's folder is its
+    dequantized model in the cache (written there the first time, checked first: hf/gguf.py)."""
+    if gguf.is_gguf(model):
+        if revision is not None:
+            raise ConfigError(
+                f"revision={revision}: model={model} is a GGUF checkpoint; a revision names a hub checkpoint "
+                "(drop revision=)"
+            )
+        return gguf.open_checkpoint(model).folder
     path = Path(model).expanduser()
     if path.exists():
         if revision is not None:
@@ -72,12 +83,20 @@ def _snapshot(model: str, revision: str | None, weights: bool) -> Path:
 
 
 def on_disk(model: str, revision: str | None = None) -> bool:
-    """Whether `model` (a folder, or a hub id at `revision` in the Hugging Face cache) has its
-    config and weights on this machine, without the network: what a claim on a named checkpoint
-    checks before it runs ("not run" otherwise)."""
+    """Whether `model` (a folder, a hub id at `revision` in the Hugging Face cache, a shipped name
+    whose packages are installed or a .gguf file) has its config and weights on this machine,
+    without the network: what a claim on a named checkpoint checks before it runs ("not run" otherwise)."""
     from huggingface_hub import snapshot_download  # lazy: huggingface_hub comes with the hf extra
 
+    if model in SHIPPED:
+        try:
+            installed(model)
+        except ConfigError:
+            return False
+        return True
     path = Path(model).expanduser()
+    if gguf.is_gguf(model):
+        return path.is_file()
     if path.exists():
         return (path / "config.json").is_file() and bool(weight_files(path))
     try:
@@ -101,11 +120,7 @@ def file_digest(path: Path) -> str:
     target = Path(os.path.realpath(path))
     if path.is_symlink() and re.fullmatch(r"[0-9a-f]{64}", target.name):
         return target.name
-    digest = hashlib.sha256()
-    with open(target, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 24), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return gguf.file_sha256(target)
 
 
 def folder_digest(folder: Path) -> str:
@@ -162,9 +177,13 @@ def load_tokenizer(folder: Path, model: str):
 
 def bos_prefix(tokenizer, config, bos: str) -> list[int]:
     """The ids put before every sequence: `auto` what the tokenizer itself adds in front of a text
-    (BOS for Llama, none for GPT-2 and Pythia), `true` the model's BOS, `false` nothing."""
+    (BOS for Llama, none for GPT-2 and Pythia), `true` the model's BOS, `false` nothing, and any
+    other value the token of that spelling in the tokenizer's vocabulary (SmolLM2's BOS is
+    `<|im_start|>`; `bos='<|endoftext|>'` asks for its other start-of-text token)."""
     if bos == "false":
         return []
+    if bos not in BOS_CHOICES:
+        return [token_id(tokenizer, bos)]
     if bos == "true":
         token = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else config.bos_token_id
         if token is None:
@@ -174,6 +193,18 @@ def bos_prefix(tokenizer, config, bos: str) -> list[int]:
     special = tokenizer("a")["input_ids"]
     start = next((i for i in range(len(special)) if special[i : i + len(plain)] == plain), 0)
     return list(special[:start])
+
+
+def token_id(tokenizer, token: str) -> int:
+    """The id of the vocabulary entry spelled `token` (ConfigError naming the special tokens when none is)."""
+    found = tokenizer.convert_tokens_to_ids(token)
+    if found is None or tokenizer.convert_ids_to_tokens(found) != token:
+        special = ", ".join(repr(name) for name in tokenizer.all_special_tokens)
+        raise ConfigError(
+            f"bos={token!r} is not a token of this model's tokenizer; choose auto, true, false or a token of "
+            f"its vocabulary, e.g. a special one: {special}"
+        )
+    return found
 
 
 def read_text(text: str) -> str:

@@ -47,8 +47,9 @@ from sinkexp.machine.allocator import keep_freed_memory
 from sinkexp.machine.denormals import flush_denormals
 from sinkexp.machine.devices import job_device, usable_gpus
 from sinkexp.machine.threads import choose_threads
-from sinkexp.rundir.faults import marked, run_file_error
-from sinkexp.rundir.files import CHECKPOINT, RunBusy, RunDirError, finished, wait_for_lock
+from sinkexp.rundir.claim import left_behind, resumes
+from sinkexp.rundir.faults import run_file_error
+from sinkexp.rundir.files import RunBusy, RunDirError, finished, wait_for_lock
 from sinkexp.train.loop import Diverged
 
 log = logging.getLogger("sinkexp")
@@ -197,29 +198,24 @@ def _stop(err: BaseException, dirs: list, sweep: bool) -> None:
     elif isinstance(err, KeyboardInterrupt) or preemption.stopping() is not None:
         stop = preemption.Interrupted.at(err) if isinstance(err, KeyboardInterrupt) else None
         stop = stop or preemption.Interrupted(preemption.stopping())
-        print(f"sinkexp: {where} {stop} ({marked(err)}; {resumes(dirs)})", file=sys.stderr)
+        print(f"sinkexp: {where} {stop} ({left_behind(err, dirs)}; {resumes(dirs)})", file=sys.stderr)
         raise SystemExit(128 + stop.signum) from None
     elif isinstance(err, preemption.Requeue):
         print(f"sinkexp: {where} {err}; submitit requeues the job, which resumes from it", file=sys.stderr)
         preemption.requeue()  # exits this process
     # OSError: a fault on a run's files (rundir/faults.py); ConfigError: the device, checked as the job starts
     elif isinstance(err, (Diverged, RunDirError, OSError, ConfigError)):
-        reason = run_file_error(err) if isinstance(err, OSError) else err
-        print(f"sinkexp: error: {reason} ({marked(err)}{'; the sweep goes on' if sweep else ''})", file=sys.stderr)
+        reason = err
+        if isinstance(err, OSError):  # what the same command does once the cause is fixed
+            reason = f"{run_file_error(err)}; then {resumes(dirs)}"
+        print(
+            f"sinkexp: error: {reason} ({left_behind(err, dirs)}{'; the sweep goes on' if sweep else ''})",
+            file=sys.stderr,
+        )
     elif not sweep or not isinstance(err, Exception):  # a single run's bug shows its traceback
         raise err
     else:
-        log.exception("run %s failed (FAILED written); the sweep goes on", where, exc_info=err)
-
-
-def resumes(dirs: list[Path]) -> str:
-    """Where the same command takes the stopped runs up again: their last checkpoints, or step 0."""
-    kept = [(run_dir / CHECKPOINT).exists() for run_dir in dirs]
-    if all(kept):
-        return "the same command resumes it from its last checkpoint"
-    if not any(kept):
-        return "no checkpoint was written yet: the same command trains it from step 0"
-    return "the same command resumes each from its last checkpoint, or from step 0 where none was written yet"
+        log.exception("run %s failed (%s); the sweep goes on", where, left_behind(err, dirs), exc_info=err)
 
 
 def _on(cfg, device: str):

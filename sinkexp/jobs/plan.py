@@ -27,11 +27,19 @@ from hydra.core.override_parser.types import Override
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from sinkexp.config.compose import as_hydra_override, compose, expand, initialized, pack_first_values, parse
+from sinkexp.config.compose import (
+    as_hydra_override,
+    compose,
+    expand,
+    initialized,
+    pack_first_values,
+    parse,
+    whole_numbers,
+)
 from sinkexp.config.compositions import is_kept
 from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import Config, run_configs, value_of
-from sinkexp.config.validate import from_dictconfig
+from sinkexp.config.validate import check_hydra_keys, from_dictconfig
 from sinkexp.errors import ConfigError
 from sinkexp.jobs.cost import training_flops
 from sinkexp.jobs.launcher import Launcher
@@ -90,8 +98,12 @@ def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Pla
     parsed = parse(overrides)
     own = [o.input_line for o in parsed if not is_hydra_override(o.key_or_group)]
     hydra_own = [o.input_line for o in parsed if is_hydra_override(o.key_or_group)]
+    hydra_keys = [o.key_or_group for o in parsed if o.key_or_group.startswith("hydra.")]  # values, not groups
     with initialized():
         master = compose(master_overrides(parsed))
+        check_hydra_keys(
+            master, [o.key_or_group for o in parsed if o.key_or_group in hydra_keys and not o.is_sweep_override()]
+        )
         params = dict(master.hydra.sweeper.params or {}) if multirun else {}
         launcher = Launcher.of(master)
         composed = []
@@ -104,6 +116,7 @@ def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Pla
                     full = copy.deepcopy(master) if multirun else master
                 else:
                     full = compose(job + hydra_own)
+                check_hydra_keys(full, hydra_keys)
                 cfg = from_dictconfig(full)  # config/validate.py: one line naming the key
                 if check_memory:
                     check_plan(cfg, launcher, multirun)  # fits the device it will train on (jobs/memory.py)
@@ -118,9 +131,9 @@ def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Pla
 
 
 def normalized(overrides: list[str]) -> list[str]:
-    """The overrides as plan() composes them: `experiment=` as Hydra spells it, a pack's first values
-    as the job's own (pack_first_values)."""
-    overrides = [as_hydra_override(o) for o in overrides]
+    """The overrides as plan() composes them: `experiment=` as Hydra spells it, a whole number as an
+    integer (`train.steps=1e3`: compose.whole_numbers), a pack's first values as the job's own (pack_first_values)."""
+    overrides = whole_numbers([as_hydra_override(o) for o in overrides])
     return overrides + pack_first_values(overrides)
 
 

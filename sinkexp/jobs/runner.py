@@ -22,7 +22,7 @@ from sinkexp.jobs.memory import check_start
 from sinkexp.machine.devices import configure, resolve_device
 from sinkexp.machine.preemption import Requeue, requested
 from sinkexp.model import Transformer
-from sinkexp.rundir.curves import Curves
+from sinkexp.rundir.curves import open_curves
 from sinkexp.rundir.lifecycle import RunDir
 from sinkexp.tasks import TASKS, held_out_batch
 from sinkexp.train.loop import Diverged, Trainer
@@ -185,6 +185,8 @@ def resume(trainer, runs: list[RunDir]) -> None:
         trainer.load_state_dict(states[0])
     torch.set_rng_state(runs[0].state["torch_rng"])
     log.info("resuming %s from step %d", ", ".join(str(run_dir.path) for run_dir in runs), trainer.step)
+    for run_dir in runs:  # the console too (it shows only warnings of the log): one line per run
+        print(f"{run_dir.path}: resuming from its checkpoint at step {trainer.step} of {run_dir.cfg.train.steps}")
 
 
 def evaluate_runs(views: list, tasks: list, eval_batches: list, step: int) -> list[tuple[list, list]]:
@@ -216,8 +218,10 @@ def train_and_evaluate(runs: list[RunDir], device: torch.device) -> list[dict]:
         resume(trainer, runs)
     for k, run_dir in enumerate(runs):
         run_dir.start(device, k, len(runs))
-    # tensorboard=true: each run's curves (rundir/curves.py); a resumed run's from the step after its checkpoint's
-    curves = [Curves(run_dir.path, trainer.step + 1 if run_dir.state else None) for run_dir in runs if cfg.tensorboard]
+    # tensorboard=true, wandb=true (a job's runs ask alike): each run's curves (rundir/curves.py); a
+    # resumed run's from the step after its checkpoint's
+    curves = [open_curves(r.cfg, r.path, r.digest, trainer.step + 1 if r.state else None) for r in runs]
+    curves = [curve for curve in curves if curve is not None]
 
     def on_eval(step: int) -> None:
         evaluated = evaluate_runs(views, tasks, eval_batches, step)

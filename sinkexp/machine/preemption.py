@@ -14,12 +14,18 @@ Outside submitit nobody requeues: SIGUSR2 (SLURM's `--signal=USR2@N` around a pl
 is recorded the same way, and at that step, its checkpoint written, the run stops as Ctrl-C and
 SIGTERM stop it (`Interrupted`: FAILED says by what and at which step; the same command resumes it).
 SIGTERM is not the requeue signal: outside a requeue it stops a run where it is (jobs/launch.py).
+
+A stopping signal's exception can be lost: raised while Python runs a finaliser (an object's
+`__del__`, a generator closed by the garbage collector: `importlib.metadata.version` reading
+meta.json's versions, a zipfile's `__del__` after torch.save), it is printed as "Exception
+ignored" and dropped, and the handler has already set later signals to be ignored. The stop is
+recorded first, so `check()` raises it again where a run would claim its directory, train another
+step or write DONE: no stop ends in a finished run (docs/rundir.md, "What may happen to it").
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import signal
 import sys
@@ -59,22 +65,28 @@ class Interrupted(KeyboardInterrupt):
 
 
 STOPPING = (signal.SIGINT, signal.SIGTERM)
+STARTING = "while starting (nothing written)"
 _stopping: int | None = None  # the first stopping signal that arrived
-_at_once = False  # start-up: nothing written yet, so a stopping signal ends the process where it is
+_at_once: str | None = None  # start-up (or the end): a stopping signal ends the process where it is, saying this
 
 
-def stop_on_signals(signals: tuple = STOPPING, at_once: bool = False) -> None:
+def stop_on_signals(signals: tuple = STOPPING, at_once: bool | str = False) -> None:
     """From now on Ctrl-C (SIGINT) and SIGTERM (`kill`, `scancel`) stop the process, the first of them
     only: later ones are ignored, so that a second Ctrl-C cannot cut short the FAILED marker, a pool's
     shutdown or the one line that says what happened.
 
-    `at_once` (cli.main, first thing): the command is starting up (imports, the plan) and has written
-    nothing, so the signal prints its one line and ends the process at once; raising an exception
-    there could land inside a C extension's import (torch's) and leave it broken. Otherwise (once a
-    command's modules are loaded, and in a launcher's worker, which has no cli.main) the signal raises
-    Interrupted where the process is, for the run's own boundary to write FAILED (jobs/launch.py)."""
-    global _at_once
-    _at_once = at_once
+    `at_once` (the console script's first instructions, sinkexp/__main__.py, and cli.main): the
+    command is starting up (imports, the plan) and has written nothing, so the signal prints its
+    one line (`STARTING`, or the text given: cli.main's once the command's work is done) and ends
+    the process at once; raising an exception there could land inside a C extension's import
+    (torch's) and leave it broken. Otherwise (once a command's modules are loaded, and in a
+    launcher's worker, which has no cli.main) the signal raises Interrupted where the process is,
+    for the run's own boundary to write FAILED (jobs/launch.py); where that exception is lost in a
+    finaliser, it is not printed (`_unraisable`) and `check()` raises it again."""
+    global _at_once, _previous_hook
+    _at_once = (STARTING if at_once is True else at_once) or None
+    if sys.unraisablehook is not _unraisable:
+        _previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable
     for signum in signals:
         try:
             signal.signal(signum, _interrupt)
@@ -87,16 +99,33 @@ def _interrupt(signum, frame) -> None:
     ignore_stopping_signals()
     _stopping = signum if _stopping is None else _stopping
     if _at_once:
-        sys.stderr.write(f"sinkexp: {Interrupted(signum)} while starting (nothing written)\n")
+        sys.stderr.write(f"sinkexp: {Interrupted(signum)} {_at_once}\n")
         sys.stderr.flush()
         os._exit(128 + signum)
     raise Interrupted(signum)
+
+
+_previous_hook = sys.unraisablehook  # the one stop_on_signals found in place
+
+
+def _unraisable(unraisable) -> None:
+    """Python's hook for an exception a finaliser cannot raise: a stop's Interrupted is recorded
+    already (check() raises it where the run can stop), so it is not printed; the rest as before."""
+    if not isinstance(unraisable.exc_value, Interrupted):
+        _previous_hook(unraisable)
 
 
 def stopping() -> int | None:
     """The stopping signal that arrived, if one did: an error raised after it (an import it cut
     short, say) is read as that stop."""
     return _stopping
+
+
+def check(step: int | None = None) -> None:
+    """Raise the stop that arrived (Interrupted, naming `step`), if one did and its own exception was
+    lost in a finaliser; nothing otherwise."""
+    if _stopping is not None:
+        raise Interrupted(_stopping, step)
 
 
 def ignore_stopping_signals() -> None:
@@ -169,8 +198,12 @@ def sigterm_stops_children():
     SIGTERM stops a run (FAILED written, resumable), and this process stops with `Interrupted`, as
     on Ctrl-C, instead of leaving its workers training on their own."""
 
+    import multiprocessing  # lazy: 6 ms of the console script's first import, before its signal handlers
+
     def stop_workers(signum, frame):
+        global _stopping
         ignore_stopping_signals()
+        _stopping = signal.SIGTERM if _stopping is None else _stopping
         for worker in multiprocessing.active_children():
             worker.terminate()
         raise Interrupted(signal.SIGTERM)

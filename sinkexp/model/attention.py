@@ -164,6 +164,12 @@ class Attention(nn.Module):
         w_o = self.out.weight if isinstance(self.out, nn.Linear) else torch.eye(w_q.shape[1], device=w_q.device)
         return w_q, w_k, w_o
 
+    def qk_gain(self) -> torch.Tensor | None:
+        """g_q * g_k (D,) of the q/k norm's gains, None without one (metrics.qk_spectrum)."""
+        if not isinstance(self.q_norm, nn.RMSNorm):
+            return None
+        return (self.q_norm.weight * self.k_norm.weight).detach()
+
     def forward(self, x: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
         B, T, d_model = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)  # 3x (B, H, T, D)

@@ -82,6 +82,7 @@ class LayerAnatomy:
     has_slot: bool  # the last key of every row is a learned slot
     has_gate: bool  # the layer has a `gates` tap
     has_pathway: bool  # the layer has a global pathway (`pathway.*` taps)
+    qk_gain: torch.Tensor | None = None  # (D,) g_q * g_k of a q/k RMSNorm's gains (metrics.qk_spectrum)
 
 
 @dataclass
@@ -155,6 +156,7 @@ class Transformer(nn.Module):
                 has_slot=block.attn.slot is not None,
                 has_gate=block.attn.gate is not None,
                 has_pathway=block.pathway is not None,
+                qk_gain=block.attn.qk_gain(),
             )
             for block in self.blocks
         ]

@@ -7,13 +7,16 @@ at the top: this module is imported only by the commands that draw (report, repr
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from sinkexp.report.save import Saver
 from sinkexp.rundir import files as rundir_files
+from sinkexp.rundir.reading import FINISHED
 
 MARKERS, STYLES = ("o", "s", "^", "D", "v", "P"), ("-", "--", ":", "-.")  # per layer
 SHARE_LABEL = "share of attention on the sink"  # sink_share: the raw weight for softmax, row-normalised otherwise
@@ -35,6 +38,14 @@ def plain(value):
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
+ABSENT = "-"  # a setting a run does not have (a measured run's attn, a trained run's model), in a table
+
+
+def shown(value):
+    """A setting's value as a table shows it: plain, or ABSENT for one the run lacks (never NaN)."""
+    return ABSENT if value is None or (isinstance(value, float) and np.isnan(value)) else plain(value)
+
+
 def with_labels(table: pd.DataFrame, runs: pd.DataFrame, groups: list[str]) -> pd.DataFrame:
     """`table` (with a run column) plus each run's group label."""
     labels = runs.set_index("run").apply(lambda row: label_of(row, groups), axis=1).rename("label")
@@ -50,8 +61,12 @@ def compared(groups: list[str]) -> str:
     return "compared: " + ", ".join(setting_name(g) for g in groups) if groups else "one setting"
 
 
-def plot_sink_by_layer(finals: pd.DataFrame, runs: pd.DataFrame, groups: list[str], path: Path) -> None:
-    """Final attention on the sink per layer and query type: each seed as a dot, mean +- std as a bar."""
+def plot_sink_by_layer(
+    finals: pd.DataFrame, runs: pd.DataFrame, groups: list[str], path: Path, save: Saver = Saver()
+) -> None:
+    """Final attention on the sink per layer and query type: each seed as a dot, the mean as a square
+    and a bar from the lowest to the highest seed (a share's spread stays in [0, 1], where mean +- std
+    would not)."""
     rows = with_labels(finals, runs, groups)
     rows = rows[(rows["metric"] == "sink_share") & (rows["layer"] >= 0) & (rows["query_type"] != "all")]
     if rows.empty:
@@ -59,18 +74,20 @@ def plot_sink_by_layer(finals: pd.DataFrame, runs: pd.DataFrame, groups: list[st
     query_types, labels = sorted(rows["query_type"].unique()), sorted(rows["label"].unique())
     colour = colours(labels)
     layers = sorted(rows["layer"].unique())
-    fig, axes = plt.subplots(1, len(query_types), figsize=(4.6 * len(query_types), 3.6), squeeze=False)
-    width = 0.8 / len(labels)
-    for ax, query_type in zip(axes[0], query_types):
-        for i, label in enumerate(labels):
+    fig, axes = panels(len(query_types), 4.6)
+    for ax, query_type in zip(axes, query_types):
+        present = sorted(rows.loc[rows["query_type"] == query_type, "label"].unique())  # a slot each, centred
+        width = 0.8 / len(present)
+        for i, label in enumerate(present):
             chosen = rows[(rows["query_type"] == query_type) & (rows["label"] == label)]
             for layer, seeds in chosen.groupby("layer"):
                 x = layers.index(layer) - 0.4 + width * (i + 0.5)
                 ax.scatter([x] * len(seeds), seeds["value"], color=colour[label], s=10, alpha=0.4, zorder=2)
+                mean, low, high = seeds["value"].mean(), seeds["value"].min(), seeds["value"].max()
                 ax.errorbar(  # above the seeds' dots, so that a small spread stays visible
                     x,
-                    seeds["value"].mean(),
-                    yerr=seeds["value"].std() if len(seeds) > 1 else None,
+                    mean,
+                    yerr=[[mean - low], [high - mean]] if len(seeds) > 1 else None,
                     fmt="s",
                     color=colour[label],
                     capsize=4,
@@ -86,18 +103,18 @@ def plot_sink_by_layer(finals: pd.DataFrame, runs: pd.DataFrame, groups: list[st
         for label in labels
     ]
     legend_below(fig, handles)
-    fig.suptitle(
-        f"Final share of attention on the sink, mean ± std over seeds (dots: seeds); {compared(groups)}", fontsize=10
-    )
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    said = "Final share of attention on the sink: mean over seeds, bar from the lowest to the highest seed"
+    said += f" (dots: seeds); {compared(groups)}"
+    fig.suptitle(textwrap.fill(said, int(15 * fig.get_figwidth())), fontsize=10)
+    save(fig, path)
 
 
 def training_curves(root: Path, runs: pd.DataFrame, groups: list[str]) -> tuple[list, list]:
-    """Per finished run: sink_share over training (mean over heads, by step, layer and query type)
+    """Per finished trained run: sink_share over training (mean over heads, by step, layer and query type)
     and the held-out loss over all queries, each labelled with the run's setting."""
     curves, losses = [], []
-    for _, run in runs[runs["status"] == "done"].iterrows():
+    trained = runs["command"] != "measure" if "command" in runs else True  # a measured checkpoint has no curve
+    for _, run in runs[runs["status"].isin(FINISHED) & trained].iterrows():
         label = label_of(run, groups)
         metrics = pd.read_csv(Path(root) / run["run"] / rundir_files.METRICS)
         metrics = metrics[
@@ -111,7 +128,7 @@ def training_curves(root: Path, runs: pd.DataFrame, groups: list[str]) -> tuple[
     return curves, losses
 
 
-def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path) -> None:
+def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path, save: Saver = Saver()) -> None:
     """Attention on the sink over training per query type (a line per setting and layer, the band
     spanning its seeds), and the held-out loss over training."""
     curves, losses = training_curves(root, runs, groups)
@@ -122,10 +139,10 @@ def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path)
     # one setting: a colour per layer; several: a colour per setting, a marker and line style per layer
     by_layer = curves["label"].nunique() == 1
     colour = {layer: f"C{layer % 10}" for layer in layers} if by_layer else colours(curves["label"])
-    done = runs[runs["status"] == "done"]
+    done = runs[runs["status"].isin(FINISHED)]
     seeds = done.groupby(done.apply(lambda row: label_of(row, groups), axis=1))["run"].nunique()  # a band needs 2
-    fig, axes = plt.subplots(1, len(query_types) + 1, figsize=(4.4 * (len(query_types) + 1), 3.6), squeeze=False)
-    for ax, query_type in zip(axes[0], query_types):
+    fig, axes = panels(len(query_types) + 1, 4.4)
+    for ax, query_type in zip(axes, query_types):
         for (label, layer), curve in curves[curves["query_type"] == query_type].groupby(["label", "layer"]):
             band = curve.groupby("step")["value"].agg(["mean", "min", "max"])
             style = dict(color=colour[layer if by_layer else label], marker=MARKERS[layer % len(MARKERS)])
@@ -142,10 +159,10 @@ def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path)
     for label, curve in losses.groupby("label"):
         band = curve.groupby("step")["loss"].agg(["mean", "min", "max"])
         line_colour = "black" if by_layer else colour[label]
-        axes[0][-1].plot(band.index, band["mean"], color=line_colour)
+        axes[-1].plot(band.index, band["mean"], color=line_colour)
         if seeds.get(label, 1) > 1:
-            axes[0][-1].fill_between(band.index, band["min"], band["max"], color=line_colour, alpha=0.15)
-    axes[0][-1].set(title="held-out loss (all queries)", xlabel="step", ylabel="loss", yscale="log")
+            axes[-1].fill_between(band.index, band["min"], band["max"], color=line_colour, alpha=0.15)
+    axes[-1].set(title="held-out loss (all queries)", xlabel="step", ylabel="loss", yscale="log")
     handles = [] if by_layer else [plt.Line2D([], [], color=colour[label], label=label) for label in colour]
     handles += [
         plt.Line2D(
@@ -160,18 +177,36 @@ def plot_dynamics(root: Path, runs: pd.DataFrame, groups: list[str], path: Path)
     ]
     legend_below(fig, handles)
     band = "band from the lowest to the highest seed" if seeds.max() > 1 else "one seed each"
-    fig.suptitle(f"Sink formation over training: mean over seeds, {band}; {compared(groups)}", fontsize=10)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    said = f"Sink formation over training: mean over seeds, {band}; {compared(groups)}"
+    fig.suptitle(textwrap.fill(said, int(15 * fig.get_figwidth())), fontsize=10)
+    save(fig, path)
+
+
+COLUMNS = 3  # panels side by side at most; more wrap into rows (a grid, not a strip)
+
+
+def panels(n: int, width: float) -> tuple:
+    """A figure of `n` panels of `width` inches, COLUMNS to a row, laid out to make room for the
+    legend below (legend_below); returns (the figure, its n axes), the spare cells left blank."""
+    columns = min(n, COLUMNS)
+    rows = -(-n // columns)
+    fig, grid = plt.subplots(
+        rows, columns, figsize=(width * columns, 3.4 * rows + 0.6), squeeze=False, layout="constrained"
+    )
+    for ax in grid.flat[n:]:
+        ax.set_axis_off()
+    return fig, list(grid.flat[:n])
 
 
 def legend_below(fig, handles: list) -> None:
-    """The figure's legend in rows under its panels (no column of white space beside them)."""
-    fig.tight_layout(rect=(0, 0.08, 1, 0.94))
-    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False)
+    """The figure's legend in rows under its panels, with the room it takes (constrained layout)."""
+    columns = max(
+        1, min(len(handles), 4, round(fig.get_figwidth() / 3))
+    )  # about 3 inches an entry: no wider than the panels
+    fig.legend(handles=handles, loc="outside lower center", ncol=columns, fontsize=8, frameon=False)
 
 
-def plot_heads(run: Path, label: str, path: Path) -> None:
+def plot_heads(run: Path, label: str, path: Path, save: Saver = Saver()) -> None:
     """For a model of several heads (an LM): each head's final sink score alpha_s, the share of
     attention on the first token (a layer x head grid), and each layer's massive_ratio over training."""
     metrics = pd.read_csv(run / rundir_files.METRICS)
@@ -190,17 +225,35 @@ def plot_heads(run: Path, label: str, path: Path) -> None:
         title=f"sink score alpha_s at step {metrics['step'].max()}",
     )
     fig.colorbar(image, ax=left, fraction=0.046)
-    for layer in massive.columns:
-        right.plot(massive.index, massive[layer], label=f"layer {layer}")
-    right.set(
-        xlabel="step",
-        ylabel="max |h| / median |h|",
-        yscale="log",
-        title="massive_ratio of the residual stream after each block",
-    )
-    if len(massive.columns):  # a run without massive_ratio rows draws none
-        right.legend(fontsize=8, frameon=False)
-    fig.suptitle(f"{label} ({run.name})", fontsize=9)
+    massive_panel(right, massive)
+    fig.suptitle(textwrap.fill(f"{label} ({run.name})", int(13 * fig.get_figwidth())), fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
+
+
+def massive_panel(ax, massive: pd.DataFrame) -> None:
+    """Each layer's massive_ratio (a table: steps down, layers across) over training, or, for a run of
+    one step (a measured checkpoint), per layer at that step; a log axis where it spans a decade or
+    more (a spike forming), else a linear one whose ticks can be read."""
+    if massive.empty:  # a run without massive_ratio rows draws none
+        return
+    if len(massive.index) == 1:
+        ax.plot(list(massive.columns), massive.iloc[0].to_numpy(), marker="o")
+        ax.set(
+            xlabel="layer",
+            xticks=list(massive.columns),
+            title=f"massive_ratio after each block, step {massive.index[0]}",
+        )
+    else:
+        for layer in massive.columns:
+            ax.plot(
+                massive.index,
+                massive[layer],
+                marker=MARKERS[layer % len(MARKERS)],
+                markersize=3,
+                label=f"layer {layer}",
+            )
+        ax.set(xlabel="step", title="massive_ratio of the residual stream after each block")
+        ax.legend(fontsize=8, frameon=False)
+    spans = massive.max().max() > 10 * massive.min().min()
+    ax.set(ylabel="max |h| / median |h|", yscale="log" if spans else "linear")

@@ -10,14 +10,16 @@ import matplotlib
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from sinkexp.report.save import Saver
+
 
 def position_grid(table: pd.DataFrame) -> pd.DataFrame:
     """One run's panel: layers down, query positions across (NaN where no query of the type sits)."""
     return table.pivot(index="layer", columns="position", values="value")
 
 
-def position_figure(tables: dict[str, pd.DataFrame], path: Path, title: str) -> Path:
-    """Write `path` (PNG): a heatmap per run ({label: position_profile table})."""
+def position_figure(tables: dict[str, pd.DataFrame], path: Path, title: str, save: Saver = Saver()) -> Path:
+    """Write `path` (PNG, or the Saver's formats): a heatmap per run ({label: position_profile table})."""
     matplotlib.use("Agg")
     rows = sum(t["layer"].nunique() for t in tables.values())
     fig, axes = plt.subplots(
@@ -36,7 +38,4 @@ def position_figure(tables: dict[str, pd.DataFrame], path: Path, title: str) -> 
     axes[-1, 0].set_xlabel("query position")
     fig.colorbar(image, ax=axes[:, 0].tolist(), label="attention on the sink (mean over sequences)")
     fig.suptitle(title, fontsize=10)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save(fig, path)[0]

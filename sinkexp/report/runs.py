@@ -3,60 +3,88 @@
 Reads run directories only (config.yaml, metrics.csv, losses.csv, attention.npz, DONE/FAILED),
 never the model: the run directory is the interface between training and reporting. Settings
 come from each run's config.yaml, not from folder names. Runs are grouped by every setting that
-varies across them except the seed; each group's final values become mean, std and n over seeds.
+varies across them except the seed, each named however they co-vary, unless a choice named before
+it brings it (BRINGS); each group's final values become mean, std and n over seeds.
 
 Writes into DIR/report/: summary.csv (mean, std, n over seeds; summary.parquet too when pyarrow is
-installed), runs.csv (one row per run with its status, and the reason for a damaged one),
+installed), runs.csv (one row per run with its status and reason: rundir/reading.py's STATUSES, the
+words of `--list` and the plan too),
 finals.csv (every run's final values), sink_attn_by_layer.png and dynamics.png (the share of
 attention on the sink: row-normalised weights, so unnormalised variants' raw weights above 1 are
 never cut off the axis; the raw weights are in summary.csv as sink_attn), and
 attention_<setting>.png (one representative seed per setting), and for models of several heads
 heads_<setting>.png (each head's sink score as a layer x head grid, each layer's massive_ratio over
 training), and for `sinkexp measure` runs of several checkpoints checkpoints.png (the sink rate, the
-first token's attention and massive_ratio against each checkpoint's training step).
+first token's attention and massive_ratio against each checkpoint's training step). A measured run
+(one per setting) gets the figures of a real model instead of the training ones (model_figures.py).
+Each figure goes through one Saver (report/save.py): PNG, or the formats and dpi of --format and --dpi.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from sinkexp.config.schema import UNHASHED_KEYS
+from sinkexp.config.schema import UNHASHED_KEYS, group_options, preset_keys, task_of
+from sinkexp.errors import ConfigError
 from sinkexp.evaluate.tables import FINAL_COLUMNS
+from sinkexp.hf import quantization
 from sinkexp.report.figures import (
+    ABSENT,
     colours,
     label_of,
     plot_dynamics,
     plot_heads,
     plot_sink_by_layer,
+    shown,
     with_labels,
 )
 from sinkexp.report.listing import listing
 from sinkexp.report.maps import plot_heatmaps
+from sinkexp.report.model_figures import BadHeads, draw_measured, parse_heads
+from sinkexp.report.save import DPI, FORMATS, Saver, saver
 from sinkexp.report.steps import measured_checkpoints, plot_checkpoints
 from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir.faults import RunFileError
-from sinkexp.rundir.reading import collect
+from sinkexp.rundir.reading import FINISHED, collect
 
 STATISTICS = ("mean", "std", "n")  # summary.csv's columns beside the groups (n: the count of seeds)
 IGNORED_SETTINGS = {"seed", *UNHASHED_KEYS}  # the seed is what groups average over; the rest is bookkeeping
 
 
+# A choice that brings other settings with it: whether a key is one of them, given the values the runs
+# choose. A key that varies only with such a choice restates it (attn.normaliser beside attn; model.mlp
+# beside task, when configs/task/backcopy.yaml sets it); any other varying key is named, however it
+# co-varies (model.n_heads beside attn). `command` (train or measure) brings every setting of its kind.
+BRINGS = {
+    "command": lambda key, values: True,
+    "task.name": lambda key, values: key.startswith("task.") or set_by_preset("task", values, key),
+    "attn.name": lambda key, values: key.startswith("attn.") or set_by_preset("attn", values, key),
+    "model": lambda key, values: key.startswith("measured."),  # a measured checkpoint's own facts (sinkexp measure)
+}
+
+
+def set_by_preset(group: str, names, key: str) -> bool:
+    """Whether a preset of `group` that one of `names` (task.name or attn.name values) chooses sets `key`."""
+    options = [o for o in group_options()[group] if (task_of(o) if group == "task" else o) in set(names)]
+    return any(key in preset_keys(group, option) for option in options)
+
+
 def varying(runs: pd.DataFrame) -> list[str]:
-    """Setting columns whose value differs between runs (the seed and bookkeeping excluded)."""
+    """Setting columns whose value differs between runs (the seed and bookkeeping excluded), but
+    for one that only restates a choice named before it (BRINGS)."""
     columns = [c for c in runs.columns if c not in {"run", "status", "reason"} and c not in IGNORED_SETTINGS]
     chosen: list[str] = []
     for column in columns:
         values = runs[column].map(str)  # text, None and NaN alike ("nan"; astype(str) keeps NaN)
         if values.nunique() < 2:
             continue
-        # A setting that only restates an earlier one (attn.normaliser next to attn.name) adds no group.
         if any(
-            values.groupby(runs[c].map(str)).nunique().max() == 1
-            and runs[c].map(str).groupby(values).nunique().max() == 1
+            c in BRINGS and BRINGS[c](column, runs[c].dropna().unique()) and determined(values, runs[c].map(str))
             for c in chosen
         ):
             continue
@@ -64,26 +92,38 @@ def varying(runs: pd.DataFrame) -> list[str]:
     return chosen
 
 
+def determined(a: pd.Series, b: pd.Series) -> bool:
+    """Whether each value of `b` goes with one value of `a` (two tasks may share a seq_len)."""
+    return a.groupby(b).nunique().max() == 1
+
+
 def aggregate(runs: pd.DataFrame, finals: pd.DataFrame, groups: list[str]) -> pd.DataFrame:
     """mean, std and n over seeds of each final value, per group (the varying settings), layer, query type, metric."""
     # a setting named as a statistic (sinkexp measure's `n`) is `<name>_setting` here
     named = {group: f"{group}_setting" if group in STATISTICS else group for group in groups}
-    keyed = finals.merge(runs[["run"] + groups].rename(columns=named), on="run")
+    settings = runs[["run"] + groups].rename(columns=named)
+    for column in named.values():  # a setting a run lacks is a group of its own, shown as "-", not NaN
+        values = settings[column].map(shown)
+        settings[column] = values.map(str) if (values == ABSENT).any() else values  # text beside "-": sortable
+    keyed = finals.merge(settings, on="run")
     by = [named[group] for group in groups] + ["layer", "query_type", "metric"]
-    # dropna=False: a setting a run lacks (written before the key existed) is a group of its own, not dropped
-    return keyed.groupby(by, dropna=False)["value"].agg(mean="mean", std="std", n="count").reset_index()
+    return keyed.groupby(by)["value"].agg(mean="mean", std="std", n="count").reset_index()
 
 
-def write_report(root: Path, out: Path | None = None) -> tuple[Path, pd.DataFrame, pd.DataFrame]:
-    """Write DIR/report/ (or `out`) for every run below `root`, printing nothing; returns (the
-    folder, the runs table, the summary). FileNotFoundError when there is no run below root."""
+def write_report(
+    root: Path, out: Path | None = None, save: Saver = Saver(), head_maps=None
+) -> tuple[Path, pd.DataFrame, pd.DataFrame]:
+    """Write DIR/report/ (or `out`) for every run below `root`, printing nothing, each figure through
+    `save` (its formats and dpi); returns (the folder, the runs table, the summary).
+    FileNotFoundError when there is no run below root. `head_maps`: the (layer, head) pairs whose
+    maps a measured run's figures draw (model_figures.py)."""
     root = Path(root)
     out = Path(out) if out else root / "report"
     runs, finals = collect(root)
     if runs.empty:
-        raise FileNotFoundError(f"no run directories (with {rundir_files.CONFIG}) below {root}")
+        raise FileNotFoundError(no_runs(root))
     out.mkdir(parents=True, exist_ok=True)
-    groups = varying(runs[runs["status"] == "done"])  # the runs the summary aggregates
+    groups = varying(runs[runs["status"].isin(FINISHED)])  # the runs the summary aggregates
     summary = aggregate(runs, finals, groups)
     rundir_files.write_csv(out / "runs.csv", runs)
     rundir_files.write_csv(out / "summary.csv", summary)
@@ -92,23 +132,34 @@ def write_report(root: Path, out: Path | None = None) -> tuple[Path, pd.DataFram
     except ImportError:
         pass
     rundir_files.write_csv(out / "finals.csv", with_labels(finals, runs, groups)[["run", "label", *FINAL_COLUMNS]])
-    plot_sink_by_layer(finals, runs, groups, out / "sink_attn_by_layer.png")
-    plot_dynamics(root, runs, groups, out / "dynamics.png")
-    done = runs[runs["status"] == "done"]
+    plot_sink_by_layer(finals, runs, groups, out / "sink_attn_by_layer.png", save)
+    is_measured = runs["command"].eq("measure") if "command" in runs else pd.Series(False, index=runs.index)
+    plot_dynamics(root, runs[~is_measured], groups, out / "dynamics.png", save)  # a measured run has no training
+    done = runs[runs["status"].isin(FINISHED)]
     for label, members in done.groupby(done.apply(lambda row: label_of(row, groups), axis=1)):
         # one seed's maps per setting, not one figure per run; the first by folder name, so that a
         # rerun draws the same one
         first = members["run"].iloc[0]
-        name = "".join(c if c.isalnum() or c in "=-." else "_" for c in label.replace(", ", "_"))
+        name = file_name(label)
+        if is_measured[members.index[0]]:
+            draw_measured(root / first, label, name, out, head_maps, save)
+            continue
         if (root / first / rundir_files.ATTENTION).exists():
-            plot_heatmaps(root / first, label, out / f"attention_{name}.png")
+            plot_heatmaps(root / first, label, out / f"attention_{name}.png", save)
         if heads(members.iloc[0]) > 1:
-            plot_heads(root / first, label, out / f"heads_{name}.png")
+            plot_heads(root / first, label, out / f"heads_{name}.png", save)
     measured, lines = measured_checkpoints(runs, groups)
     if len(measured):
         rows = with_labels(finals, measured, lines).merge(measured[["run", "step"]], on="run")
-        plot_checkpoints(rows, colours(rows["label"]), out / "checkpoints.png")
+        plot_checkpoints(rows, colours(rows["label"]), out / "checkpoints.png", save)
     return out, runs, summary
+
+
+def file_name(label: str) -> str:
+    """A setting's label as a file name's part (attn=relu_model.n_heads=2); a long one cut, with eight
+    hex digits of the whole label, so that it stays one name under any file system's 255 bytes."""
+    name = "".join(c if c.isalnum() or c in "=-." else "_" for c in label.replace(", ", "_"))
+    return name if len(name) <= 150 else f"{name[:140]}_{hashlib.sha256(label.encode()).hexdigest()[:8]}"
 
 
 def heads(run: pd.Series) -> int:
@@ -117,24 +168,41 @@ def heads(run: pd.Series) -> int:
     return int(run[f"{prefix}.n_layers"]) * int(run[f"{prefix}.n_heads"])
 
 
+def no_runs(root: Path) -> str:
+    """The one line for a folder without runs, `report` and `--list` alike (exit status 2)."""
+    return f"no run directories (with {rundir_files.CONFIG}) below {root}"
+
+
 class NothingFinished(RuntimeError):
-    """Every run below the folder failed, is incomplete or is damaged: the report has no summary."""
+    """No run below the folder finished (done or unverified): the report has no summary."""
 
 
-def report(root: Path, out: Path | None = None) -> Path:
+def report(root: Path, out: Path | None = None, save: Saver = Saver(), head_maps=None) -> Path:
     """write_report, then print what it found: run counts, the runs that did not finish, and the
     final sink attention per setting and layer."""
-    out, runs, summary = write_report(root, out)
+    out, runs, summary = write_report(root, out, save, head_maps)
     counts = runs["status"].value_counts().to_dict()
     print(f"{len(runs)} runs below {root}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     for _, run in runs[runs["status"] != "done"].iterrows():
-        print(f"  {run['status']:>10}: {run['run']}" + (f" ({run['reason']})" if run["reason"] else ""))
-    if not (runs["status"] == "done").any():
+        print(f"  {run['status']:>11}: {run['run']}" + (f" ({run['reason']})" if run["reason"] else ""))
+    if not runs["status"].isin(FINISHED).any():
         raise NothingFinished(f"no run below {root} has finished: nothing to summarise ({out / 'runs.csv'})")
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(headline(summary).round(4).to_string(index=False))
+        print(headline(summary).round(4).to_string(index=False, na_rep=ABSENT))  # one seed: no std
+    for model, kind in quantized(runs).items():  # the weights of a GGUF checkpoint, as measure said them
+        print(f"{model}: {quantization.bits(kind)}-bit GGUF weights ({kind}), dequantized to float32")
     print(f"report: {out}")
     return out
+
+
+def quantized(runs: pd.DataFrame) -> dict[str, str]:
+    """{model: its GGUF file type} of the measured runs whose weights came from a GGUF (config.yaml's
+    measured.gguf, hf/quantization.py), so that the report says they were dequantized."""
+    column = "measured.gguf.quantization.file_type"
+    if column not in runs:
+        return {}
+    chosen = runs[runs[column].notna()]
+    return dict(zip(chosen["model"].map(str), chosen[column].map(str)))
 
 
 def headline(summary: pd.DataFrame) -> pd.DataFrame:
@@ -157,17 +225,40 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--list", action="store_true", help="only list the runs, one line each (status, task, ..., hash); write nothing"
     )
+    parser.add_argument(
+        "--format", default="png", help=f"the figures' formats, comma-separated: {', '.join(FORMATS)} (default png)"
+    )
+    parser.add_argument("--dpi", type=int, default=DPI, help=f"the figures' pixels per inch (default {DPI})")
+    parser.add_argument(
+        "--heads",
+        default=None,
+        help="a sinkexp measure run's attention maps: LAYER.HEAD,... (default: the heads of the largest, the "
+        "median and the smallest sink score)",
+    )
     args = parser.parse_args(argv)
     if not args.dir.is_dir():
         print(f"sinkexp: error: {args.dir} is not a directory", file=sys.stderr)
         return 2
+    try:
+        save = saver(args.format, args.dpi)
+        head_maps = parse_heads(args.heads) if args.heads else None
+    except (ConfigError, BadHeads) as err:
+        print(f"sinkexp: error: {err}", file=sys.stderr)
+        return 2
     if args.list:
-        print("\n".join(listing(args.dir)))
+        lines = listing(args.dir)
+        if len(lines) == 1:  # the header alone: as report says it
+            print(f"sinkexp: error: {no_runs(args.dir)}", file=sys.stderr)
+            return 2
+        print("\n".join(lines))
         return 0
     out = args.out or args.dir / "report"
     try:
-        report(args.dir, out)
+        report(args.dir, out, save, head_maps)
     except FileNotFoundError as err:
+        print(f"sinkexp: error: {err}", file=sys.stderr)
+        return 2
+    except BadHeads as err:  # --heads naming a head a measured run does not have
         print(f"sinkexp: error: {err}", file=sys.stderr)
         return 2
     except NothingFinished as err:  # runs.csv is written: it says each run's status

@@ -10,6 +10,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from sinkexp.report.save import Saver
+from sinkexp.rundir.reading import FINISHED
+
 # (metric, query type, over: the model's row, or the mean or max of the layers' rows, title)
 PANELS = (
     ("sink_rate@0.3", "all", "model", "sink rate (alpha_s > 0.3), all heads"),
@@ -24,14 +27,14 @@ def measured_checkpoints(runs: pd.DataFrame, groups: list[str]) -> tuple[pd.Data
     checkpoint's own folder is a point on a line, not a line)."""
     if "step" not in runs or "command" not in runs:
         return runs[:0], []
-    measured = runs[(runs["command"] == "measure") & (runs["status"] == "done") & (runs["step"] >= 0)]
+    measured = runs[(runs["command"] == "measure") & (runs["status"].isin(FINISHED)) & (runs["step"] >= 0)]
     if measured["step"].nunique() < 2:
         return runs[:0], []
     lines = [g for g in groups if g != "step" and measured.groupby(measured[g].astype(str))["step"].nunique().max() > 1]
     return measured, lines
 
 
-def plot_checkpoints(rows: pd.DataFrame, colour: dict, path: Path) -> None:
+def plot_checkpoints(rows: pd.DataFrame, colour: dict, path: Path, save: Saver = Saver()) -> None:
     """rows: final values (layer, query_type, metric, value) with each run's `label` and `step`."""
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.4 * len(PANELS) + 2.6, 3.6))
     for ax, (metric, query_type, over, title) in zip(axes, PANELS):
@@ -45,5 +48,4 @@ def plot_checkpoints(rows: pd.DataFrame, colour: dict, path: Path) -> None:
     fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
     fig.suptitle("Measured checkpoints (sinkexp measure) against their training step", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1 - 2.6 / (4.4 * len(PANELS) + 2.6), 0.93))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)

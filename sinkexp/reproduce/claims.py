@@ -12,10 +12,12 @@ or a control; KINDS), and is one of three types, each with a criterion that mean
 - `Trend`: per draw (seed, structure seed), Spearman's rho of the measure against `key`.
 What decides its verdict (verdicts.py): `requires` (premises: earlier claims that must hold),
 `forms` (the claim is that a phenomenon forms; failing on every run, it is "not reached" unless
-the `reached` claims show the size sufficed, or its premise held at the reach size), `contrast`
-(claims of the same measure family, on runs of the same task and sizes, that hold trained and fail
-untrained: a claim that also holds untrained, or whose untrained value is unknown, is evidence only
-beside them). Each of the three takes one claim's name or several, and reads as a tuple of names.
+the `reached` claims show the size sufficed), `reached` (for a `forms` claim or a trend over arms
+that may not have formed yet: earlier claims, forming by the same `route` (ROUTES), that held on
+every run and formed by half of training there; verdicts.py), `contrast` (claims of the same
+measure family, on runs of the same task and sizes, that hold trained and fail untrained: a claim
+that also holds untrained, or whose untrained value is unknown, is evidence only beside them).
+Each of the three takes one claim's name or several, and reads as a tuple of names.
 """
 
 from __future__ import annotations
@@ -96,6 +98,25 @@ class Condition:
         return f"{self.measure.describe} {self.criterion.bound()}"
 
 
+# How a phenomenon forms, sinkexp's words: a claim naming `reached` evidence declares its route, and
+# the evidence counts only from claims that form by the same one (declare.py refuses another), so a
+# variant that must form its sink another way borrows nothing (docs/reproduce.md, "The verdict").
+ROUTES = {
+    "bos_softmax": "softmax heads find position 0 by its token, BOS, the same in every sequence: layer 0's "
+    "attention input (the normalised embedding, before a pre-norm or a sandwich norm alike) already marks it",
+    "bos_sigmoid_norm": "normalised-sigmoid heads on BOS: sigmoid weights over their sum put most weight on "
+    "BOS only where every other key's sigmoid is near 0 (their logits far below 0), not, as softmax, where "
+    "they are below BOS's",
+    "first_position": "no token marks position 0 (no BOS): RoPE gives a layer-0 head relative positions only, "
+    "so no layer-0 head can find position 0; a sink there needs an earlier layer's output to mark it",
+    "noop_sink_token": "the one head's no-op on the dedicated sink token: queries that must not move attend "
+    "to it (the causal damping form, at any gamma that needs a no-op)",
+    "noop_position_0": "the one head's no-op on position 0, an ordinary token (the dynamics form, at any "
+    "gamma that needs a no-op)",
+    "hub": "layer 2 routes every query to the hub j*, whose value it broadcasts (with or without a global "
+    "pathway beside attention)",
+}
+
 KINDS = {
     "paper": "the source's statement, in its direction, with its figure",
     "extension": "a question sinkexp asks beyond the source (its own experiment, mitigation or trend)",
@@ -118,8 +139,9 @@ class Claim:
     # The three fields naming other claims take one name, several, or none; each reads as a tuple of names.
     requires: str | tuple[str, ...] = ()  # earlier claim(s) of the paper that must hold first (premises)
     forms: bool = False  # the claim is that a phenomenon forms (a sink, a spike, a solved task)
-    reached: str | tuple[str, ...] = ()  # for `forms`: earlier claim(s) whose holding shows the size sufficed
+    reached: str | tuple[str, ...] = ()  # earlier claim(s) whose holding early shows the size sufficed
     contrast: str | tuple[str, ...] = ()  # earlier claim(s), same measure family and runs, that fail untrained
+    route: str = ""  # how its phenomenon forms (ROUTES): needed with `reached`, and by the claims it names
     note: str = ""  # what the claim is, where it is not the paper's own
 
     def __post_init__(self) -> None:
@@ -155,13 +177,17 @@ class Value(Claim):
     """The criterion holds for the measure on every selected run."""
 
 
+UNTRAINED = "untrained"  # a Paired claim's `against`: each run against itself at step 0
+
+
 @dataclass(frozen=True, kw_only=True)
 class Paired(Claim):
     """The criterion holds for measure(run) compared with measure(against run) (COMPARISONS: their
-    difference, their ratio, or the ratio over the against runs' spread) on every selected run;
-    the against run has the same seed and structure seed."""
+    difference, their ratio, or the ratio over or beyond the against runs' spread) on every selected
+    run; the against run has the same seed and structure seed, or is the run itself untrained
+    (against=UNTRAINED: what training moved the measure by)."""
 
-    against: dict  # settings of the runs compared with
+    against: dict | str  # settings of the runs compared with, or UNTRAINED
     against_in: str | None = None  # the experiment they come from (default: the claim's own)
     compare: str = "difference"  # COMPARISONS
 
@@ -171,7 +197,8 @@ class Paired(Claim):
         return own + ((self.against_in,) if self.against_in and self.against_in not in own else ())
 
     def describe(self) -> str:
-        return f"{self.measure.describe} (paired {self.compare} against {self.against}){self.counted()}"
+        against = "the same run untrained (step 0)" if self.against == UNTRAINED else self.against
+        return f"{self.measure.describe} (paired {self.compare} against {against}){self.counted()}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -190,6 +217,11 @@ COMPARISONS = {
     # the ratio over the against arm's own spread, max / min over its draws: <= 1 when a run is no
     # further from its draw's against run than the against runs are from one another
     "ratio over spread": "(measure(run) / measure(its draw's against run)) / (max / min of the against runs)",
+    # a direction beyond that spread, for a claim whose source gives no magnitude: a rise (criterion
+    # >= 1) is discounted by the spread, a fall (<= 1) by its inverse, so either passes 1 only where the
+    # run moved further in the source's direction than the against runs are from one another
+    "ratio beyond spread": "(measure(run) / measure(its draw's against run)) / (max / min of the against runs) "
+    "for a rise, x (max / min) for a fall",
 }
 
 

@@ -10,6 +10,7 @@ overrides, and every input error as one line with exit code 2 (docs/reproduce.md
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -27,7 +28,7 @@ USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--d
            (overrides apply to every run)
        sinkexp reproduce PAPER|all [KEY=VALUE ...] --estimate [--recalibrate]
            (the jobs, FLOPs and predicted wall time; nothing trains)
-       sinkexp reproduce --list
+       sinkexp reproduce --list [--wide]  (every claim; --wide: whole lines on a terminal)
        sinkexp reproduce --docs DIR       (DIR/results.md and the README headline again, from DIR/claims.csv)"""
 
 
@@ -54,6 +55,7 @@ def parser() -> Parser:
     packing.add_argument("--no-pack", dest="pack", action="store_const", const=False)
     parse.add_argument("--docs", type=Path, metavar="DIR", help="write DIR/results.md and the README headline")
     parse.add_argument("--list", action="store_true", help="every claim and its last verdict")
+    parse.add_argument("--wide", action="store_true", help="with --list: whole lines, not cut to the terminal's width")
     parse.add_argument("-h", "--help", action="store_true")
     return parse
 
@@ -90,13 +92,15 @@ def recorded_verdicts(path: Path = RECORDED) -> dict[tuple[str, str], str]:
     }
 
 
-def list_papers(papers: dict[str, Paper], root: Path = OUTPUT_ROOT, recorded: Path = RECORDED) -> str:
+def list_papers(
+    papers: dict[str, Paper], root: Path = OUTPUT_ROOT, recorded: Path = RECORDED, columns: int | None = None
+) -> str:
     """Every claim with its source and criterion, its verdict in the last run below `root`, counted
-    per kind for each paper, and the verdicts docs/claims.csv records for it at each scale."""
+    per kind for each paper, and the verdicts docs/claims.csv records for it at each scale; each line
+    cut to `columns` (None: whole), with a last line saying how to see them whole."""
     last = last_verdicts(papers, root).set_index(["paper", "claim"])
     kept = recorded_verdicts(recorded)
     lines = []
-    width = max(len(c.name) for paper in papers.values() for c in paper.claims)
     for paper in papers.values():
         runs = sum(exp.runs for exp in paper.experiments)
         weights = {e.name: e.model for e in paper.experiments if hasattr(e, "model")}  # checkpoints
@@ -104,6 +108,7 @@ def list_papers(papers: dict[str, Paper], root: Path = OUTPUT_ROOT, recorded: Pa
         counts = pd.DataFrame({"kind": [c.kind for c in paper.claims], "verdict": verdicts})
         ran = f"last run: {passing(counts)}" if counts["verdict"].isin(VERDICTS).any() else "not run yet"
         lines.append(f"{paper.name}: {paper.title} ({len(paper.experiments)} experiments, {runs} runs; {ran})")
+        width = max(len(c.name) for c in paper.claims)  # the names' column, per paper
         for c, verdict in zip(paper.claims, verdicts):
             if verdict.startswith("not run") and c.experiments[0] in weights:  # a checkpoint not measured
                 verdict += f", needs weights: {weights[c.experiments[0]]}"
@@ -113,7 +118,12 @@ def list_papers(papers: dict[str, Paper], root: Path = OUTPUT_ROOT, recorded: Pa
                 f"  {c.name:<{width}} [{c.kind}] {verdict}: {c.source}: {c.describe()} {c.criterion} "
                 f"(paper: {c.paper_value})"
             )
-    return "\n".join(lines)
+    if columns is None or all(len(line) <= columns for line in lines):
+        return "\n".join(lines)
+    cut = [line if len(line) <= columns else line[: columns - 3] + "..." for line in lines]
+    return "\n".join(
+        [*cut, f"(lines cut at the terminal's {columns} columns; --wide, or a pipe or file, shows them whole)"]
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -133,8 +143,9 @@ def main(argv: list[str]) -> int:
     if args.help or not (args.words or args.list):
         print(f"{USAGE}\npapers: {', '.join(PAPERS)}")
         return 0 if args.help else 2
-    if args.list:
-        print(list_papers(PAPERS))
+    if args.list:  # on a terminal, fitted to its width as `report --list` is; whole into a pipe or file
+        fitted = sys.stdout.isatty() and not args.wide
+        print(list_papers(PAPERS, columns=shutil.get_terminal_size((120, 24)).columns if fitted else None))
         return 0
     name, rest = args.words[0], args.words[1:]
     overrides = [a for a in rest if not a.startswith("weights=")]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -23,7 +24,9 @@ from sinkexp.evaluate.tables import METRICS
 from sinkexp.reproduce.claims import (
     COMPARISONS,
     KINDS,
+    ROUTES,
     THRESHOLDS,
+    UNTRAINED,
     Claim,
     Condition,
     Criterion,
@@ -49,7 +52,9 @@ __all__ = [  # what a paper file imports
     "Measure",
     "Paired",
     "Paper",
+    "ROUTES",
     "Trend",
+    "UNTRAINED",
     "Value",
     "at_least",
     "at_most",
@@ -103,6 +108,7 @@ class Paper:
                 c.forms,
                 c.reached,
                 c.contrast,
+                *((c.route,) if c.route else ()),  # a claim with no route reads as before routes existed
             )
             for c in self.claims
         ]
@@ -153,8 +159,11 @@ def reference_problem(paper: Paper, claim: Claim, earlier: list[str]) -> str:
         for other in named:
             if other not in earlier:
                 return f"{field_name}={other!r} is not an earlier claim; earlier: {', '.join(earlier) or 'none'}"
-    if claim.reached and not claim.forms:
-        return "reached= is for a claim that a phenomenon forms (forms=True)"
+    if claim.reached and not (claim.forms or isinstance(claim, Trend)):
+        return "reached= is for a claim that a phenomenon forms (forms=True) or a Trend (its arms may not have formed)"
+    problem = route_problem(paper, claim)
+    if problem:
+        return problem
     missing = [name for name in claim.experiments if name not in names]
     if missing:
         return f"experiment {missing[0]!r} is not declared; experiments: {', '.join(names)}"
@@ -171,6 +180,27 @@ def reference_problem(paper: Paper, claim: Claim, earlier: list[str]) -> str:
         return f"metric {unknown[0]!r} is not in the registry (evaluate/tables.py); metrics: {', '.join(METRICS)}"
     if isinstance(claim, Paired) and claim.compare not in COMPARISONS:
         return f"compare={claim.compare!r}; choose one of: {', '.join(COMPARISONS)}"
+    low, high = claim.criterion.low, claim.criterion.high
+    one_sided = (low, math.isinf(high)) == (1, True) or (high, math.isinf(low)) == (1, True)  # a rise, a fall
+    if isinstance(claim, Paired) and claim.compare == "ratio beyond spread" and not one_sided:
+        return f"compare='ratio beyond spread' reads a direction: at_least(1) or at_most(1), not {claim.criterion}"
+    return ""
+
+
+def route_problem(paper: Paper, claim: Claim) -> str:
+    """What is wrong with the route a claim declares ('' if nothing): one of ROUTES, given wherever
+    the claim names `reached` evidence, and the same as each evidence claim's, so that a variant
+    that must form its phenomenon another way does not borrow the evidence that the size sufficed."""
+    if claim.route and claim.route not in ROUTES:
+        return f"route={claim.route!r}; choose one of: {', '.join(ROUTES)}"
+    if claim.reached and not claim.route:
+        return f"reached={claim.reached[0]!r} needs route= (how it and its evidence form): one of {', '.join(ROUTES)}"
+    for other in (paper.claim(name) for name in claim.reached):
+        if other.route != claim.route:
+            return (
+                f"reached={other.name!r} forms by route {other.route or 'none'!r}, not this claim's {claim.route!r}: "
+                "evidence counts only from the same route"
+            )
     return ""
 
 
@@ -207,7 +237,9 @@ def selection_problem(paper: Paper, claim: Claim) -> str:
     if any(isinstance(e, Checkpoint) for e in own) and claim.where:
         return "a claim on a checkpoint selects its one run: give no `where`"
     selections = [(claim.where, own)]
-    if isinstance(claim, Paired):
+    if isinstance(claim, Paired) and claim.against == UNTRAINED and claim.against_in:
+        return "against=UNTRAINED pairs each run with itself at step 0: give no against_in"
+    if isinstance(claim, Paired) and claim.against != UNTRAINED:
         selections.append((claim.against, [paper.experiment(claim.against_in)] if claim.against_in else own))
     for selection, exps in selections:
         for key, value in selection.items():

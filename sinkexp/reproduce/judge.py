@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from sinkexp.reproduce.claims import Claim, Paired, Trend, Value
+from sinkexp.reproduce.claims import UNTRAINED, Claim, Paired, Trend, Value
 from sinkexp.reproduce.declare import Paper
 from sinkexp.reproduce.finished import FinishedRun, MissingValue
-from sinkexp.rundir.reading import collect, setting
+from sinkexp.rundir.reading import FINISHED, collect, setting
 
 
 def load_runs(folder: Path, planned: set[Path] | None = None) -> tuple[list[FinishedRun], pd.DataFrame]:
@@ -29,7 +29,7 @@ def load_runs(folder: Path, planned: set[Path] | None = None) -> tuple[list[Fini
     done = [
         FinishedRun(folder / row["run"], row.to_dict(), finals[finals["run"] == row["run"]], experiment=folder.name)
         for _, row in table.iterrows()
-        if row["status"] == "done"
+        if row["status"] in FINISHED
     ]
     return done, table
 
@@ -138,10 +138,13 @@ def per_run(claim: Claim, chosen: list[FinishedRun], others: dict[str, FinishedR
 
 def paired(claim: Paired, chosen: list[FinishedRun], others: dict[str, FinishedRun]) -> dict[str, float]:
     """A Paired claim: each run's measure against its draw's `against` run (COMPARISONS: difference,
-    ratio, or the ratio over the against runs' own spread, max / min over their draws)."""
+    ratio, or the ratio over the against runs' own spread, max / min over their draws; beyond it, the
+    spread's inverse for a fall, whose criterion is <= 1)."""
     against = {label: claim.measure.of(run) for label, run in others.items()}
-    if claim.compare == "ratio over spread":
+    if claim.compare in ("ratio over spread", "ratio beyond spread"):
         spread = ratio(max(against.values()), min(against.values()))
+        if claim.compare == "ratio beyond spread" and math.isinf(claim.criterion.low):  # a fall
+            spread = 1 / spread
         return {run.label: ratio(claim.measure.of(run), against[run.label]) / spread for run in chosen}
     pair = PAIRINGS[claim.compare]
     return {run.label: pair(claim.measure.of(run), against[run.label]) for run in chosen}
@@ -163,16 +166,21 @@ def trend(claim: Trend, chosen: list[FinishedRun], others: dict[str, FinishedRun
 
 def selection(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> tuple[list, dict, str]:
     """(the runs `where` selects, the `against` runs by label, the problem that prevents a verdict)."""
-    arms = [claim.where] + ([claim.against] if isinstance(claim, Paired) else [])
+    arms = [claim.where] + ([claim.against] if isinstance(claim, Paired) and claim.against != UNTRAINED else [])
     unfinished = sum(
-        row["status"] != "done" and any(selects(row, arm) for arm in arms) for row in table.to_dict("records")
+        row["status"] not in FINISHED and any(selects(row, arm) for arm in arms) for row in table.to_dict("records")
     )
     home = claim.own_experiments
     chosen = sorted(
         (r for r in runs if r.experiment in home and selects(r.settings, claim.where)), key=lambda run: run.label
     )
-    others = {}
-    if isinstance(claim, Paired):
+    others, untrained = {}, ""
+    if isinstance(claim, Paired) and claim.against == UNTRAINED:  # each run against itself at step 0
+        try:
+            others = {run.label: run.initial for run in chosen}
+        except MissingValue as err:
+            untrained = str(err)
+    elif isinstance(claim, Paired):
         away = (claim.against_in,) if claim.against_in else home
         others = {r.label: r for r in runs if r.experiment in away and selects(r.settings, claim.against)}
     labels = [run.label for run in chosen]
@@ -182,6 +190,8 @@ def selection(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> tup
         if unfinished
         else "no run selected"
         if not chosen
+        else untrained
+        if untrained
         else "no paired run for " + ", ".join(missing)
         if missing
         else "several selected runs share a seed and structure seed; narrow `where`"
@@ -216,10 +226,10 @@ def judge(claim: Claim, runs: list[FinishedRun], table: pd.DataFrame) -> Result:
     except MissingValue as err:
         result.problem = str(err)
         return result
-    try:  # the same runs untrained: could the criterion have failed?
-        result.initial = measure(
-            claim, [run.initial for run in chosen], {label: run.initial for label, run in others.items()}
-        )
+    try:  # the same runs untrained: could the criterion have failed? (against=UNTRAINED: themselves)
+        itself = isinstance(claim, Paired) and claim.against == UNTRAINED  # `others` are untrained already
+        against = others if itself else {label: run.initial for label, run in others.items()}
+        result.initial = measure(claim, [run.initial for run in chosen], against)
     except MissingValue as err:
         result.initial_problem = f"step 0 not measured: {err}"
     result.details = details(claim, chosen)
@@ -254,3 +264,16 @@ def earlier(claim: Claim, failing: list[FinishedRun]) -> dict[str, tuple[int, fl
                 met[run.label] = (step, value)
                 break
     return met
+
+
+def formed_at(claim: Claim, run: FinishedRun) -> int | None:
+    """The first evaluated step (after 0) from which the claim's criterion holds at every evaluated
+    step to the last: when its phenomenon formed on this run and stayed; None where it does not hold
+    at the last step. MissingValue where a step's value cannot be read (attention maps, the model)."""
+    if len(run.steps()) < 2:
+        raise MissingValue(f"{run.label} has no evaluated step after 0")
+    since = None
+    for step in run.steps()[1:]:
+        holds = claim.criterion.holds(claim.measure.of(run.at(step)))
+        since = (step if since is None else since) if holds else None
+    return since

@@ -25,7 +25,8 @@ from sinkexp.machine.devices import pin_worker
 from sinkexp.machine.preemption import Interrupted, sigterm_stops_children
 from sinkexp.machine.threads import usable_cores
 from sinkexp.reproduce.execute import copy_finished_runs, planned_dirs
-from sinkexp.rundir.files import finished, wait_for_lock
+from sinkexp.rundir.claim import resumes
+from sinkexp.rundir.files import FAILED, finished, wait_for_lock
 
 
 def chosen_jobs(overrides: list[str]) -> int | None:
@@ -183,8 +184,10 @@ def _train(todo: list, gpus: list[str], workers: int, progress: Progress, predic
         ) as pool,
     ):  # GPUs in turn
         futures = {pool.submit(_run_job, job): (key, job) for key, job in todo}
+        counted = set()
         try:
             for future in as_completed(futures):
+                counted.add(future)
                 key, job = futures[future]
                 took, errors = future.result()
                 seconds[key] += took
@@ -199,9 +202,19 @@ def _train(todo: list, gpus: list[str], workers: int, progress: Progress, predic
             pool.shutdown(wait=True, cancel_futures=True)
             stop = Interrupted.at(err)
             progress.show(final=True)
-            print(
-                f"sinkexp: reproduce {stop}; its running runs are marked FAILED, and the same command resumes "
-                "them from their last checkpoints",
-                file=sys.stderr,
-            )
+            running = [futures[f][1] for f in futures if f not in counted and not f.cancelled()]
+            print(f"sinkexp: reproduce {stop}; {stopped_runs(running)}", file=sys.stderr)
             raise SystemExit(128 + stop.signum) from None
+
+
+def stopped_runs(running: list[Job]) -> str:
+    """What a stopped pool left of the jobs it was running, as its stop line says it (claim.resumes):
+    a run stopped has a folder and no DONE (a job the pool had handed a worker but not started has none)."""
+    stopped = [
+        run_dir for job in running for run_dir, digest in job.runs if run_dir.is_dir() and not finished(run_dir, digest)
+    ]
+    if not stopped:
+        return "no run was stopped before it finished"
+    failed = sum((run_dir / FAILED).exists() for run_dir in stopped)
+    runs = f"{len(stopped)} running run{'s' if len(stopped) > 1 else ''}"
+    return f"{runs} stopped, {failed} of them marked FAILED; {resumes(stopped)}"

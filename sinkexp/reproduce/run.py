@@ -59,7 +59,7 @@ def reproduce(
             reports[paper.name, name] = path
         claimed.update(planned_runs(paper, root))
         judged = judged_at(paper, scale_of(overrides))  # at reach: the claims whose experiments have a reach size
-        results += [result.row(paper) for result in check_claims(paper, root, claimed, missing, scale_of(overrides))]
+        results += [result.row(paper) for result in check_claims(paper, root, claimed, missing)]
         results = [row for row in results if row["paper"] != paper.name or row["claim"] in judged]
     rows = pd.DataFrame(results)
     rows.insert(2, "scale", scale_of(overrides))

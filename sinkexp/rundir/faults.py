@@ -7,7 +7,8 @@ file they were writing, since a failed write's OSError names none, or names the 
 files._atomic (every file of the run directory), files.take_lock (.lock) and LogFile
 (train.log). Any other OSError reaches launch._stop with its file name and is turned into one there,
 by `run_file_error`. Nothing is lost: every write is atomic, so the file it would have replaced (the
-last checkpoint too) is untouched, and the same command resumes the run from that checkpoint.
+last checkpoint too) is untouched, and the same command resumes the run from that checkpoint, where
+one was written (the boundary's line says which: rundir/claim.py's `resumes`).
 docs/rundir.md ("Faults") is the contract.
 """
 
@@ -51,8 +52,7 @@ class RunFileError(OSError):
             + (f" ({errno.errorcode[err.errno]})" if err.errno in CAUSES else "")
             + "; "
             + fix.format(folder=os.path.dirname(path) or ".", access=access[0], flag=access[1])
-            + ", then run the same command again: the run resumes from its last checkpoint"
-        )
+        )  # what the same command then does is the boundary's to say (claim.resumes): it knows the run
 
     def __str__(self) -> str:
         return self.line
@@ -81,7 +81,8 @@ def note(err: BaseException, text: str) -> None:
 
 def marked(err: BaseException) -> str:
     """What the run directories say about `err`: its notes (RunDir.fail: FAILED written or not), or
-    that nothing was written when the run stopped before it started."""
+    "nothing written" for a stop before any run was claimed (rundir/claim.py's `left_behind` says
+    what a claimed run's directory holds)."""
     return "; ".join(dict.fromkeys(getattr(err, "__notes__", ()))) or "nothing written"
 
 

@@ -1,8 +1,10 @@
-"""A run directory as files: names, atomic writes, the lock and the status. Reading a run back
-(settings, tables, whether it is whole) is rundir/reading.py's. Neither imports torch or model
+"""A run directory as files: names, atomic writes, the lock and who holds it. Reading a run back
+(settings, tables, its status, whether it is whole) is rundir/reading.py's; DONE's manifest is
+rundir/manifest.py's. Neither imports torch or model
 code (docs/rundir.md is their contract). What may happen to a directory while a run trains (config hash,
 checkpoint, resume) is rundir/lifecycle.py's job, built on these writers and on the lock here (`take_lock`
-while a process trains the run, `wait_for_lock` for a command whose run another process trains).
+while a process trains the run, `wait_for_lock` for a command whose run another process trains,
+`lock_holder` for a reader asking whether a run is running).
 
 Every write is atomic (a temporary file in the same folder, then os.replace), so a run killed at
 any moment leaves either the old file or the new one, and a write that fails (a full disk, a
@@ -19,6 +21,8 @@ import math
 import os
 import platform
 import tempfile
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,6 +38,8 @@ CONFIG, META, METRICS, LOSSES, SUMMARY = "config.yaml", "meta.json", "metrics.cs
 CHECKPOINT, DONE, FAILED, ATTENTION = "checkpoint.pt", "DONE", "FAILED", "attention.npz"
 LOCK = ".lock"  # held by the process that trains the run (files.take_lock)
 KEPT = "checkpoints"  # checkpoints/step_<N>.pt with train.keep_checkpoints
+MASSIVE = "massive.csv"  # a measure run's layerwise massive-activation profile (hf/record.py)
+PROBED = 20  # tries, 5 ms apart, before a lock held by a reader's probe counts as another process's
 
 
 def kept_checkpoint(step: int) -> str:
@@ -139,21 +145,19 @@ def write_arrays(path: Path, arrays: dict) -> None:
     _atomic(path, write)
 
 
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
 def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
-def status(path: Path) -> str:
-    """done | failed | incomplete (DONE is written last; FAILED replaces it when a run fails)."""
-    if (Path(path) / DONE).exists():
-        return "done"
-    return "failed" if (Path(path) / FAILED).exists() else "incomplete"
-
-
 def finished(path: Path, digest: str | None = None) -> bool:
     """Whether the run in `path` finished (DONE), as the run of config hash `digest` when given:
-    the one test of "finished" that the plan, the launchers, reproduce and the report share."""
-    if status(path) != "done":
+    the one test of "finished" that the plan, the launchers and reproduce's pool share. Whether it
+    is still whole is rundir/reading.py's `run_status` (the manifest)."""
+    if not (Path(path) / DONE).exists():
         return False
     try:
         return digest is None or read_json(Path(path) / META).get("config_hash") == digest
@@ -170,7 +174,14 @@ def take_lock(path: Path) -> int:
     except OSError as err:
         raise run_file_error(err, path / LOCK, "write") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        for attempt in range(PROBED):  # a reader's probe (lock_holder) holds a shared lock for microseconds
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt == PROBED - 1:
+                    raise
+                time.sleep(0.005)
     except BlockingIOError:
         holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
         os.close(fd)
@@ -191,20 +202,31 @@ def take_lock(path: Path) -> int:
     return fd
 
 
-def wait_for_lock(path: Path, waiting=lambda holder: None) -> None:
-    """Return once no process holds the run's lock, calling waiting(holder) first if one does
-    (holder: "pid N on HOST"). At once for a run without the lock or a file system that cannot lock."""
+def lock_holder(path: Path, wait=None) -> str | None:
+    """Who holds the run's lock now ("pid N on HOST"), or None: no lock file, nobody holds it, or a
+    file system that cannot lock. The probe takes a shared lock and lets go at once (take_lock
+    retries for it). With `wait`: wait(holder) is called, then the probe blocks until the holder lets go."""
     try:
         fd = os.open(Path(path) / LOCK, os.O_RDONLY)
     except OSError:
-        return
+        return None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            waiting(os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process")
-            fcntl.flock(fd, fcntl.LOCK_SH)
-    except OSError:  # a file system that cannot lock: no holder to wait for
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            if wait is not None:
+                wait(holder)
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            return holder
+    except OSError:  # a file system that cannot lock: no holder
         pass
     finally:
         os.close(fd)
+    return None
+
+
+def wait_for_lock(path: Path, waiting=lambda holder: None) -> None:
+    """Return once no process holds the run's lock, calling waiting(holder) first if one does
+    (holder: "pid N on HOST"). At once for a run without the lock or a file system that cannot lock."""
+    lock_holder(path, wait=waiting)

@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import Config, to_dict, value_of
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
+from sinkexp.machine import preemption
 from sinkexp.machine.devices import device_kind
 from sinkexp.rundir.claim import RunClaim
 from sinkexp.rundir.faults import run_file_error
@@ -223,6 +224,7 @@ class RunDir(RunClaim):
     def finish(self, summary: dict, attention: dict, wall_time_s: float, steps_per_s: float) -> None:
         """Write the summary, the attention maps and the closing meta.json, then DONE, once the
         tables are complete: every one ends at train.steps."""
+        preemption.check(summary["step"])  # a stop whose exception was lost ends here, not in DONE
         ends = {
             METRICS: max(row[0] for row in self.metric_rows),
             LOSSES: max(row[0] for row in self.loss_rows),

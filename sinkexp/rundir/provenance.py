@@ -9,13 +9,12 @@ import os
 import platform
 import subprocess
 import sys
-from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import torch
 
-from sinkexp.rundir.files import SCHEMA_VERSION
+from sinkexp.rundir.files import SCHEMA_VERSION, utc_now
 
 SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the checkout holding sinkexp/ and configs/
 
@@ -72,10 +71,6 @@ def merged(*parts: dict, where: str) -> dict:
             raise ValueError(f"{where} field {', '.join(clash)} given twice (rundir/provenance.py: opening_meta)")
         out.update(part)
     return out
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def git_state(root: Path = SOURCE_ROOT) -> dict:

@@ -8,6 +8,7 @@ import hashlib
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
+from stat import S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFMT, S_IFSOCK, S_ISREG
 
 from sinkexp.errors import ConfigError
 from sinkexp.tasks.lazy import torch
@@ -73,7 +74,18 @@ def read_data_file(key: str, path: str) -> bytes:
         resolved = str(Path(path).resolve())
     except OSError as err:
         raise ConfigError(f"{key}={path}: cannot be read ({err.__class__.__name__})") from None
+    if not S_ISREG(stat.st_mode):  # a named pipe would block the read until killed; a device never ends
+        raise ConfigError(f"{key}={path} is {FILE_KINDS.get(S_IFMT(stat.st_mode), 'not a file')}; give a regular file")
     return _read(key, path, resolved, stat.st_size, stat.st_mtime_ns)
+
+
+FILE_KINDS = {
+    S_IFDIR: "a folder",
+    S_IFIFO: "a named pipe",
+    S_IFSOCK: "a socket",
+    S_IFCHR: "a device",
+    S_IFBLK: "a device",
+}
 
 
 @functools.lru_cache(maxsize=8)

@@ -30,7 +30,7 @@ from tqdm import tqdm
 from sinkexp.config.schedule import Checkpoints, lr_factor
 from sinkexp.config.schema import TrainConfig
 from sinkexp.evaluate import penalties
-from sinkexp.machine.preemption import Interrupted, stopped
+from sinkexp.machine.preemption import Interrupted, stopped, stopping
 from sinkexp.model import capture
 from sinkexp.tasks.base import Batch
 from sinkexp.train.optimizer import make_optimizer
@@ -145,6 +145,8 @@ class TrainLoop:
                 on_eval(0)
             first, started = self.step, time.perf_counter()
             while self.step < cfg.steps:
+                if stopping() is not None:  # a signal whose exception a finaliser swallowed (preemption.check)
+                    raise Interrupted(stopping(), self.step)
                 if scheduled:  # from the step alone: a resumed run takes the rates an uninterrupted one does
                     self.set_lr_factor(lr_factor(self.step, cfg.steps, cfg.warmup, cfg.schedule))
                 # No host synchronisation here: the loss is summed on the device and read at log time.

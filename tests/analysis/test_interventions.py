@@ -155,7 +155,7 @@ def test_the_command_prints_the_table_and_refuses_a_missing_layer(trained):
 def test_the_command_refuses_an_unfinished_run_unless_asked_and_then_says_which_step(
     make_config, tmp_path, kill_at_step, capsys
 ):
-    from sinkexp.analysis.interventions import main
+    from sinkexp.analysis.intervene import main
     from sinkexp.train.loop import Trainer
 
     kill_at_step(Trainer, 25)  # FAILED at step 24; the last checkpoint is step 20's
@@ -164,7 +164,7 @@ def test_the_command_refuses_an_unfinished_run_unless_asked_and_then_says_which_
     assert main([str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err == (
-        f"sinkexp: error: {tmp_path} has not finished (FAILED: Interrupted: stopped by Ctrl-C at step 24); "
+        f"sinkexp: error: {tmp_path} has not finished (interrupted: stopped by Ctrl-C at step 24); "
         "finish it with the sinkexp train command that started it, or pass --unfinished to read its last "
         "checkpoint, step 20 of train.steps=30\n"
     )
@@ -172,15 +172,35 @@ def test_the_command_refuses_an_unfinished_run_unless_asked_and_then_says_which_
     out = capsys.readouterr().out
     assert (
         out.startswith(
-            f"{tmp_path} has not finished (FAILED: Interrupted: stopped by Ctrl-C at step 24): reading "
+            f"{tmp_path} has not finished (interrupted: stopped by Ctrl-C at step 24): reading "
             "its last checkpoint, step 20 of train.steps=30\n"
         )
         and "redirect" in out
     )
 
 
-def test_the_help_is_whole(tmp_path):
+def test_the_help_is_whole_and_defines_each_intervention(tmp_path):
+    from sinkexp.analysis.interventions import DEFINITIONS
+
     result = sinkexp("intervene", "--help", cwd=tmp_path, process=True)
     assert result.returncode == 0 and "in the one forward pass, never a second model." in " ".join(
         result.stdout.split()
     )
+    assert all(f"  {name}" in result.stdout and text in result.stdout for name, text in DEFINITIONS.items())
+
+
+def test_each_intervention_is_defined_once_and_the_docs_table_and_the_legend_read_it(trained, capsys):
+    import re
+    from pathlib import Path
+
+    from sinkexp.analysis.intervene import print_interventions
+    from sinkexp.analysis.interventions import DEFINITIONS
+
+    assert list(DEFINITIONS) == ["none", *INTERVENTIONS]  # every row of the table, in its order
+    docs = (Path(__file__).parents[2] / "docs/reproduce.md").read_text()
+    section = docs.partition("## Causal interventions")[2].partition("\n## ")[0]
+    assert dict(re.findall(r"^\| `(\w+)` \| (.+) \|$", section, re.M)) == DEFINITIONS
+    print_interventions(trained, [0], seed=0)
+    printed = capsys.readouterr().out
+    for name, text in DEFINITIONS.items():
+        assert re.search(rf"^  {name} +{re.escape(text)}$", printed, re.M), name

@@ -12,7 +12,7 @@ from sinkexp.errors import ConfigError
 from sinkexp.jobs.plan import plan
 from sinkexp.jobs.runner import run
 from sinkexp.machine import devices
-from sinkexp.rundir import files, lifecycle
+from sinkexp.rundir import files, lifecycle, manifest
 
 # Hashes of CPU runs written before the device kind counted (meta.json of runs trained at commit c973904).
 PINNED = {
@@ -90,6 +90,7 @@ def test_load_run_loads_on_the_kind_the_run_trained_on(cpu_run, tmp_path):
     shutil.copytree(cpu_run, tmp_path / "cuda_run")  # as if trained on a GPU
     meta = files.read_json(tmp_path / "cuda_run" / files.META)
     files.write_json(tmp_path / "cuda_run" / files.META, {**meta, "device": {**meta["device"], "resolved": "cuda:0"}})
+    manifest.seal(tmp_path / "cuda_run")
     if devices.usable_gpus():
         pytest.skip("this machine has a GPU: tests/machine/test_gpu.py loads a real GPU run")
     with pytest.raises(lifecycle.RunDirError, match="trained on cuda:0, so it loads on cuda only .*no usable GPU"):

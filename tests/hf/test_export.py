@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from sinkexp import load_run
 from sinkexp.evaluate.evaluator import evaluate
 from sinkexp.hf.measure import text_batch
+from sinkexp.rundir import manifest
 
 KEYS = ["step", "layer", "head", "query_type", "metric"]
 
@@ -68,6 +69,7 @@ def test_export_refuses_what_llama_cannot_compute(exported, tmp_path):
     config = OmegaConf.load(changed / "config.yaml")
     config.model.qk_norm = True
     OmegaConf.save(config, changed / "config.yaml")
+    manifest.seal(changed)  # as if it had trained so
     result = sinkexp("export", str(changed), str(tmp_path / "out"), cwd=tmp_path)
     assert result.returncode == 2 and "model.qk_norm=True has no LlamaForCausalLM equivalent" in result.stderr
     (changed / "DONE").unlink()

@@ -131,18 +131,22 @@ def test_a_failed_measurement_writes_failed_and_the_rerun_ends_done(tmp_path, mo
     def broken(*args):
         raise RuntimeError("no room for the model")
 
-    monkeypatch.setattr(command, "load_model", broken)
+    monkeypatch.setattr(command, "load_checkpoint", broken)
     with pytest.raises(RuntimeError, match="the measurement did not finish"):
         command.measure_checkpoint(folder, tmp_path / "run", n=3, seq_len=8)
     assert capsys.readouterr().err == (
-        f"sinkexp: error: {tmp_path / 'run'}: RuntimeError: no room for the model (FAILED written)\n"
+        f"sinkexp: error: {tmp_path / 'run'}: RuntimeError: no room for the model; then the same command measures it "
+        "again (FAILED written)\n"
     )
     assert (tmp_path / "run/FAILED").read_text().startswith("RuntimeError: no room for the model\n")
     assert json.loads((tmp_path / "run/meta.json").read_text())["end_time"] is None
     monkeypatch.undo()
     run = command.measure_checkpoint(folder, tmp_path / "run", n=3, seq_len=8)
-    assert sorted(path.name for path in run.iterdir()) == (
-        ".lock DONE config.yaml inputs.npz losses.csv meta.json metrics.csv summary.json".split()
+    assert (
+        sorted(path.name for path in run.iterdir())
+        == (
+            ".lock DONE attention.npz config.yaml inputs.npz losses.csv massive.csv meta.json metrics.csv summary.json"
+        ).split()
     )
     meta = json.loads((run / "meta.json").read_text())
     fields = "schema_version config_hash command model dtype device versions git argv start_time end_time wall_time_s"
@@ -258,3 +262,33 @@ def test_perturb_is_opt_in_its_rows_in_the_tables_and_earlier_runs_keep_their_ha
     before.update(model="d", text="t", revision=None, chunk=None)
     digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:8]
     assert config_hash(cfg, "d", "t") == digest != config_hash(dataclasses.replace(cfg, perturb=True), "d", "t")
+
+
+def test_a_full_disk_during_a_measure_says_no_failed_was_written_and_promises_no_checkpoint(
+    tmp_path, monkeypatch, capsys
+):
+    """ENOSPC at metrics.csv and at FAILED: the line says FAILED could not be written, and that the same
+    command measures the run again (a measure run has no checkpoint to resume from); the folder agrees."""
+    import errno
+    from pathlib import Path
+
+    from sinkexp.hf import command
+    from sinkexp.rundir import faults
+    from sinkexp.rundir import files as rundir_files
+
+    folder, real = str(tiny("gpt2", tmp_path / "g")), rundir_files._atomic
+
+    def full(path, write):
+        if Path(path).name in ("metrics.csv", "FAILED"):
+            raise faults.run_file_error(OSError(errno.ENOSPC, "No space left on device"), path, "write")
+        return real(path, write)
+
+    monkeypatch.setattr(rundir_files, "_atomic", full)
+    with pytest.raises(RuntimeError, match="the measurement did not finish"):
+        command.measure_checkpoint(folder, tmp_path / "run", n=3, seq_len=8)
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"sinkexp: error: {tmp_path / 'run'}: RunFileError: cannot write {tmp_path / 'run'}/")
+    assert line.endswith(
+        "; then the same command measures it again (FAILED could not be written either: no space left on the device)"
+    )
+    assert not (tmp_path / "run/FAILED").exists() and not (tmp_path / "run/checkpoint.pt").exists()

@@ -1,6 +1,6 @@
 """Measured runs beside trained ones (issue: measured runs are runs): `sinkexp report` sums a sweep
-over measure's `n`, labels trained and measured runs by the settings each has, and load_run,
-intervene and export refuse a measured run in one line that says what it is."""
+over measure's `n`, labels trained and measured runs by the settings each has, load_run and
+intervene read a measured run, while export refuses it in one line that says what it is."""
 
 import shutil
 
@@ -11,8 +11,9 @@ from hf_models import tiny
 from test_cli import sinkexp
 
 from sinkexp.analysis.load import load_run
+from sinkexp.analysis.measured import MeasuredRun
 from sinkexp.jobs.runner import run
-from sinkexp.rundir.files import CONFIG, RunDirError
+from sinkexp.rundir.files import CONFIG
 
 pytest.importorskip("transformers")
 
@@ -48,14 +49,14 @@ def test_trained_and_measured_runs_are_labelled_by_the_settings_each_has(measure
     assert not [p.name for p in (tmp_path / "both" / "report").glob("*nan*")]
 
 
-def test_load_run_intervene_and_export_refuse_a_measured_run_in_one_line(measured, tmp_path):
+def test_load_run_and_intervene_read_a_measured_run_and_export_refuses_it_in_one_line(measured, tmp_path):
     _, run_dir, _ = measured
-    with pytest.raises(RunDirError, match="is a `sinkexp measure` run: the metrics of .* no model or checkpoint"):
-        load_run(run_dir)
-    for command in (("intervene", str(run_dir)), ("export", str(run_dir), str(tmp_path / "out"))):
-        result = sinkexp(*command, cwd=tmp_path)
-        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
-        assert "is a `sinkexp measure` run" in result.stderr and "Traceback" not in result.stderr
+    assert isinstance(load_run(run_dir), MeasuredRun)  # its model and inputs: tests/analysis/test_measured.py
+    result = sinkexp("intervene", str(run_dir), "--layer", "0", cwd=tmp_path)
+    assert result.returncode == 0 and "zero_sink_value" in result.stdout, result.stderr
+    result = sinkexp("export", str(run_dir), str(tmp_path / "out"), cwd=tmp_path)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "is a `sinkexp measure` run of" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
 
 

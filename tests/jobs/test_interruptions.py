@@ -47,12 +47,14 @@ def test_a_full_disk_ends_with_one_line_and_the_run_resumes_once_there_is_room(t
     assert result.returncode == 1 and len(lines) == 1, result.stderr
     assert lines[0].startswith(
         f"sinkexp: error: cannot write {tmp_path / 'full/checkpoint.pt'}: no space left on the "
-        "device (ENOSPC); free space on it, then run the same command again"
+        "device (ENOSPC); free space on it; then the same command resumes it from its last checkpoint (FAILED written)"
     )
     assert torch.load(tmp_path / "full/checkpoint.pt", weights_only=False)["trainer"]["step"] == 10
     assert not list((tmp_path / "full").glob(".checkpoint.pt.*"))  # no temporary file left
     monkeypatch.undo()
-    assert sinkexp("train", *args, "hydra.run.dir=full", cwd=tmp_path).returncode == 0
+    resumed = sinkexp("train", *args, "hydra.run.dir=full", cwd=tmp_path)
+    assert resumed.returncode == 0  # the console says where it resumed (train.log says it too)
+    assert f"{tmp_path / 'full'}: resuming from its checkpoint at step 10 of 30\n" in resumed.stdout
     assert sinkexp("train", *args, "hydra.run.dir=whole", cwd=tmp_path).returncode == 0
     for name in ("metrics.csv", "losses.csv", "summary.json"):
         assert (tmp_path / "full" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
@@ -107,7 +109,11 @@ def test_sigterm_stops_a_run_like_ctrl_c(tmp_path):
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=60)
     checkpointed = (tmp_path / "term/checkpoint.pt").exists()  # the line says truly where the rerun starts
-    said = "resumes it from its last checkpoint)" if checkpointed else "trains it from step 0)"
+    said = (
+        "resumes it from its last checkpoint)"
+        if checkpointed
+        else "trains it from step 0, as no checkpoint was written yet)"
+    )
     assert process.returncode == 143 and err.strip().endswith(said), err
     assert len(err.strip().splitlines()) == 1, err
     assert "stopped by SIGTERM at step " in err and "(FAILED written;" in err, err

@@ -14,8 +14,9 @@ from sinkexp.config.validate import from_dictconfig
 from sinkexp.jobs.launch import execute, hydra_files
 from sinkexp.jobs.plan import plan, planned_job
 from sinkexp.jobs.runner import run
-from sinkexp.rundir.files import CONFIG, finished, status
+from sinkexp.rundir.files import CONFIG, finished
 from sinkexp.rundir.lifecycle import RunDir
+from sinkexp.rundir.reading import run_status
 
 
 @pytest.fixture
@@ -152,9 +153,14 @@ def test_a_run_written_before_later_keys_existed_loads_and_is_skipped(tmp_path, 
         if leaf in node:
             del node[leaf]
     OmegaConf.save(old, run_dir / CONFIG)
+    (run_dir / "DONE").write_text("2026-11-20T10:00:00+00:00\n")  # and DONE: a time, before manifests
     assert load_run(run_dir).cfg == make_config(*QUICK)
     (again,) = plan(overrides, multirun=True).jobs
-    assert again.run_dirs == job.run_dirs and status(run_dir) == "done" and finished(run_dir, again.digests[0])
+    assert (
+        again.run_dirs == job.run_dirs
+        and run_status(run_dir).status == "unverified"
+        and finished(run_dir, again.digests[0])
+    )
 
 
 def test_a_job_prints_the_table_of_a_run_it_trained_only(tmp_path, capsys, monkeypatch):

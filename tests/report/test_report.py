@@ -34,7 +34,7 @@ def sweep(tmp_path_factory, make_config):
 
 def test_collect_reads_settings_from_config_yaml_not_folder_names(sweep):
     runs, finals = collect(sweep)
-    assert sorted(runs["status"]) == ["done"] * 4 + ["failed", "incomplete"]
+    assert sorted(runs["status"]) == ["done"] * 4 + ["failed", "interrupted"]
     assert set(runs["attn.name"]) == {"softmax", "relu"}
     assert "seed" not in varying(runs) and "attn.name" in varying(runs)
     assert set(finals["run"]) == set(runs.loc[runs["status"] == "done", "run"])
@@ -68,7 +68,7 @@ def test_summary_is_mean_std_and_count_over_seeds(sweep, capsys):
     finals_csv = pd.read_csv(out / "finals.csv")  # every finished run's final values, labelled by setting
     assert set(finals_csv["label"]) == {"attn=relu", "attn=softmax"} and finals_csv["run"].nunique() == 4
     printed = capsys.readouterr().out
-    assert "failed: trigger/relu/L1/s2" in printed and "incomplete: trigger/softmax/L1/s2" in printed
+    assert "failed: trigger/relu/L1/s2" in printed and "interrupted: trigger/softmax/L1/s2" in printed
 
 
 def test_report_works_on_a_single_run_directory(sweep, tmp_path):
@@ -88,7 +88,7 @@ def test_damaged_runs_are_listed_with_the_reason_and_the_rest_reported(sweep, tm
     report(root)
     runs = pd.read_csv(root / "report/runs.csv").set_index("run")
     assert runs.loc["trigger/softmax/L1/s0", "status"] == "damaged"
-    assert "metrics.csv step 10" in runs.loc["trigger/softmax/L1/s0", "reason"]
+    assert runs.loc["trigger/softmax/L1/s0", "reason"] == "metrics.csv (size differs)"
     assert runs.loc["trigger/relu/L1/s0", "status"] == "damaged"
     damaged = runs.loc["trigger/relu/L1/s1"]
     assert damaged["status"] == "damaged" and "config.yaml" in damaged["reason"]
@@ -131,37 +131,15 @@ def test_an_unwritable_report_folder_is_one_line_naming_another(sweep, tmp_path,
 
 
 def test_a_folder_with_no_finished_run_is_one_line_and_exit_1(sweep, tmp_path, capsys):
-    for name in ("trigger/softmax/L1/s2", "trigger/relu/L1/s2"):  # incomplete, failed
+    for name in ("trigger/softmax/L1/s2", "trigger/relu/L1/s2"):  # interrupted, failed
         shutil.copytree(sweep / name, tmp_path / name)
     assert main([str(tmp_path)]) == 1
     out, err = capsys.readouterr()
-    assert "2 runs below" in out and "1 failed, 1 incomplete" in out and "Empty DataFrame" not in out
+    assert "2 runs below" in out and "1 failed, 1 interrupted" in out and "Empty DataFrame" not in out
     assert err.strip() == f"sinkexp: error: no run below {tmp_path} has finished: nothing to summarise " + (
         f"({tmp_path / 'report' / 'runs.csv'})"
     )
     assert (tmp_path / "report" / "runs.csv").exists()
-
-
-def test_an_attention_panel_shows_a_sink_of_0_05_halfway_up_its_scale():
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    from sinkexp.report.maps import FLOOR, attention_panel
-
-    weights = np.tril(np.full((4, 4), 0.01))
-    weights[:, 0] = 0.05
-    fig, ax = plt.subplots()
-    attention_panel(fig, ax, weights, 0, "t")
-    norm = ax.images[0].norm
-    assert (norm.vmin, norm.vmax) == (FLOOR, 1.0) and norm(0.05) > 0.5 and norm(0.01) > 0.3  # linear: 0.05, 0.01
-    assert list(ax.lines[0].get_xdata()) == [0]  # the mark above the sink's column
-    weights[0] = np.nan  # a row without a query of the panel's type: grey over it, the scale unchanged
-    fig, ax = plt.subplots()
-    attention_panel(fig, ax, weights, -1, "t")
-    assert len(ax.images) == 2 and not ax.lines and ax.images[0].norm.vmax == 1.0
-    grey = np.ma.getmaskarray(ax.images[1].get_array())  # masked: see-through
-    assert grey[1:].all() and not grey[0].any()
-    plt.close(fig)
 
 
 def test_a_setting_some_runs_lack_varies():
@@ -185,3 +163,75 @@ def test_report_prints_the_share_its_figures_draw_and_the_raw_weight_beside_it_w
     assert list(printed.columns) == ["attn.name", "layer", "query_type", "sink_share", "std", "n", "sink_attn (raw)"]
     assert printed.set_index("attn.name")["sink_attn (raw)"].to_dict() == {"softmax": 0.9, "sigmoid": 0.01}
     assert "sink_attn (raw)" not in headline(summary(0.8)).columns  # rows that sum to 1: one column
+
+
+def test_a_setting_that_co_varies_with_another_is_named_unless_that_ones_preset_brings_it():
+    table = {
+        "run": list("abcd"),
+        "status": "done",
+        "task.name": ["trigger", "trigger", "lm", "lm"],
+        "model.mlp": ["none", "none", "swiglu", "swiglu"],  # configs/task/lm.yaml brings it (model=llama)
+        "attn.name": ["softmax", "softmax", "relu", "relu"],
+        "attn.normaliser": ["softmax", "softmax", "relu", "relu"],  # the preset's own axis
+        "train.lr": [1e-3, 1e-3, 3e-3, 3e-3],  # neither trigger's file nor lm's sets it: a setting of its own
+    }
+    assert varying(pd.DataFrame(table)) == ["task.name", "attn.name", "train.lr"]  # no task's preset sets them
+    table["task.name"] = ["trigger", "trigger", "broadcast", "broadcast"]  # configs/task/broadcast.yaml sets lr
+    assert varying(pd.DataFrame(table)) == ["task.name", "attn.name"]
+    table.update({"task.name": "trigger", "model.mlp": "none"})
+    assert varying(pd.DataFrame(table)) == ["attn.name", "train.lr"]
+
+
+def test_co_varying_settings_are_both_named_and_a_setting_a_run_lacks_is_a_dash(make_config, tmp_path, capsys):
+    """model.n_heads 1 and 2 beside two attention variants, and a measured run that has neither:
+    summary.csv, the labels and the console name both and print no NaN (issue 71)."""
+    pytest.importorskip("transformers")
+    from hf_models import tiny
+    from test_cli import sinkexp
+
+    from sinkexp.report.runs import write_report
+
+    for attn, heads, seed in (("softmax", 1, 0), ("softmax", 1, 1), ("relu", 2, 0)):
+        run(make_config(*QUICK, f"attn={attn}", f"model.n_heads={heads}", f"seed={seed}"), tmp_path / f"{attn}{seed}")
+    model = tiny("gpt2", tmp_path / "gpt2")
+    assert sinkexp("measure", f"model={model}", "n=8", "seq_len=16", "dir=runs/measured", cwd=tmp_path).returncode == 0
+    for name in ("softmax0", "softmax1", "relu0"):
+        shutil.move(tmp_path / name, tmp_path / "runs" / name)
+    capsys.readouterr()
+    assert main([str(tmp_path / "runs")]) == 0
+    printed = capsys.readouterr().out
+    summary = pd.read_csv(tmp_path / "runs/report/summary.csv", dtype=str, keep_default_na=False)
+    assert list(summary.columns[:3]) == ["command", "attn.name", "model.n_heads"]
+    assert set(map(tuple, summary[["command", "attn.name", "model.n_heads"]].values)) == {
+        ("train", "softmax", "1"),
+        ("train", "relu", "2"),
+        ("measure", "-", "-"),
+    }
+    assert "nan" not in printed.lower() and "nan" not in (tmp_path / "runs/report/summary.csv").read_text().lower()
+    labels = {
+        "command=train, attn=softmax, model.n_heads=1",
+        "command=train, attn=relu, model.n_heads=2",
+        "command=measure",
+    }
+    assert set(pd.read_csv(tmp_path / "runs/report/finals.csv")["label"]) == labels
+    figures = []
+    write_report(tmp_path / "runs", tmp_path / "again", save=lambda fig, path: figures.append((path.name, fig)))
+    legends = {name: {t.get_text() for legend in fig.legends for t in legend.get_texts()} for name, fig in figures}
+    assert legends["sink_attn_by_layer.png"] == {
+        "command=train, attn=softmax, model.n_heads=1 (n=2)",
+        "command=train, attn=relu, model.n_heads=2 (n=1)",
+        "command=measure (n=1)",
+    }
+    assert labels <= legends["dynamics.png"] | {"command=measure"}  # a measured run has no curve over training
+    names = sorted(name for name, _ in figures)
+    assert "attention_command=train_attn=relu_model.n_heads=2.png" in names
+    # a measured run draws the real-model figures (model_figures.py), not the trained runs' heads_
+    assert "first_token_command=measure.png" in names and "heads_command=measure.png" not in names
+
+
+def test_a_long_label_makes_a_file_name_of_its_own_under_the_limit():
+    from sinkexp.report.runs import file_name
+
+    assert file_name("attn=relu, model.n_heads=2") == "attn=relu_model.n_heads=2"
+    long = ", ".join(f"task.key{i}=value{i}" for i in range(20))
+    assert len(file_name(long)) == 149 and file_name(long) != file_name(long + "x")

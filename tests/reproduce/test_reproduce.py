@@ -23,6 +23,7 @@ from sinkexp.reproduce.execute import experiment_overrides, plan_experiments
 from sinkexp.reproduce.judge import Result
 from sinkexp.reproduce.measures import final
 from sinkexp.reproduce.papers import PAPERS
+from sinkexp.rundir.claim import resumes
 
 
 def test_criteria_hold_inclusively_and_nan_never_passes():
@@ -73,25 +74,25 @@ def test_every_job_of_every_paper_composes_and_validates(tmp_path):
     assert all(plan.multirun for plan in plans.values())  # each experiment is one sweep
 
 
-def test_the_lms_reach_size_is_the_ladder_rung_that_sank_on_every_seed(tmp_path):
-    """barbero2025's lm at scale=reach trains the ladder's sinking rung, run for run (the same config
-    hashes), as does lm_context_64 (the rung's length); gu2025's lm_attention takes its sizes and recipe."""
+def test_the_lms_reach_size_is_the_ladder_rung_that_sank_on_every_seed_on_other_seeds(tmp_path):
+    """barbero2025's lm at scale=reach trains the ladder's sinking rung, on seeds 3-5, not the seeds
+    0-2 that chose it (their rows stay the ladder's); lm_context_64 is lm's twin; gu2025's
+    lm_attention takes the rung's sizes and recipe."""
     chosen = [
-        ("ladder", "constant_lr_wd0.5_steps_8000_ctx64"),
-        ("barbero2025", "lm"),
-        ("barbero2025", "lm_context_64"),
-        ("gu2025", "lm_attention"),
+        ("ladder", "constant_lr_wd0.5_steps_8000_ctx64", []),
+        ("ladder", "constant_lr_wd0.5_steps_8000_ctx64", ["seed=3,4,5"]),  # the rung, on the judging seeds
+        ("barbero2025", "lm", ["scale=reach"]),
+        ("barbero2025", "lm_context_64", ["scale=reach"]),
+        ("gu2025", "lm_attention", ["scale=reach"]),
     ]
-    plans = {
-        (paper, name): plan(
-            experiment_overrides(PAPERS[paper].experiment(name), tmp_path / paper / name, ["scale=reach"], False),
-            multirun=True,
-        )
-        for paper, name in chosen
-    }
-    hashes = [sorted(digest for _, digest in plans[key].runs) for key in chosen[:3]]
-    assert hashes[0] == hashes[1] == hashes[2]
-    cfg = plans["gu2025", "lm_attention"].jobs[0].config
+    plans = [
+        plan(experiment_overrides(PAPERS[paper].experiment(name), tmp_path / paper / name, extra, False), multirun=True)
+        for paper, name, extra in chosen
+    ]
+    hashes = [sorted(digest for _, digest in planned.runs) for planned in plans[:4]]
+    assert hashes[1] == hashes[2] == hashes[3] and not set(hashes[0]) & set(hashes[2])
+    assert sorted(job.config.seed for job in plans[2].jobs) == [3, 4, 5]
+    cfg = plans[4].jobs[0].config
     assert (cfg.task.seq_len, cfg.train.batch_size, cfg.train.steps, cfg.train.weight_decay) == (64, 64, 8000, 0.5)
 
 
@@ -190,7 +191,8 @@ def test_sigterm_to_reproduce_stops_its_pool_workers_runs(tmp_path):
     failed = sorted(tmp_path.rglob("FAILED"))
     assert process.returncode == 128 + signal.SIGTERM and len(failed) == 2
     assert "Traceback" not in stderr
-    assert "sinkexp: reproduce stopped by SIGTERM; its running runs are marked FAILED" in stderr
+    said = f"2 running runs stopped, 2 of them marked FAILED; {resumes([path.parent for path in failed])}"
+    assert f"sinkexp: reproduce stopped by SIGTERM; {said}\n" in stderr  # the queued job's run not counted
     assert all(path.read_text().startswith("Interrupted: stopped by SIGTERM at step ") for path in failed)
 
 

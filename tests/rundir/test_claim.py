@@ -2,7 +2,9 @@
 the lock, a finished run left alone, FAILED and DONE never together, and meta.json's fields,
 defined once (rundir/provenance.py: opening_meta) so that nothing a caller adds overwrites one."""
 
+import contextlib
 import errno
+import io
 import os
 import platform
 import subprocess
@@ -19,9 +21,10 @@ from conftest import QUICK
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.jobs.runner import run
 from sinkexp.rundir import files, lifecycle, provenance
-from sinkexp.rundir.claim import RunClaim
+from sinkexp.rundir.claim import RunClaim, left_behind, mark_failed, resumes
 from sinkexp.rundir.files import RunDirError
 from sinkexp.rundir.provenance import SOURCE_ROOT, git_state, opening_meta
+from sinkexp.rundir.reading import run_status
 from sinkexp.train.loop import Trainer
 
 CPU = torch.device("cpu")
@@ -39,7 +42,7 @@ def test_a_claim_without_training_goes_from_the_lock_to_done(tmp_path):
         RunClaim(path, "abcd1234").take()
     meta = opening_meta("abcd1234", "cpu", CPU, identity={"command": "measure"})
     claim.begin({"command": "measure", "step": 0}, meta)
-    assert not (path / files.FAILED).exists() and files.status(path) == "incomplete"
+    assert not (path / files.FAILED).exists() and run_status(path).status == "running"
     assert (path / files.CONFIG).read_text() == "command: measure\nstep: 0\n"
     assert files.read_json(path / files.META)["end_time"] is None
     with pytest.raises(ValueError, match="meta.json has no field steps to close"):
@@ -51,7 +54,7 @@ def test_a_claim_without_training_goes_from_the_lock_to_done(tmp_path):
     claim.end(1.23456)
     claim.close()
     meta = files.read_json(path / files.META)
-    assert files.status(path) == "done" and meta["wall_time_s"] == 1.235 and meta["end_time"] is not None
+    assert run_status(path).status == "done" and meta["wall_time_s"] == 1.235 and meta["end_time"] is not None
     assert RunClaim(path, "abcd1234").take() == {"step": 0}  # finished: its summary, nothing touched
     with pytest.raises(RunDirError, match="holds a finished run of another config .*choose another dir or name"):
         RunClaim(path, "ffff0000", fix="dir or name").take()
@@ -122,7 +125,7 @@ def test_a_directory_in_use_is_skipped_not_trained_twice(make_config, tmp_path):
     assert not (tmp_path / files.FAILED).exists() and not (tmp_path / files.METRICS).exists()
     holder.close()  # released (as a dead process's lock is)
     run(cfg, tmp_path)
-    assert files.status(tmp_path) == "done"
+    assert run_status(tmp_path).status == "done"
 
 
 def test_a_file_system_without_flock_stops_the_run_with_one_line(make_config, tmp_path, monkeypatch):
@@ -146,7 +149,7 @@ def test_done_and_failed_never_coexist_and_stale_temporary_files_go(make_config,
     stale.write_text("half")
     run(cfg, tmp_path)
     assert not stale.exists()
-    assert files.status(tmp_path) == "done" and not (tmp_path / files.FAILED).exists()
+    assert run_status(tmp_path).status == "done" and not (tmp_path / files.FAILED).exists()
     lifecycle.RunDir(tmp_path, cfg).fail(RuntimeError("late"))  # a finished run is never marked failed
     assert not (tmp_path / files.FAILED).exists()
 
@@ -190,3 +193,63 @@ def test_the_dirty_flag_follows_changes_to_the_code_and_configs_alone(tmp_path):
     outside.mkdir()
     assert git_state(outside) == {"commit": None, "dirty": None}
     assert SOURCE_ROOT / "sinkexp" / "rundir" / "provenance.py" == Path(provenance.__file__).resolve()
+
+
+def test_a_stop_line_says_what_the_folder_holds_and_where_the_rerun_starts(tmp_path):
+    """claim.left_behind and claim.resumes read the folder: FAILED (the notes mark_failed adds) or what
+    is there, nothing written only where no folder is; a resume only where a checkpoint exists."""
+    stop = KeyboardInterrupt()
+    states = {
+        "absent": ({}, "nothing written"),
+        "empty": ({".": None}, "{} left empty"),
+        "lock": ({".lock": "pid 1 on elsewhere\n"}, "{} holds only .lock"),
+        "earlier": ({"config.yaml": "x", ".lock": "pid 1 on elsewhere\n"}, "nothing written"),
+        "ours": ({"config.yaml": "x", ".lock": f"pid {os.getpid()} on {platform.node()}\n"}, "only {}/.lock written"),
+        "finished": ({"config.yaml": "x", "DONE": "x"}, "{} finished (DONE)"),
+    }
+    for name, (written, said) in states.items():
+        if written:
+            (tmp_path / name).mkdir()
+        for file, text in written.items():
+            if text is not None:
+                (tmp_path / name / file).write_text(text)
+        assert left_behind(stop, [tmp_path / name]) == said.format(tmp_path / name), name
+    failed = KeyboardInterrupt()
+    mark_failed(tmp_path / "earlier", failed)
+    assert left_behind(failed, [tmp_path / "earlier"]) == "FAILED written" and (tmp_path / "earlier/FAILED").exists()
+    (tmp_path / "ours" / files.CHECKPOINT).write_bytes(b"")
+    assert resumes([tmp_path / "ours"]) == "the same command resumes it from its last checkpoint"
+    assert resumes([tmp_path / "earlier"]) == "the same command trains it from step 0, as no checkpoint was written yet"
+    assert resumes([tmp_path / "ours", tmp_path / "earlier"]).startswith("the same command resumes each from its last")
+    assert resumes([tmp_path / "earlier"], measured=True) == "the same command measures it again"
+    assert resumes([tmp_path / "finished"]) == "the same command leaves it untouched, as finished"
+
+
+@pytest.mark.parametrize("where", ["before the lock", "at the lock"])
+def test_a_stop_while_a_run_claims_its_folder_says_what_it_left(tmp_path, monkeypatch, where):
+    """Ctrl-C between the folder's mkdir and the lock, or once .lock is written: not 'nothing written'."""
+    from sinkexp.jobs.launch import launch
+    from sinkexp.jobs.plan import plan
+    from sinkexp.machine.preemption import Interrupted
+    from sinkexp.rundir import claim as rundir_claim
+
+    run_dir = tmp_path / "run"
+    planned = plan([*QUICK, f"hydra.run.dir={run_dir}"], multirun=False)
+    real = rundir_claim.take_lock
+
+    def stopped(path):
+        if where == "at the lock":
+            os.close(real(path))
+        raise Interrupted()
+
+    monkeypatch.setattr(rundir_claim, "take_lock", stopped)
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as code:
+        launch(planned)
+    (line,) = err.getvalue().strip().splitlines()
+    said = f"{run_dir} holds only .lock" if where == "at the lock" else f"{run_dir} left empty"
+    assert code.value.code == 130 and line == (
+        f"sinkexp: {run_dir} stopped by Ctrl-C ({said}; the same command trains it from step 0, as no checkpoint "
+        "was written yet)"
+    )
+    assert [p.name for p in run_dir.iterdir()] == ([".lock"] if where == "at the lock" else [])

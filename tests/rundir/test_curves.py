@@ -4,13 +4,13 @@ maps in the run's event files, read back here; a resumed run shows no step twice
 import pandas as pd
 import pytest
 from conftest import QUICK
+from helpers import whole_and_resumed
 
 from sinkexp.config.identity import config_hash
 from sinkexp.errors import ConfigError
 from sinkexp.jobs.runner import run
 from sinkexp.rundir import files
 from sinkexp.rundir.curves import FOLDER
-from sinkexp.train.loop import Trainer
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 
@@ -36,14 +36,7 @@ def test_each_evaluation_is_in_the_event_files(make_config, tmp_path):
 
 
 def test_a_resumed_run_shows_no_step_twice(make_config, tmp_path, kill_at_step):
-    cfg = make_config(*QUICK, "tensorboard=true")
-    run(cfg, tmp_path / "whole")
-    kill_at_step(Trainer, 27)  # stopped at step 26: loss logged at 25, past the step-20 checkpoint it resumes from
-    with pytest.raises(KeyboardInterrupt):
-        run(cfg, tmp_path / "split")
-    kill_at_step(Trainer, None)
-    run(cfg, tmp_path / "split")
-    whole, split = curves(tmp_path / "whole"), curves(tmp_path / "split")
+    whole, split = map(curves, whole_and_resumed(make_config(*QUICK, "tensorboard=true"), tmp_path, kill_at_step))
     for tag in ("loss/eval/all", "loss/train", "layer0/sink_attn/trigger"):
         assert [(e.step, e.value) for e in split.Scalars(tag)] == [(e.step, e.value) for e in whole.Scalars(tag)]
     assert [e.step for e in split.Images("attention/layer0")] == [0, 10, 20, 30]

@@ -23,6 +23,7 @@ from sinkexp.jobs.plan import Plan, plan
 from sinkexp.rundir import faults
 from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir import lifecycle as rundir_lifecycle
+from sinkexp.rundir.reading import run_status
 
 # Two steps, each evaluated and checkpointed (kept too), one thread: bit-equal resumes.
 TINY = (
@@ -135,14 +136,19 @@ def test_a_fault_at_any_run_file_ends_in_one_line_and_the_run_resumes(planned, m
     assert returncode == 1 and len(lines) == 1, stderr
     named = {".lock's holder": ".lock", "FAILED": "metrics.csv"}.get(name, name.removesuffix(" at the end"))
     assert lines[0].startswith(f"sinkexp: error: cannot write {run_dir / named}: {CAUSES[code]}"), lines[0]
-    assert "then run the same command again: the run resumes from its last checkpoint" in lines[0]
-    if name in (".lock", ".lock's holder"):  # before the run started: nothing to mark
-        assert lines[0].endswith("(nothing written)") and not (run_dir / rundir_files.FAILED).exists()
+    if (run_dir / rundir_files.CHECKPOINT).exists():  # the line says what the rerun does, as the folder holds
+        assert "; then the same command resumes it from its last checkpoint (" in lines[0]
+    else:
+        assert "; then the same command trains it from step 0, as no checkpoint was written yet (" in lines[0]
+    if name == ".lock":  # before the run started: its folder made, nothing in it
+        assert lines[0].endswith(f"({run_dir} left empty)") and not any(run_dir.iterdir())
+    elif name == ".lock's holder":  # the lock file created, its holder not written
+        assert lines[0].endswith(f"({run_dir} holds only .lock)") and [p.name for p in run_dir.iterdir()] == [".lock"]
     elif name == "FAILED":
         assert lines[0].endswith(f"(FAILED could not be written either: {CAUSES[code]})")
         assert not (run_dir / rundir_files.FAILED).exists()
     else:
-        assert lines[0].endswith("(FAILED written)") and rundir_files.status(run_dir) == "failed"
+        assert lines[0].endswith("(FAILED written)") and run_status(run_dir).status == "failed"
         assert (run_dir / rundir_files.FAILED).read_text().startswith("RunFileError: cannot write")
     assert not (run_dir / rundir_files.DONE).exists() and not list(run_dir.rglob("*.tmp"))
     if (run_dir / rundir_files.CHECKPOINT).exists():  # the last checkpoint written is whole

@@ -1,6 +1,8 @@
-"""A finished run is finished only when it reads back whole (rundir/reading.py's `damage`): each of
-its files cut in half, the same command refuses in one line naming the file and touches nothing,
-`sinkexp report` lists the run as damaged with that reason, and load_run names the file."""
+"""A run finished before DONE carried a manifest (DONE: a time alone) keeps the earlier checks
+(rundir/reading.py's `damage`: it reads back whole): each of its files cut in half, the same command
+refuses in one line naming the file and touches nothing, `sinkexp report` lists the run as damaged
+with that reason, and load_run names the file; whole, it is `unverified`. Runs with a manifest:
+tests/rundir/test_manifest.py."""
 
 import re
 
@@ -16,12 +18,14 @@ from sinkexp.rundir.reading import damage
 
 RUN = (*QUICK, "threads=1")
 FILES = [files.CONFIG, files.META, files.SUMMARY, files.METRICS, files.LOSSES]
+BEFORE_MANIFESTS = "2026-12-04T02:47:26+00:00\n"  # DONE as runs wrote it before manifests
 
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("whole")
     assert sinkexp("train", *RUN, "hydra.run.dir=run", cwd=root).returncode == 0
+    (root / "run" / files.DONE).write_text(BEFORE_MANIFESTS)
     return root / "run"
 
 
@@ -31,7 +35,7 @@ def contents(run_dir):
 
 def test_a_whole_finished_run_has_no_damage(finished_run):
     assert damage(finished_run) is None
-    assert collect(finished_run)[0]["status"].tolist() == ["done"]
+    assert collect(finished_run)[0]["status"].tolist() == ["unverified"]
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -46,11 +50,11 @@ def test_a_finished_run_with_a_file_cut_short_is_refused_reported_and_not_loaded
 
     again = sinkexp("train", *RUN, "hydra.run.dir=run", cwd=tmp_path)
     (line,) = again.stderr.strip().splitlines()
-    assert again.returncode == 2 and f"{run_dir} is a finished run, but {reason}" in line
+    assert again.returncode == 2 and f"{run_dir} is a finished run, but damaged: {reason}" in line
     assert "move the folder away" in line and contents(run_dir) == before  # nothing written
 
     runs, finals = collect(run_dir)
     assert runs[["status", "reason"]].values.tolist() == [["damaged", reason]] and finals.empty
-    with pytest.raises(RunDirError, match=f"^{re.escape(f'{run_dir}: {reason}')}") as err:
+    with pytest.raises(RunDirError, match=f"^{re.escape(f'{run_dir}: damaged: {reason}')}") as err:
         load_run(run_dir)
     assert "\n" not in str(err.value)

@@ -15,6 +15,7 @@ from sinkexp.jobs.runner import run
 from sinkexp.rundir import files
 from sinkexp.rundir import lifecycle as rundir_lifecycle
 from sinkexp.rundir.lifecycle import RunDirError
+from sinkexp.rundir.reading import run_status
 from sinkexp.train.loop import Trainer
 
 
@@ -88,7 +89,7 @@ def test_a_requeue_signal_checkpoints_where_the_run_is_and_resumes_to_the_same_t
     monkeypatch.setattr(preemption, "_handlers", {10: None})  # submitit's handler, which requeues
     with pytest.raises(preemption.Requeue, match="step 14"):
         run(cfg, tmp_path / "split")
-    assert files.status(tmp_path / "split") == "incomplete"
+    assert run_status(tmp_path / "split").status == "interrupted"
     assert torch.load(tmp_path / "split" / files.CHECKPOINT, weights_only=True)["trainer"]["step"] == 14
     monkeypatch.setattr(preemption, "_request", None)
     monkeypatch.setattr(Trainer, "train_step", original)
@@ -130,7 +131,9 @@ def test_open_says_what_a_directory_allows(make_config, tmp_path):
     assert fresh.open() is None and fresh.state is None and fresh.resume_step == 0
     run(cfg, tmp_path / "done")
     assert rundir_lifecycle.RunDir(tmp_path / "done", cfg).open() == files.read_json(tmp_path / "done" / files.SUMMARY)
-    assert [files.status(tmp_path / name) for name in ("new", "done")] == ["incomplete", "done"]
+    assert [run_status(tmp_path / name).status for name in ("new", "done")] == ["running", "done"]  # new: held
+    fresh.close()
+    assert run_status(tmp_path / "new").status == "interrupted"
 
 
 def test_hash_ignores_bookkeeping_and_keeps_earlier_names(make_config):
@@ -261,7 +264,7 @@ def test_divergence_stops_the_run_with_failed_and_no_done(make_config, tmp_path)
 
     with pytest.raises(Diverged, match="try a lower train.lr"):
         run(make_config(*QUICK, "train.lr=1e6"), tmp_path)
-    assert files.status(tmp_path) == "failed" and not (tmp_path / files.SUMMARY).exists()
+    assert run_status(tmp_path).status == "failed" and not (tmp_path / files.SUMMARY).exists()
     assert (tmp_path / files.FAILED).read_text().startswith("Diverged: diverged")
 
 

@@ -13,6 +13,7 @@ from sinkexp.config.schema import run_configs
 from sinkexp.errors import ConfigError
 from sinkexp.jobs.runner import make_trainer, run, train_together
 from sinkexp.rundir import files
+from sinkexp.rundir.reading import run_status
 from sinkexp.train.loop import Trainer, make_optimizer
 from sinkexp.train.replicas import PerReplicaOptimizer, ReplicaTrainer, clip_grad_norm_per_replica_
 
@@ -87,11 +88,11 @@ def test_a_diverging_learning_rate_fails_alone_and_the_rest_of_its_pack_finishes
     with pytest.raises(Diverged, match=r"2 runs of the pack diverged.*together2 diverged .*now 1e\+06"):
         train_together(run_configs(cfg), dirs)
     for k in (2, 3):
-        assert files.status(dirs[k]) == "failed"
+        assert run_status(dirs[k]).status == "failed"
         assert f"together{k} diverged" in (dirs[k] / files.FAILED).read_text().splitlines()[0]
     for k, seed in ((0, 3), (1, 4)):
         run(make_config(*QUICK, "train.lr=1e-3", f"seed={seed}"), tmp_path / f"alone{k}")
-        assert files.status(dirs[k]) == "done" and not (dirs[k] / files.FAILED).exists()
+        assert run_status(dirs[k]).status == "done" and not (dirs[k] / files.FAILED).exists()
         assert_same_tables(dirs[k], tmp_path / f"alone{k}")
 
 
@@ -114,7 +115,7 @@ def test_after_a_late_divergence_the_packs_other_run_resumes_from_its_checkpoint
     dirs = [tmp_path / "together0", tmp_path / "together1"]
     with pytest.raises(Diverged, match=r"together1 diverged by step 15 \(a parameter is not finite\)"):
         train_together(run_configs(cfg), dirs)
-    assert files.status(dirs[1]) == "failed" and files.status(dirs[0]) == "done"
+    assert run_status(dirs[1]).status == "failed" and run_status(dirs[0]).status == "done"
     assert json.loads((dirs[0] / files.META).read_text())["resumed_from_step"] == 10
     run(make_config(*QUICK, "seed=3"), tmp_path / "alone")
     assert_same_tables(dirs[0], tmp_path / "alone")

@@ -35,9 +35,22 @@ cosine; AdamW with betas (0.9, 0.95), weight decay 0.1 and clipping 1 are theirs
 there are the paper's; "sinks emerge" is read as a rate >= 0.1 (sinkexp's threshold, as sun2026's),
 "almost none" as <= 0.01 (no head of 16), and both the sigmoid and the bias claims require the
 softmax LM to sink: with no sink to remove they say nothing.
+
+Gu's default regime has no fixed first token: their pre-training packs documents into one stream
+(preprocess/prepare_file_domain.py: `tokenizer.encode(text)`, whose lit_gpt default is bos=False,
+eos=True) and reads blocks at fixed offsets into it, so a sequence starts anywhere in a document;
+their evaluation encodes prompts without BOS too (pretrain/eval_sink_pretrain.py, `encode(prompt,
+eos=False)`). Their fixed-token variant puts one token at position 0 of every training sequence
+and evaluation prompt (scripts/data_distribution/run_fix_token.sh with fix_position 0; `mode ==
+"fix"` in eval_sink_pretrain.py), where the sink sits on that token. The LM claims here run that
+variant (BOS at position 0, task.bos=true), and say so: in the default regime (`task.bos=false`,
+barbero2025's `lm_no_bos`) this byte LM forms no sink at the reach size (largest head 0.056-0.070
+on seeds 0-2, docs/findings/barbero2025.md), so no claim there could fail. Each operation's
+claim reads its own route (claims.ROUTES): the normalised sigmoid's sink needs every other key's
+sigmoid near 0, so the softmax sink is no evidence that the size suffices for it.
 At `scale=reach` the LM runs at the scale ladder's first rung that sinks on every seed (`LM_REACH`,
-papers/ladder.py: 8000 steps of 64 x 64 bytes, weight decay 0.5, the constant schedule;
-docs/findings/ladder.md).
+papers/ladder.py: 8000 steps of 64 x 64 bytes, weight decay 0.5, the constant schedule, on seeds
+3-5, not the seeds 0-2 that chose it; docs/findings/ladder.md).
 """
 from sinkexp.reproduce.declare import Checkpoint, Experiment, Paired, Paper, Value, at_least, at_most, between
 from sinkexp.reproduce.measures import final, loss_ratio
@@ -66,6 +79,10 @@ def open_lm_claim(name: str) -> Value:
                  source=TABLE_1, paper_value=f"{rate:.2%}", experiment=name, measure=LM_SINK_RATE,
                  criterion=between(rate - 0.1, min(1.0, rate + 0.1)), forms=True, note=OPEN_LM_NOTE)
 TABLE_4 = "Sec. 7.3, Table 4 (p. 9), the KV-biases row"
+FIXED_TOKEN = ", in Gu's fixed-token variant (BOS at position 0 of every sequence)."
+FIXED_NOTE = ("Run in Gu et al.'s fixed-token variant (their scripts/data_distribution/run_fix_token.sh at "
+              "position 0), not their default packing, where no token is first in every sequence and this LM "
+              "forms no sink at the reach size (the module's docstring).")
 
 PAPER = Paper(
     name="gu2025",
@@ -99,7 +116,8 @@ PAPER = Paper(
         Value(name="normalised_sigmoid_sinks", kind="extension",
               statement="Normalising the sigmoid brings the sink back.", source=TABLE_6,
               paper_value="30.24% of heads (LLMs)", experiment="four_heads", where=SIGMOID_NORM,
-              measure=final("sink_rate@0.3", -1), criterion=at_least(0.25), forms=True, reached="softmax_sink_rate"),
+              measure=final("sink_rate@0.3", -1), criterion=at_least(0.25), forms=True, route="bos_sigmoid_norm",
+              note="No claim here forms by its route: the softmax heads' sink is no evidence that the size suffices."),
         Value(name="one_head_softmax_sinks", kind="extension",
               statement="One softmax head, which Theorem 1 of ranmilo2026 forces to a no-op, sinks on the first token.",
               source="-", paper_value="-", experiment="one_head_kv_bias", where=SOFTMAX,
@@ -116,24 +134,28 @@ PAPER = Paper(
               source=TABLE_4, paper_value="Sink_1* 72.76% (on the bias)", experiment="one_head_kv_bias",
               where={"attn.name": "sink_kv"}, measure=final("slot_attn", 0, "non_trigger"), criterion=at_least(0.5),
               requires="one_head_softmax_sinks"),
-        Value(name="lm_softmax_sinks", kind="paper", statement="A softmax LM's heads sink (sink rate >= 0.1).",
+        Value(name="lm_softmax_sinks", kind="paper",
+              statement="A softmax LM's heads sink (sink rate >= 0.1)" + FIXED_TOKEN,
               source=TABLE_6, paper_value="18.18% of heads", experiment="lm_attention",
-              where=SOFTMAX, measure=LM_SINK_RATE, criterion=at_least(0.1), forms=True,
-              note="The threshold (one head in ten) is sinkexp's, below the paper's 18.18%."),
+              where=SOFTMAX, measure=LM_SINK_RATE, criterion=at_least(0.1), forms=True, route="bos_softmax",
+              note="The threshold (one head in ten) is sinkexp's, below the paper's 18.18%. " + FIXED_NOTE),
         Value(name="lm_sigmoid_almost_no_sinks", kind="paper", requires="lm_softmax_sinks",
-              statement="An LM with sigmoid attention without normalisation forms almost no sinks (rate <= 0.01).",
-              source=TABLE_6, paper_value="0.44% of heads", experiment="lm_attention",
-              where=SIGMOID, measure=LM_SINK_RATE, criterion=at_most(0.01), contrast="lm_softmax_sinks"),
+              statement="An LM with sigmoid attention without normalisation forms almost no sinks (rate <= 0.01)"
+                        + FIXED_TOKEN, source=TABLE_6, paper_value="0.44% of heads", experiment="lm_attention",
+              where=SIGMOID, measure=LM_SINK_RATE, criterion=at_most(0.01), contrast="lm_softmax_sinks",
+              note=FIXED_NOTE),
         Value(name="lm_normalised_sigmoid_sinks", kind="paper",
-              statement="Normalising the sigmoid brings the LM's sinks back (rate >= 0.1).",
+              statement="Normalising the sigmoid brings the LM's sinks back (rate >= 0.1)" + FIXED_TOKEN,
               source=TABLE_6, paper_value="30.24% of heads", experiment="lm_attention",
-              where=SIGMOID_NORM, measure=LM_SINK_RATE, criterion=at_least(0.1), forms=True,
-              reached="lm_softmax_sinks"),
+              where=SIGMOID_NORM, measure=LM_SINK_RATE, criterion=at_least(0.1), forms=True, route="bos_sigmoid_norm",
+              note="No claim here forms by its route: the softmax LM's sink is no evidence that the size suffices, "
+                   "so a normalised sigmoid that forms none is not reached. " + FIXED_NOTE),
         Value(name="lm_kv_bias_takes_the_first_token_sink", kind="paper", requires="lm_softmax_sinks",
               statement="With a learned key/value bias the LM's heads no longer sink on the first token "
-                        "(rate <= 0.01).", source=TABLE_4, paper_value="Sink_1 0.04% (Sink_1* on the bias 72.76%)",
-              experiment="lm_attention", where={"attn.name": "sink_kv"}, measure=LM_SINK_RATE,
-              criterion=at_most(0.01), contrast="lm_softmax_sinks"),
+                        "(rate <= 0.01)" + FIXED_TOKEN, source=TABLE_4,
+              paper_value="Sink_1 0.04% (Sink_1* on the bias 72.76%)", experiment="lm_attention",
+              where={"attn.name": "sink_kv"}, measure=LM_SINK_RATE, criterion=at_most(0.01),
+              contrast="lm_softmax_sinks", note=FIXED_NOTE),
         *(open_lm_claim(name) for name in OPEN_LMS),
         Paired(name="instruction_tuning_keeps_the_sink", kind="paper",
                statement="Instruction tuning changes the sink rate little (Mistral-7B Instruct vs base, "

@@ -42,9 +42,17 @@ Also on the LM, at sinkexp's sizes:
   Qiu et al. 2025's element-wise sigmoid gate on the attention output (`attn=gated
   attn.gate=elementwise`).
 At `scale=reach` the LM runs at the scale ladder's first rung that sinks on every seed (`LM_REACH`,
-papers/ladder.py: 8000 steps of 64 x 64 bytes, weight decay 0.5, the constant schedule;
-docs/findings/ladder.md), for the norms and gating claims (`lm_norms`, `lm_gated`); the other LM
-experiments stay at the CPU size.
+papers/ladder.py: 8000 steps of 64 x 64 bytes, weight decay 0.5, the constant schedule, on seeds
+3-5, not the seeds 0-2 that chose it; docs/findings/ladder.md), for the norms and gating claims
+(`lm_norms`, `lm_gated`); the other LM experiments stay at the CPU size. The rung was shown to sink
+for the pre-norm arm; the sandwich arm's sink claim counts that as evidence (`reached`) by the same
+route (claims.ROUTES): the rung's sink is a layer-0 head on BOS with no spike (its largest
+`massive_ratio` 22-28 on seeds 0-2), and a sandwich norm gives layer 0's attention the same input,
+the normalised embedding (Sun et al.'s sandwich keeps its sink "by another strategy" where the
+pre-norm sink is spike-fed, not here). It counts only where the pre-norm sink formed by half of
+training on every seed (verdicts.py). "No degradation" with gating has no figure: the source's
+direction within the pre-norm runs' spread (`ratio over spread`, as fesser2026's penalty), not
+sinkexp's 10%.
 """
 from sinkexp.reproduce.declare import Experiment, Paired, Paper, Trend, Value, at_least, at_most, between
 from sinkexp.reproduce.measures import excess_loss, final, loss_ratio
@@ -151,7 +159,8 @@ PAPER = Paper(
                         "alpha_s > 0.3 >= 0.1).",
               source=CO_OCCUR, paper_value="sinks (qualitative)",
               experiment="lm_norms", where={"model.norm": "pre"}, measure=LM_SINK_RATE, criterion=at_least(0.1),
-              forms=True, note="The threshold (one head in ten) is sinkexp's: the paper reports sinks, not a rate."),
+              forms=True, route="bos_softmax",
+              note="The threshold (one head in ten) is sinkexp's: the paper reports sinks, not a rate."),
         Value(name="lm_learns_the_text", kind="extension",
               statement="The pre-norm LM learns the text (held-out loss <= 0.6 of the bigram model's).",
               source="-", paper_value="-", experiment="lm_norms", where={"model.norm": "pre"},
@@ -162,7 +171,12 @@ PAPER = Paper(
                where={"model.norm": "sandwich"}, measure=LM_SPIKE, against=LM_PRE, **LOWERS),
         Value(name="lm_sandwich_keeps_the_sink", kind="paper", requires="lm_pre_norm_sinks",
               statement="With a sandwich norm the LM's heads still sink (rate >= 0.1).", experiment="lm_norms",
-              where={"model.norm": "sandwich"}, measure=LM_SINK_RATE, criterion=at_least(0.1), **KEEPS),
+              where={"model.norm": "sandwich"}, measure=LM_SINK_RATE, criterion=at_least(0.1), forms=True,
+              reached="lm_pre_norm_sinks", route="bos_softmax", source=NORMS,
+              paper_value="sink ratio kept or grows (vs pre-norm)",
+              note=KEEPS["note"] + " Its evidence that the size suffices is the pre-norm sink of the same route "
+                   "(layer 0's attention sees the same normalised embedding under both norms), where it formed "
+                   "by half of training on every seed."),
         Paired(name="lm_dyt_lowers_the_spike", kind="paper", requires="lm_pre_norm_spikes",
                statement="DynamicTanh lowers the LM's massive ratio (vs pre-RMSNorm).", experiment="lm_dyt",
                where={"model.norm_type": "dyt"}, measure=LM_SPIKE, against=LM_PRE, against_in="lm_norms", **LOWERS),
@@ -216,9 +230,13 @@ PAPER = Paper(
               measure=LM_SINK_RATE, criterion=at_most(0.01), contrast="lm_pre_norm_sinks",
               note="The threshold (one head in a hundred) is sinkexp's. " + GATE_NOTE),
         Paired(name="lm_gating_keeps_the_loss", kind="paper", requires="lm_pre_norm_sinks",
-               statement="... without a loss of performance (held-out loss within 10% of the pre-norm LM's).",
-               source=GATING, paper_value="no degradation", experiment="lm_gated",
-               measure=LM_LOSS, criterion=at_most(1.1), against=LM_PRE, against_in="lm_norms", compare="ratio",
-               contrast="lm_learns_the_text", note="The 10% tolerance is sinkexp's. " + GATE_NOTE),
+               statement="... without a loss of performance (held-out loss no further above the pre-norm LM's "
+                         "than the pre-norm runs are from one another).",
+               source=GATING, paper_value="no degradation", experiment="lm_gated", measure=LM_LOSS,
+               criterion=at_most(1.0, by="direction"), against=LM_PRE, against_in="lm_norms",
+               compare="ratio over spread", contrast="lm_learns_the_text",
+               note="The paper gives no figure: the ratio to the pre-norm LM of the same seed over the pre-norm "
+                    "runs' max / min (docs/reproduce.md, 'Thresholds'); sinkexp's 10% is no longer the criterion. "
+                    + GATE_NOTE),
     ),
 )
