@@ -11,7 +11,9 @@ In one run, each pair's sides alternating (`--reps` times) so that drift in the 
   installation runs;
 - the next-token loss of `sinkexp measure` (hf/measure.py NextToken.loss): cross-entropy over each
   position's logits as contiguous rows (N, V) against a (B, V, T) view, at Pythia's vocabulary of 50304,
-  `--batch` x 64 positions of random logits; seconds, and each layout's error against float64;
+  `--batch` x 64 positions of random logits; seconds, and each layout's error against float64; and the
+  rows taken LOSS_ELEMENTS logits a call (16 MiB, under glibc's largest mmap threshold) against 4x that,
+  with the freed memory kept as `sinkexp measure` keeps it (machine/allocator.py, set for the whole run);
 - stable_rank's eigenproblems (evaluate/metrics.py largest_eigenvalues): the largest eigenvalue of
   100 x 8 Gram matrices of 64 x 64 (a measure pass's layer at Pythia-70M's shape), on 1 and on 2 threads;
 - the massive ratio's median (evaluate/metrics.py lower_median, numpy's selection) against
@@ -33,6 +35,8 @@ import torch
 import torch.nn.functional as F
 
 from sinkexp.evaluate.metrics import largest_eigenvalues, lower_median
+from sinkexp.hf.measure import LOSS_ELEMENTS
+from sinkexp.machine.allocator import keep_freed_memory
 from sinkexp.machine.benchmark import alternate, load, machine, validity
 
 IMPORTS = {"torch._dynamo": "torch", "pandas": "torch", "sinkexp.jobs.plan": None}  # module: imported before, untimed
@@ -95,6 +99,22 @@ def loss_layouts(args: argparse.Namespace) -> None:
         error = (fn().double() - exact).abs()
         print(f"  {side:<34} error against float64: mean {error.mean():.2e}, largest {error.max():.2e} nats")
 
+    rows, row_targets = logits.flatten(0, 1), targets.flatten()
+
+    def in_calls(elements: int):
+        """hf/measure.py cross_entropy's loop at `elements` logits a call."""
+        per_call = max(1, elements // VOCAB)
+        parts = list(zip(rows.split(per_call), row_targets.split(per_call)))
+        return lambda: timed(lambda: torch.cat([F.cross_entropy(p, t, reduction="none") for p, t in parts]))
+
+    sizes = {
+        f"{elements * 4 // 2**20} MiB of logits a call": elements for elements in (LOSS_ELEMENTS, 4 * LOSS_ELEMENTS)
+    }
+    report(
+        "the rows in calls of LOSS_ELEMENTS logits (hf/measure.py) against 4x that",
+        alternate({side: in_calls(elements) for side, elements in sizes.items()}, args.reps),
+    )
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -104,6 +124,7 @@ def main() -> None:
     torch.set_num_threads(2)
     loads = [load()]
     print(machine(torch.get_num_threads()))
+    print(f"allocator: {keep_freed_memory()}")
 
     for module, before in IMPORTS.items():
         import_seconds(module, before)  # untimed: modules compiled into the cache
