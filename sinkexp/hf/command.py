@@ -155,7 +155,7 @@ def measure_into(job: Job, run: RunClaim) -> dict:
     result = summary(final_rows(metric_rows, loss_rows), job.step, NextToken.query_types, NextToken.reference)
     if job.checkpoint is not None:
         result["weights"] = job.checkpoint.said()
-    rundir_files.write_rows(job.run_dir / rundir_files.METRICS, METRIC_COLUMNS, metric_rows)
+    rundir_files.write_rows(job.run_dir / rundir_files.METRICS_CSV, METRIC_COLUMNS, metric_rows)
     rundir_files.write_rows(job.run_dir / rundir_files.LOSSES, LOSS_COLUMNS, loss_rows)
     rundir_files.write_arrays(job.run_dir / INPUTS, {"inputs": job.inputs.numpy()})
     record.write(job.run_dir)
