@@ -39,7 +39,7 @@ class BadHeads(ValueError):
 
 def per_head(run: Path, metric: str, query_type: str) -> pd.DataFrame:
     """A layer x head grid of a per-head metric at the run's (last) step."""
-    metrics = pd.read_csv(run / rundir_files.METRICS)
+    metrics = pd.read_csv(run / rundir_files.METRICS_CSV)
     chosen = metrics[
         (metrics["metric"] == metric)
         & (metrics["query_type"] == query_type)
