@@ -67,7 +67,7 @@ def measure_checkpoints(papers: list[Paper], root: Path, weights: Path | None = 
             if where is None:
                 missing[paper.name, exp.name] = needs(exp)
                 continue
-            from sinkexp.hf.command import measure_checkpoint  # lazy: torch (~2.4 s) and the hf extra
+            from sinkexp.hf.runner import measure_checkpoint  # lazy: torch (~2.4 s) and the hf extra
 
             print(f"== {paper.name} / {exp.name}: sinkexp measure {where}", flush=True)
             measure_checkpoint(

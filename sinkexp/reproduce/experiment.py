@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from sinkexp.reproduce.keys import DEFAULT_TASK, GROUPS
+from sinkexp.reproduce.keys import DEFAULT_TASK, GRID_GROUPS
 
 
 def override_value(value) -> str:
@@ -42,7 +42,7 @@ class Experiment:
     def values(self, key: str) -> tuple | None:
         """The values this experiment's runs take for `key` (None: the config's default)."""
         group = key.removesuffix(".name")
-        for name in (key, group) if key.endswith(".name") and group in GROUPS else (key,):
+        for name in (key, group) if key.endswith(".name") and group in GRID_GROUPS else (key,):
             if name in self.grid:
                 return tuple(self.grid[name])
             if name in self.overrides:

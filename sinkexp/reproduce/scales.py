@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-SCALES = ("cpu", "reach", "paper")  # smallest to largest (reproduce/experiment.py: each one's sizes)
+from sinkexp.config.schema import SCALES  # smallest to largest (reproduce/experiment.py: each one's sizes)
 
 
 def with_scale(rows: pd.DataFrame) -> pd.DataFrame:

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from sinkexp.config.schema import SCALES
 from sinkexp.report.runs import write_report as report_folder
 from sinkexp.reproduce.declare import Paper
-from sinkexp.reproduce.scales import SCALES, at_largest, side_by_side, with_scale
+from sinkexp.reproduce.scales import at_largest, side_by_side, with_scale
 from sinkexp.reproduce.verdicts import VERDICTS
 from sinkexp.rundir.files import write_csv, write_text
 

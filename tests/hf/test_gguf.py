@@ -11,9 +11,10 @@ import torch
 import yaml
 from gguf_files import write
 
+from sinkexp.commands import measure as command
 from sinkexp.errors import ConfigError
-from sinkexp.hf import command, shipped
 from sinkexp.hf import gguf as hf_gguf
+from sinkexp.hf import shipped
 from sinkexp.hf.measure import load_checkpoint
 
 
