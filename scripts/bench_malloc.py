@@ -80,7 +80,7 @@ def main() -> None:
         task, seed, steps = args.worker
         worker(task, int(seed), int(steps))
         return
-    # here, not at the top: torch (which it imports) loads in a worker only after its allocator is set
+    # lazy: here, not at the top: torch (which it imports) loads in a worker only after its allocator is set
     from sinkexp.machine.benchmark import validity
 
     loads = [busy_cores(1.0) or 0.0]
