@@ -45,7 +45,7 @@ from sinkexp.config.compose import compose_config
 from sinkexp.config.schema import run_configs
 from sinkexp.evaluate.tables import format_summary
 from sinkexp.jobs.runner import make_trainer, run
-from sinkexp.machine.benchmark import alternate
+from sinkexp.machine.benchmark import alternate, load, validity
 from sinkexp.machine.devices import configure, resolve_device
 from sinkexp.rundir.provenance import device_name
 
@@ -259,6 +259,7 @@ def main() -> None:
     device = resolve_device(args.device)
     configure(device, "exact")  # as a run on this device: deterministic kernels on CUDA, exact fp32
     name = device_name(device)
+    before = load()
     print(
         f"device {device} ({name}), torch {torch.__version__}, CUDA {torch.version.cuda}, "
         f"compile {args.compile}, fp32 matmuls (TF32 {torch.backends.cuda.matmul.allow_tf32}), "
@@ -281,6 +282,7 @@ def main() -> None:
         "determinism": bench_determinism(device, args.seconds),
         "damping": bench_damping(device, args.damping_steps, args.damping_chunk, args.compile),
     }
+    print(validity([before, load()]).strip() or "other processes' load below a quarter of a core before and after")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(results, handle, indent=2)

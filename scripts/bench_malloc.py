@@ -80,8 +80,12 @@ def main() -> None:
         task, seed, steps = args.worker
         worker(task, int(seed), int(steps))
         return
+    # lazy: here, not at the top: torch (which it imports) loads in a worker only after its allocator is set
+    from sinkexp.machine.benchmark import validity
+
+    loads = [busy_cores(1.0) or 0.0]
     print(
-        f"{os.cpu_count()} cores; other processes' load {busy_cores(1.0) or 0:.2f} cores; two workers at a time, "
+        f"{os.cpu_count()} cores; other processes' load {loads[0]:.2f} cores; two workers at a time, "
         f"one thread each, {args.steps} timed steps per worker"
     )
     for task in args.tasks.split(","):
@@ -99,6 +103,8 @@ def main() -> None:
             f"  (per worker, ms: glibc {each['glibc']}; kept {each['kept']})",
             flush=True,
         )
+    loads.append(busy_cores(1.0) or 0.0)
+    print(validity(loads).strip() or f"other processes' load after: {loads[-1]:.2f} cores")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ class bbm, re-implemented below; best of min(--reps, 3): one of its batches take
 broadcast next to its source's generator (Kempner toy/global_pathway/common.py:
 `sample_batch` then `make_task`, re-implemented below from that file) in the same run, the two
 sides' draws alternating; damping's
-source (a notebook) has no separate generator to time.
+source (a notebook) has no separate generator to time. Another process on the machine makes the numbers
+invalid: they are marked so.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import time
 import numpy as np
 import torch
 
+from sinkexp.machine.benchmark import load, machine, validity
 from sinkexp.tasks.backcopy import BackcopyConfig, BackcopyTask
 from sinkexp.tasks.broadcast import BroadcastConfig, BroadcastTask
 from sinkexp.tasks.damping import DampingConfig, DampingTask
@@ -109,7 +111,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {args.threads} thread(s), table: {args.table or 'synthetic (V = 64)'}")
+    loads = [load()]
+    print(machine(args.threads))
+    print(f"table: {args.table or 'synthetic (V = 64)'}")
     tokens = 512 * 256
     speed = {}
     for sampler in ("inverse_cdf", "multinomial"):
@@ -130,7 +134,7 @@ def main() -> None:
     ours, source = best_seconds_interleaved([broadcast, SourceBroadcast(broadcast)], 1024, args.reps)
     print(
         f"broadcast batch 1024 x 32 x 64: {ours * 1e3:7.2f} ms, the source's generator {source * 1e3:7.2f} ms "
-        f"(source / sinkexp: {source / ours:.2f}x)"
+        f"(source / sinkexp: {source / ours:.2f}x)" + validity([*loads, load()])
     )
 
 

@@ -5,7 +5,8 @@ on the machine as it is and with one competing busy process, printed as a table 
 
 Each cell is one `sinkexp train` run (its meta.json steps/s, evaluation included), so the numbers
 carry run-to-run noise of a few percent; run it twice to see it. The default must stay within
-1.3x of the better fixed setting in both conditions.
+1.3x of the better fixed setting in both conditions (best/default at most 1.3). Another process on
+the machine before or after the runs makes the numbers invalid: they are marked so.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from sinkexp.machine.benchmark import load, validity
 
 SETTINGS = {"threads=1": ["threads=1"], "threads=2": ["threads=2"], "default": []}
 
@@ -42,6 +45,7 @@ def main() -> None:
     args = parser.parse_args()
     common = [f"task={args.task}", f"attn={args.attn}", f"train.steps={args.steps}", "device=cpu"]
     rows = {}
+    loads = [load()]  # before and after: between, the busy condition's own process keeps a core busy
     with tempfile.TemporaryDirectory() as tmp:
         for condition in ("as is", "one core busy"):
             hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if condition != "as is" else None
@@ -53,8 +57,10 @@ def main() -> None:
             finally:
                 if hog:
                     hog.kill()
+    loads.append(load())
+    print(f"other processes' load before and after: {loads[0]:.2f}, {loads[1]:.2f} cores")
     print(f"steps/s, {args.task} attn={args.attn}, {args.steps} steps (evaluation included)")
-    print(f"{'machine':<16}{'threads=1':>11}{'threads=2':>11}{'default':>11}{'chose':>7}{'default/best':>14}")
+    print(f"{'machine':<16}{'threads=1':>11}{'threads=2':>11}{'default':>11}{'chose':>7}{'best/default':>14}")
     for condition, cells in rows.items():
         best = max(cells["threads=1"][0], cells["threads=2"][0])
         print(
@@ -62,6 +68,7 @@ def main() -> None:
             + "".join(f"{cells[name][0]:>11.1f}" for name in SETTINGS)
             + f"{cells['default'][1]:>7}{best / cells['default'][0]:>13.2f}x"
         )
+    print(validity(loads).strip())
 
 
 if __name__ == "__main__":

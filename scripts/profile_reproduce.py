@@ -5,8 +5,8 @@
 For every experiment of the papers (all by default), each distinct job of its sweep is built and
 timed at one thread, as a parallel-launcher job runs it (seeds, structure draws and the other
 settings a pack may vary aside: they cost the same): the training step (the project's own Trainer,
-data drawn inside) and one evaluation (all captures and metrics), best of --reps, and the matmul
-FLOPs of one step, forward and backward. The timing, FLOPs and jobs are `sinkexp reproduce --estimate`'s
+data drawn inside) and one evaluation (all captures and metrics), each once after a warm-up, and
+the matmul FLOPs of one step, forward and backward. The timing, FLOPs and jobs are `sinkexp reproduce --estimate`'s
 (sinkexp/reproduce/estimate.py); this script adds the floor and the measured runs beside them.
 From those, per experiment:
 
@@ -16,8 +16,8 @@ From those, per experiment:
 The floor is what the experiment would take if every training step were nothing but its matmuls at
 peak speed and the cores never idled: a lower bound for this machine at these sizes, whatever the
 code does. With --measured (a finished `sinkexp reproduce` tree) the runs' own job-seconds
-(meta.json wall_time_s) are printed beside the prediction. Timings are best-of, so run it on a
-quiet machine; it prints the other processes' load.
+(meta.json wall_time_s) are printed beside the prediction. Run it on a quiet machine: it prints the
+other processes' load, and INVALID where they kept a quarter of a core busy.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import pandas as pd
 import torch
 
 from sinkexp.jobs.cost import training_flops
+from sinkexp.jobs.plan import Plan
 from sinkexp.machine.allocator import keep_freed_memory
-from sinkexp.machine.benchmark import matmul_peak
-from sinkexp.machine.threads import busy_cores
+from sinkexp.machine.benchmark import load, matmul_peak, validity
 from sinkexp.reproduce.calibration import Calibrations
 from sinkexp.reproduce.estimate import evaluations
 from sinkexp.reproduce.execute import plan_experiments
@@ -47,12 +47,13 @@ def measured_seconds(folder: Path) -> tuple[float, int]:
     return sum(walls), len(walls)
 
 
-def experiment_row(paper, exp, timings: Calibrations, peak: float, args: argparse.Namespace) -> dict:
+def experiment_row(
+    name: tuple[str, str], planned: Plan, timings: Calibrations, peak: float, args: argparse.Namespace
+) -> dict:
     """One experiment's runs, predicted job-seconds (training and evaluation), GFLOP and floor, and with
     --measured its runs' own job-seconds."""
     zeros = dict.fromkeys(("predicted_s", "train_s", "eval_s", "gflop"), 0.0)
-    row = {"experiment": f"{paper.name}/{exp.name}", "runs": 0, **zeros}
-    planned = plan_experiments([paper], [], Path(tempfile.mkdtemp()), pack=False)[paper.name, exp.name]
+    row = {"experiment": "/".join(name), "runs": 0, **zeros}
     for job in planned.jobs:
         cfg, runs = job.config, len(job.run_dirs)
         step_s, eval_s = timings.timings(cfg)
@@ -63,7 +64,7 @@ def experiment_row(paper, exp, timings: Calibrations, peak: float, args: argpars
     row["predicted_s"] = row["train_s"] + row["eval_s"]
     row["floor_s"] = row["gflop"] / (peak * args.cores)
     if args.measured:
-        row["measured_s"], row["measured_runs"] = measured_seconds(args.measured / paper.name / exp.name)
+        row["measured_s"], row["measured_runs"] = measured_seconds(args.measured.joinpath(*name))
     return row
 
 
@@ -72,25 +73,24 @@ def main() -> None:
     parser.add_argument("papers", nargs="*", default=["all"])
     parser.add_argument("--measured", type=Path, help="a finished `sinkexp reproduce` tree (outputs/reproduce)")
     parser.add_argument("--cores", type=int, default=2, help="parallel jobs (the floor divides by this)")
-    parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
     keep_freed_memory()  # as every `sinkexp train` job does
     torch.set_num_threads(1)
-    load = busy_cores(1.0) or 0.0
+    before = load()
     peak = max(matmul_peak(1) for _ in range(3))
     print(
         f"one thread; matmul peak (fp32, 512x512) {peak:.1f} GFLOP/s per core; {args.cores} parallel jobs; "
-        f"other processes' load {load:.2f} cores"
+        f"other processes' load {before:.2f} cores"
     )
 
     timings = Calibrations(torch.device("cpu"), Path(tempfile.mkdtemp()) / "calibration.json", fresh=True)
     papers = list(PAPERS.values()) if args.papers == ["all"] else [PAPERS[name] for name in args.papers]
     rows = []
-    for paper in papers:
-        for exp in paper.experiments:
-            rows.append(experiment_row(paper, exp, timings, peak, args))
-            row = rows[-1]
-            print(f"  {row['experiment']}: {row['runs']} runs, predicted {row['predicted_s']:.0f} job-s", flush=True)
+    # the experiments reproduce trains (checkpoint experiments are measured by `sinkexp measure`, not trained)
+    for name, planned in plan_experiments(papers, [], Path(tempfile.mkdtemp()), pack=False).items():
+        rows.append(experiment_row(name, planned, timings, peak, args))
+        row = rows[-1]
+        print(f"  {row['experiment']}: {row['runs']} runs, predicted {row['predicted_s']:.0f} job-s", flush=True)
     table = pd.DataFrame(rows).set_index("experiment")
     table["matmul_share"] = table["floor_s"] * args.cores / table["predicted_s"]
     total = table.sum(numeric_only=True)
@@ -108,6 +108,7 @@ def main() -> None:
         f"floor (every step only its matmuls at peak, {args.cores} cores): {total['floor_s']:.0f} s = "
         f"{total['floor_s'] / 60:.1f} min"
     )
+    print(validity([before, load()]).strip() or "other processes quiet before and after")
     if args.measured:
         print(
             f"measured job-seconds in {args.measured}: {total['measured_s']:.0f} "

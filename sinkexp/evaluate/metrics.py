@@ -192,8 +192,8 @@ def largest_eigenvalues(symmetric: torch.Tensor) -> torch.Tensor:
 
     torch solves a batch of eigenproblems one after another on one core, so the sequences are split
     among torch's threads, each solving its own (LAPACK releases the GIL): each matrix is solved
-    alone either way, so the values are the same bit for bit, in half the time on 2 threads
-    (docs/performance.md)."""
+    alone either way, so the values are the same bit for bit, in less time on 2 threads
+    (scripts/bench_choices.py times both, docs/performance.md)."""
     threads = min(torch.get_num_threads(), len(symmetric))
     if threads < 2 or symmetric.device.type != "cpu":
         return torch.linalg.eigvalsh(symmetric)[..., -1]

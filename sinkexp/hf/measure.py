@@ -45,7 +45,7 @@ LOCATIONS = ("massive_position", "massive_channel")  # positions, not amounts: c
 
 # Logits per cross-entropy call in NextToken.loss: 16 MiB in float32, under glibc's largest mmap
 # threshold, so with the freed memory kept (machine/allocator.py) each call's buffers are reused
-# instead of mapped and faulted in again (2x faster than 64 MiB calls, docs/performance.md).
+# instead of mapped and faulted in again (scripts/bench_choices.py times 64 MiB calls beside it).
 LOSS_ELEMENTS = 2**22
 # Logits made at a time from the last hidden states (NextToken with a readout): 2^26 floats, 256 MiB,
 # whatever the vocabulary, so the N x T x V logits are never held at once (Gemma-3's 262,144 at the
@@ -82,8 +82,8 @@ class NextToken:
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Per row of logits (rows, V), LOSS_ELEMENTS logits per call. Each row's log-softmax is its
     own, so the values are the whole batch's without its buffers; over rows torch's log-softmax
-    reduces in vector lanes, over a (B, V, T) view it summed the V terms one by one: 3.3x slower at
-    Pythia's vocabulary of 50304 and 50x further from float64 (docs/performance.md)."""
+    reduces in vector lanes, over a (B, V, T) view it summed the V terms one by one: slower and
+    further from float64 (scripts/bench_choices.py times both, docs/performance.md)."""
     rows = max(1, LOSS_ELEMENTS // logits.shape[-1])
     parts = zip(logits.split(rows), targets.split(rows))
     return torch.cat([F.cross_entropy(part.float(), part_targets, reduction="none") for part, part_targets in parts])

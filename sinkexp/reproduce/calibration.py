@@ -5,12 +5,13 @@ Each job is built at its sizes and timed after a warm-up step and a warm-up eval
 sequences (a first evaluation pays one-time costs: 2.3 s against 0.3 s for a similar job, seen once
 here): one timing of CALIBRATION_STEPS steps and one of an evaluation, with the thread count its jobs
 will use (the faster of two timings each predicted `reproduce all` within 1% of this and took 121 s
-against 85 s from an empty cache: docs/performance.md). On the CPU with a pool of several workers the
-jobs are timed as reproduce's pool runs them: that many at once, in processes of one thread each
-(`in_pool`), so a timing shares the memory bandwidth as the job will. The load of other processes
-is probed before the first timing and after the last (threads.busy_cores): timings taken while
-other processes kept cores busy (benchmark.QUIET or more; seen here: a plan timed beside two
-training processes predicted sun2026 at 10.3 h) serve this estimate, which says so, and are not kept.
+against 85 s from an empty cache, on the 2-core machine when the change was made). On the CPU with
+a pool of several workers the jobs are timed as reproduce's pool runs them: that many at once, in
+processes of one thread each (`in_pool`), so a timing shares the memory bandwidth as the job will.
+The load of other processes is probed before the first timing and after the last
+(threads.busy_cores): timings taken while other processes kept cores busy (benchmark.QUIET or more;
+seen here: a plan timed beside two training processes predicted sun2026 at 10.3 h) serve this
+estimate, which says so, and are not kept.
 
 Timings are kept in CALIBRATIONS (the user's cache folder) by job, for one device, torch version,
 thread count and sinkexp source: a second --estimate times nothing, an edit to sinkexp's code times

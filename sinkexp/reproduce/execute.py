@@ -45,7 +45,7 @@ def packed_keys(exp: Experiment, given: set[str]) -> tuple[str, ...]:
 
 def packs_pay(overrides: list[str]) -> bool:
     """Whether reproduce packs its grids by default: on a GPU, where a step over many small models
-    costs about what one does. On the CPU it does not pay (docs/performance.md: 0.91-1.02x the
+    costs about what one does. On the CPU it does not pay (docs/performance.md: 0.67-0.72x the
     model-steps/s of one run at a time, measured on reproduce's own grids)."""
     return device_kind(last_value(overrides, "device", "auto")) == "cuda"
 

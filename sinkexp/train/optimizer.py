@@ -2,7 +2,7 @@
 functional forms (torch.optim.adam.adam, torch.optim.sgd.sgd) behind a small class.
 
 Why not torch.optim.AdamW itself: every method of torch's Optimizer is wrapped for torch.compile
-and imports torch._dynamo at its first call (with sympy: 1.5-2 s of a run's start on a 2-core CPU,
+and imports torch._dynamo at its first call (with sympy: scripts/bench_choices.py times the import,
 docs/performance.md), which a run that does not compile its optimiser never uses. `Optimizer` keeps
 what the trainer relies on in torch's form: `param_groups` (one group, torch's keys and defaults),
 the per-parameter state entries (AdamW: step on the CPU, exp_avg, exp_avg_sq; SGD: momentum_buffer)
