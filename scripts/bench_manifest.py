@@ -3,8 +3,8 @@ report's reading alone (`collect`) over N finished runs, each timed with the man
 file hashed) and without (rundir/reading.py's `differences` replaced by a no-op), interleaved in one
 process, the median of each. Run it on a quiet machine (docs/rundir.md, "The manifest"):
 
-    /work/team/quiet .venv/bin/python scripts/bench_manifest.py --runs 100
-    /work/team/quiet .venv/bin/python scripts/bench_manifest.py --runs 100 --kept   # + checkpoints/ (log steps)
+    .venv/bin/python scripts/bench_manifest.py --runs 100
+    .venv/bin/python scripts/bench_manifest.py --runs 100 --kept   # + checkpoints/ (log steps)
 
 The runs are copies of one trained run (a trigger run of 600 steps, checkpointed every 100), so the
 bytes per run are a real run's; a copy's manifest holds, since it lists paths below the run.
