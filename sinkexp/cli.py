@@ -15,6 +15,8 @@ run did not finish. torch is imported only where needed, so `sinkexp --help` ans
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import importlib
 import os
 import re
@@ -23,8 +25,10 @@ import sys
 from omegaconf import OmegaConf
 
 from sinkexp import __version__
+from sinkexp.config.arguments import flags_of, options, repeated
 from sinkexp.config.schedule import SCHEDULES
 from sinkexp.config.schema import OPTIMIZERS, group_options
+from sinkexp.config.settings import ExportConfig, InterveneConfig, MeasureConfig
 from sinkexp.errors import ConfigError
 from sinkexp.hf import require_transformers
 from sinkexp.machine import preemption
@@ -43,7 +47,7 @@ commands:
   export     a finished model=llama run as a Hugging Face LlamaForCausalLM folder (sinkexp export RUN_DIR [OUT])
 options:
   --version                  print the version
-  -sc install=bash|zsh|fish  print a shell-completion script for sinkexp train's overrides
+  -sc install=bash|zsh|fish  print a shell-completion script for sinkexp's commands and their keys
                              (eval "$(sinkexp -sc install=bash)")"""
 
 
@@ -62,19 +66,35 @@ def help_choices() -> str:
     return "".join(f"{key}: {', '.join(registry)}\n" for key, registry in choices.items())
 
 
+def train_arguments() -> argparse.ArgumentParser:
+    """`sinkexp train`'s flags, spelled as Hydra's app (`hydra.main`) spells them: what this command
+    decides on (-m, and whether Hydra prints rather than trains); hydra_main reads the rest itself."""
+    parser = argparse.ArgumentParser(prog="sinkexp train", add_help=False)
+    parser.add_argument("overrides", nargs="*")
+    for flags in (("-h", "--help"), ("--hydra-help",), ("-m", "--multirun"), ("-sc", "--shell-completion")):
+        parser.add_argument(*flags, action="store_true")
+    parser.add_argument("-r", "--run", action="store_true")
+    parser.add_argument("--resolve", action="store_true")
+    parser.add_argument("-c", "--cfg", choices=("job", "hydra", "all"))
+    info = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+    parser.add_argument("-i", "--info", nargs="?", const="all", choices=info)
+    for flags in (("-p", "--package"), ("-cp", "--config-path"), ("-cn", "--config-name"), ("-cd", "--config-dir")):
+        parser.add_argument(*flags)
+    parser.add_argument("--experimental-rerun")
+    return parser
+
+
 def train(argv: list[str]) -> int:
     """`sinkexp train`: plan (every job checked: one line and exit 2 on a bad value), then launch."""
-    # lazy: launch and plan import torch; Hydra's parser (0.2 s) is for `train` alone
-    from hydra._internal.utils import get_args_parser
-
-    from sinkexp.config.compose import as_hydra_override, given_once
+    # lazy: launch and plan import torch
+    from sinkexp.config.compose import as_hydra_override
     from sinkexp.jobs.launch import hydra_main, launch
     from sinkexp.jobs.plan import plan
 
     preemption.stop_on_signals()  # torch is loaded: a signal now raises, for the run's boundary to mark it
 
     argv = [as_hydra_override(arg) for arg in argv]
-    args = get_args_parser().parse_args(argv)
+    args = train_arguments().parse_args(argv)
     if args.multirun and (args.cfg or args.info):
         print(
             "sinkexp: error: -m cannot be combined with --cfg/--info; drop -m to print the composed config",
@@ -88,7 +108,6 @@ def train(argv: list[str]) -> int:
         hydra_main(argv, prog="sinkexp" if args.shell_completion else "sinkexp train")
         return 0
     try:
-        given_once(args.overrides)  # Hydra would keep the last of two silently
         planned = plan(args.overrides, args.multirun)
     except ConfigError as err:
         print(f"sinkexp: error: {err}", file=sys.stderr)
@@ -97,15 +116,36 @@ def train(argv: list[str]) -> int:
 
 
 def complete(argv: list[str]) -> int:
-    """`sinkexp -sc install=bash` / `query=bash`: Hydra's completion of `sinkexp train` overrides.
+    """`sinkexp -sc install=bash` / `query=bash`: completion of every command and its keys.
 
-    The installed script calls `sinkexp -sc query=bash` with the whole line in COMP_LINE; the
-    `train` word is dropped from it so that Hydra sees only the overrides.
+    The installed script (Hydra's) calls `sinkexp -sc query=bash` with the whole line in COMP_LINE:
+    the command's name, then what `completions` offers after it; after `train`, Hydra's completion
+    of its overrides, the `train` word dropped from the line so that Hydra sees only the overrides.
     """
     line = os.environ.get("COMP_LINE")
     if line is not None:
+        words = line.split()[1:]
+        typed, current = (words, "") if line.endswith(" ") else (words[:-1], words[-1] if words else "")
+        if not typed or typed[0] != "train":
+            offered = list(COMMANDS) if not typed else completions(typed[0])
+            print(" ".join(word for word in offered if word.startswith(current)))
+            return 0
         os.environ["COMP_LINE"] = re.sub(r"^(\s*\S+)\s+train(?=\s|$)", r"\1", line)
     return train(argv)
+
+
+def completions(command: str) -> list[str]:
+    """What completion offers after `sinkexp COMMAND` but `train`: its flags and KEY= words."""
+    if command == "measure":
+        return ["-m", *(f"{field.name}=" for field in dataclasses.fields(MeasureConfig))]
+    if command in ("intervene", "export"):
+        schema = InterveneConfig if command == "intervene" else ExportConfig
+        return options(flags_of(schema, f"sinkexp {command}", ""))
+    if command in ("report", "reproduce"):
+        module = importlib.import_module(COMMANDS[command])
+        named = list(importlib.import_module("sinkexp.reproduce.papers").PAPERS) if command == "reproduce" else []
+        return [*named, *options(module.parser())]
+    return []
 
 
 # Each command but `train` is the `main(argv)` of its module, imported only when it runs.
@@ -151,6 +191,9 @@ def invoke(argv: list[str]) -> int:
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
         print(f"sinkexp: error: unknown command {command!r}; choose one of: {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    if repeated(rest):  # Hydra and argparse would each keep the last silently
+        print(f"sinkexp: error: {repeated(rest)}", file=sys.stderr)
         return 2
     return train(rest) if command == "train" else run_command(COMMANDS[command], rest)
 

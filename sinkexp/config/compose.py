@@ -170,16 +170,6 @@ def dotted_keys(node: DictConfig, prefix: str = "") -> list[str]:
     return keys
 
 
-def given_once(overrides: list[str]) -> None:
-    """ConfigError when the command line sets one key twice (Hydra would silently keep the last)."""
-    seen: dict[str, str] = {}
-    for override in parse(overrides):
-        key = override.key_or_group
-        if key in seen:
-            raise ConfigError(f"{key} is given twice ({seen[key]} and {override.input_line}); give it once")
-        seen[key] = override.input_line
-
-
 def _is_group(loader, key: str) -> bool:
     """Whether `key` names a config group (attn, hydra/launcher, ...) rather than a key."""
     parent, _, leaf = key.rpartition("/")

@@ -1,12 +1,13 @@
 """The settings of the commands that read a model rather than train one: `sinkexp measure`,
 `intervene` and `export`, each a dataclass typed by the schema's machinery (config/typed.py), as
-`train`'s Config is. A field's `help` is what the command's --help says of it (commands/spec.py reads
-it); a default lives here only.
+`train`'s Config is. A field's `help` is what the command's --help says of it (config/arguments.py
+reads it); a default lives here only.
 
     cfg = measure_config({"model": "gpt2", "n": 1e2})       # MeasureConfig(model='gpt2', n=100, ...)
 
-Each `*_config` function types and checks: an unknown key, a value of the wrong type, out of range or
-not among the choices is a ConfigError, one line naming the key. No model and no torch here: what
+Each is typed and checked alike (`typed`; measure's ranges and choices by `measure_config`): an
+unknown key, a value of the wrong type, out of range or not among the choices is a ConfigError, one
+line naming the key. No model and no torch here: what
 needs the model (the text long enough for it, a token of its tokenizer) is checked by hf/sources.py.
 """
 
@@ -24,8 +25,9 @@ DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N")
 
 
 def about(help: str, default: Any = MISSING, **more) -> Any:
-    """A field with its default and what --help and completion say of it (`choices`, `metavar`, and
-    `instead_of`: another command's keys for it, which an unknown-key error points from)."""
+    """A field with its default and what --help and completion say of it (`choices`, `metavar`,
+    `positional`: an argument rather than a --flag, and `instead_of`: another command's keys for it,
+    which an unknown-key error points from)."""
     return field(default=default, metadata={"help": help, **more})
 
 
@@ -81,7 +83,7 @@ def measure_config(values: dict[str, Any]) -> MeasureConfig:
 class InterveneConfig:
     """`sinkexp intervene`'s settings (docs/reproduce.md, "Causal interventions")."""
 
-    run: str = about("a run directory (trained, or a sinkexp measure run)", metavar="RUN_DIR")
+    run: str = about("a run directory (trained, or a sinkexp measure run)", metavar="RUN_DIR", positional=True)
     layer: Optional[List[int]] = about("layers (default: every layer)", None, metavar="L")
     seed: int = about("draws the random non-sink keys", 0, metavar="N")
     unfinished: bool = about(
@@ -92,21 +94,11 @@ class InterveneConfig:
     )
 
 
-def intervene_config(values: dict[str, Any]) -> InterveneConfig:
-    """A checked InterveneConfig; the layers are checked against the run once it is loaded."""
-    cfg = typed(InterveneConfig, values)
-    if cfg.sequences is not None and cfg.sequences < 1:
-        raise ConfigError(f"sequences={cfg.sequences} is not valid; it must be >= 1")
-    return cfg
-
-
 @dataclass
 class ExportConfig:
     """`sinkexp export`'s settings (docs/measure.md)."""
 
-    run: str = about("a finished run of the model=llama preset", metavar="RUN_DIR")
-    out: Optional[str] = about("the new folder (default: outputs/export/<the run's folder name>)", None, metavar="OUT")
-
-
-def export_config(values: dict[str, Any]) -> ExportConfig:
-    return typed(ExportConfig, values)
+    run: str = about("a finished run of the model=llama preset", metavar="RUN_DIR", positional=True)
+    out: Optional[str] = about(
+        "the new folder (default: outputs/export/<the run's folder name>)", None, metavar="OUT", positional=True
+    )

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from sinkexp.config.arguments import OneLine
 from sinkexp.errors import ConfigError
 from sinkexp.reproduce.declare import DeclarationError, Paper
 from sinkexp.reproduce.run import OUTPUT_ROOT, estimate_papers, exit_code, reproduce
@@ -35,17 +36,8 @@ USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--d
 STARTED = time.perf_counter()  # imported as the command starts: --estimate says how long it took
 
 
-class BadArguments(Exception):
-    """What argparse would print with its usage (two lines and more): one line here."""
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        raise BadArguments(f"{message} (sinkexp reproduce --help)")
-
-
-def parser() -> Parser:
-    parse = Parser(prog="sinkexp reproduce", add_help=False, allow_abbrev=False)
+def parser() -> OneLine:
+    parse = OneLine(prog="sinkexp reproduce", add_help=False, allow_abbrev=False)
     parse.add_argument("words", nargs="*", help="PAPER|all, then KEY=VALUE overrides and weights=DIR")
     parse.add_argument("--estimate", action="store_true", help="the cost estimate: jobs, FLOPs, predicted time")
     parse.add_argument("--recalibrate", action="store_true", help="with --estimate: time the planned jobs again")
@@ -129,7 +121,7 @@ def list_papers(
 def main(argv: list[str]) -> int:
     try:
         args = parser().parse_intermixed_args(argv)
-    except BadArguments as err:
+    except ConfigError as err:
         return fail(str(err))
     if args.plan:  # docs/glossary.md: a plan is the checked list of jobs; the flag prints a cost estimate
         return fail("--plan is now --estimate (the cost estimate: jobs, FLOPs, predicted time; nothing trains)")

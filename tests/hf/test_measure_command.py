@@ -182,21 +182,6 @@ BAD = {  # input -> (arguments, the words the one line must hold)
 }
 
 
-def test_the_command_line_reads_as_train_reads_it():
-    """config/compose.py's parsing and sweep order: quotes and escapes removed, values typed, the later
-    key varying fastest."""
-    from sinkexp.commands.measure import parse
-
-    multirun, jobs = parse(["-m", "m", "text='my file.txt'", "n=3,4", "revision=null,'a b'"])
-    assert multirun and [(job["n"], job["revision"]) for job in jobs] == [
-        (3, None),
-        (3, "a b"),
-        (4, None),
-        (4, "a b"),
-    ]
-    assert {job["model"] for job in jobs} == {"m"} and {job["text"] for job in jobs} == {"my file.txt"}
-
-
 def short_text(path):
     (path / "short.txt").write_text("too short")
     return path / "short.txt"
