@@ -35,6 +35,7 @@ from sinkexp.machine.allocator import keep_freed_memory
 from sinkexp.machine.benchmark import matmul_peak
 from sinkexp.machine.threads import busy_cores
 from sinkexp.reproduce.calibration import Calibrations
+from sinkexp.reproduce.command import decided
 from sinkexp.reproduce.estimate import evaluations
 from sinkexp.reproduce.execute import plan_experiments
 from sinkexp.reproduce.papers import PAPERS
@@ -52,7 +53,7 @@ def experiment_row(paper, exp, timings: Calibrations, peak: float, args: argpars
     --measured its runs' own job-seconds."""
     zeros = dict.fromkeys(("predicted_s", "train_s", "eval_s", "gflop"), 0.0)
     row = {"experiment": f"{paper.name}/{exp.name}", "runs": 0, **zeros}
-    planned = plan_experiments([paper], [], Path(tempfile.mkdtemp()), pack=False)[paper.name, exp.name]
+    planned = plan_experiments([paper], decided([]), Path(tempfile.mkdtemp()), pack=False)[paper.name, exp.name]
     for job in planned.jobs:
         cfg, runs = job.config, len(job.run_dirs)
         step_s, eval_s = timings.timings(cfg)

@@ -62,17 +62,6 @@ def parse(overrides: list[str]) -> list[Override]:
         raise ConfigError(f"cannot parse the overrides ({first}); {PARSE_HINT}") from None
 
 
-def key_of(override: str) -> str:
-    """The key (or config group) an override sets, without Hydra's +/~ prefix."""
-    return parse([override])[0].key_or_group
-
-
-def last_value(overrides: list[str], key: str, default: str | None = None) -> str | None:
-    """The value the last override of `key` gives it, as text (default: none sets it)."""
-    given = [o for o in parse(overrides) if o.key_or_group == key and not o.is_delete()]
-    return given[-1].get_value_element_as_str() if given else default
-
-
 def as_hydra_override(arg: str) -> str:
     """`experiment=NAME` means what Hydra spells `+experiment=NAME` (the group is not in the defaults)."""
     return "+" + arg if arg.startswith("experiment=") else arg

@@ -13,7 +13,7 @@ needs the model (the text long enough for it, a token of its tokenizer) is check
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field
+from dataclasses import MISSING, dataclass, field, replace
 from typing import Any, List, Optional
 
 from sinkexp.config.typed import typed
@@ -102,3 +102,28 @@ class ExportConfig:
     out: Optional[str] = about(
         "the new folder (default: outputs/export/<the run's folder name>)", None, metavar="OUT", positional=True
     )
+
+
+@dataclass(frozen=True)
+class ReproduceSettings:
+    """What `sinkexp reproduce`'s KEY=VALUE words decided, once (reproduce/command.py's `decided`
+    reads them): the overrides every run gets, each with its key, and what reproduce itself reads of
+    them. Nothing below the command reads an override's text again."""
+
+    overrides: tuple[tuple[str, str], ...] = ()  # (key or group, KEY=VALUE) as given, for every run
+    scale: str = "cpu"  # the experiments' sizes too (reproduce/scales.py)
+    device: str = "auto"  # where the pool's jobs run; packing pays on a GPU only (execute.packs_pay)
+    workers: Optional[int] = None  # hydra.launcher.n_jobs=N: reproduce's own pool size (None: one per core)
+    launcher: bool = False  # a Hydra launcher of the user's (hydra/launcher=slurm, ...): one sweep per experiment
+
+    @property
+    def keys(self) -> set[str]:
+        return {key for key, _ in self.overrides}
+
+    def lines(self) -> list[str]:
+        """The overrides as Hydra composes them."""
+        return [line for _, line in self.overrides]
+
+    def at_cpu(self) -> ReproduceSettings:
+        """The same settings at scale=cpu (the CPU-size jobs the cost estimate times for a larger scale's)."""
+        return replace(self, overrides=tuple(o for o in self.overrides if o[0] != "scale"), scale="cpu")

@@ -18,6 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 from sinkexp.config.arguments import OneLine
+from sinkexp.config.compose import parse
+from sinkexp.config.settings import ReproduceSettings
 from sinkexp.errors import ConfigError
 from sinkexp.reproduce.declare import DeclarationError, Paper
 from sinkexp.reproduce.run import OUTPUT_ROOT, estimate_papers, exit_code, reproduce
@@ -33,7 +35,23 @@ USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--d
        sinkexp reproduce --docs DIR       (DIR/results.md and the README headline again, from DIR/claims.csv)"""
 
 
+N_JOBS = "hydra.launcher.n_jobs"
 STARTED = time.perf_counter()  # imported as the command starts: --estimate says how long it took
+
+
+def decided(overrides: list[str]) -> ReproduceSettings:
+    """The KEY=VALUE words read once, with Hydra's parser, into what reproduce decides by them.
+    hydra.launcher.n_jobs is reproduce's own pool size, passed on only to a launcher the user chose."""
+    parsed = [(override.key_or_group, override) for override in parse(overrides)]
+    said = {key: override.get_value_element_as_str() for key, override in parsed if not override.is_delete()}
+    launcher = any(key.startswith(("hydra/launcher", "hydra.launcher.")) and key != N_JOBS for key, _ in parsed)
+    return ReproduceSettings(
+        overrides=tuple((key, o.input_line) for key, o in parsed if launcher or key != N_JOBS),
+        scale=said.get("scale", "cpu"),
+        device=said.get("device", "auto"),
+        workers=int(said[N_JOBS]) if int(said.get(N_JOBS, "0")) > 0 else None,
+        launcher=launcher,
+    )
 
 
 def parser() -> OneLine:
@@ -155,16 +173,17 @@ def estimate_or_reproduce(
 ) -> int:
     """--estimate's cost estimate, or the papers reproduced (and with --docs the results page written)."""
     try:
+        settings = decided(overrides)
         if args.estimate:
             # lazy: estimate.py pulls in torch (~2.4 s); --list, --help and input errors answer without it
             from sinkexp.reproduce.estimate import format_estimate
 
-            estimated = estimate_papers(papers, overrides, args.pack, args.recalibrate)
+            estimated = estimate_papers(papers, settings, args.pack, args.recalibrate)
             print(format_estimate(*estimated, took=time.perf_counter() - STARTED))
             return 0
         rows = reproduce(
             papers,
-            overrides,
+            settings,
             command="sinkexp reproduce " + " ".join(args.words),
             pack=args.pack,
             weights=weights,
