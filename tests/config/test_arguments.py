@@ -34,11 +34,12 @@ COMPLETED = {  # the line as typed -> what completion offers
     "sinkexp intervene --": ["--help", "--layer", "--seed", "--unfinished", "--sequences"],
     "sinkexp export --": ["--help"],
     "sinkexp train attn=rel": ["attn=relu", "attn=relu_len", "attn=relu_raw"],
+    "sinkexp nope --": [],  # no such command: nothing, and no error on the prompt
 }
 
 
 def test_the_six_commands_are_these():
-    completed = {line.split()[1] for line in COMPLETED if len(line.split()) > 2}
+    completed = {line.split()[1] for line in COMPLETED if len(line.split()) > 2} - {"nope"}
     assert set(COMMANDS) == set(TWICE) == completed | {"train"} and len(COMMANDS) == 6
 
 
