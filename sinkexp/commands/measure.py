@@ -20,21 +20,23 @@ from sinkexp.errors import ConfigError
 from sinkexp.hf.identity import sweep_folder
 from sinkexp.hf.runner import Measurement, plan_measurement, run_measurement, utc_stamp
 from sinkexp.jobs.launch import job_header, sweep_ended
+from sinkexp.reproduce.experiment import override_value
 
-KEYS = [field.name for field in dataclasses.fields(MeasureConfig)]
-USAGE = (
-    """usage: sinkexp measure [-m] [MODEL] [KEY=VALUE ...]
+KEYS = "\n".join(  # each key with its default and meaning, from MeasureConfig's fields (config/settings.py)
+    f"    {field.name}={override_value(field.default)}".ljust(24) + field.metadata["help"]
+    for field in dataclasses.fields(MeasureConfig)
+)
+USAGE = f"""usage: sinkexp measure [-m] [MODEL] [KEY=VALUE ...]
   MODEL (or model=): a model folder (config.json, weights, tokenizer), a Hugging Face hub id, a .gguf
     file, or a shipped checkpoint: smollm2-135m, gemma3-270m (bash scripts/setup.sh --weights)
-  keys: """
-    + ", ".join(KEYS)
-    + """ (defaults and meaning: docs/measure.md)
+  -m: a sweep of every combination of the comma-separated values (as sinkexp train -m)
+  keys (KEY=DEFAULT; more in docs/measure.md):
+{KEYS}
   e.g. sinkexp measure smollm2-135m
        sinkexp measure -m gemma3-270m bos=true,false
        sinkexp measure outputs/export/my-run
        sinkexp measure EleutherAI/pythia-14m revision=step1000 n=100 seq_len=64
        sinkexp measure -m model=EleutherAI/pythia-14m,EleutherAI/pythia-70m revision=step1000,step143000 name=pythia"""
-)
 
 
 def parse(argv: list[str]) -> tuple[bool, list[list[str]]]:

@@ -27,3 +27,16 @@ def test_a_measure_sweep_has_train_sweeps_job_headers_and_closing_line(tmp_path)
         f"== job 1: model={folder} n=3 seq_len=8 name=both",
     ]
     assert lines[-1] == f"sweep: 2 of 2 runs finished, in {tmp_path}/outputs/sweeps/both"
+
+
+def test_help_lists_every_key_with_its_default_and_meaning_from_the_schema(tmp_path):
+    import dataclasses
+
+    from sinkexp.config.settings import MeasureConfig
+
+    helped = sinkexp("measure", "--help", cwd=tmp_path).stdout.splitlines()
+    keys = [line.split()[0] for line in helped if line.startswith("    ") and "=" in line.split()[0]]
+    assert keys == [
+        f"{f.name}={'null' if f.default is None else str(f.default).lower()}" for f in dataclasses.fields(MeasureConfig)
+    ]
+    assert "    n=100               sequences (Gu et al. 2025's eval_sink_open_source.py: 100 x 64)" in helped
