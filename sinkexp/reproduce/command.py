@@ -43,7 +43,8 @@ def decided(overrides: list[str]) -> ReproduceSettings:
     """The KEY=VALUE words read once, with Hydra's parser, into what reproduce decides by them.
     hydra.launcher.n_jobs is reproduce's own pool size, passed on only to a launcher the user chose."""
     parsed = [(override.key_or_group, override) for override in parse(overrides)]
-    said = {key: override.get_value_element_as_str() for key, override in parsed if not override.is_delete()}
+    read = ("scale", "device", N_JOBS)  # what reproduce itself reads; any other key is the runs' alone
+    said = {key: o.get_value_element_as_str() for key, o in parsed if key in read and not o.is_delete()}
     launcher = any(key.startswith(("hydra/launcher", "hydra.launcher.")) and key != N_JOBS for key, _ in parsed)
     return ReproduceSettings(
         overrides=tuple((key, o.input_line) for key, o in parsed if launcher or key != N_JOBS),

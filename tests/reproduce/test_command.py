@@ -53,10 +53,10 @@ def test_the_command_line_is_decided_once_into_reproduce_settings():
     nothing below the command parses an override again (tests/config/test_arguments.py)."""
     from sinkexp.reproduce.command import decided
 
-    mine = decided(["scale=reach", "device=cuda", "hydra.launcher.n_jobs=3", "seed=1"])
+    mine = decided(["scale=reach", "device=cuda", "hydra.launcher.n_jobs=3", "seed=1,2"])
     assert (mine.scale, mine.device, mine.workers, mine.launcher) == ("reach", "cuda", 3, False)
-    assert mine.lines() == ["scale=reach", "device=cuda", "seed=1"]  # n_jobs: reproduce's own pool size
-    assert mine.at_cpu().lines() == ["device=cuda", "seed=1"] and mine.at_cpu().scale == "cpu"
+    assert mine.lines() == ["scale=reach", "device=cuda", "seed=1,2"]  # n_jobs: reproduce's own pool size
+    assert mine.at_cpu().lines() == ["device=cuda", "seed=1,2"] and mine.at_cpu().scale == "cpu"
     slurm = decided(["hydra/launcher=slurm", "hydra.launcher.n_jobs=3"])
     assert slurm.launcher and slurm.lines() == ["hydra/launcher=slurm", "hydra.launcher.n_jobs=3"]
     plain = decided([])
