@@ -35,6 +35,7 @@ from sinkexp.jobs.plan import Plan
 from sinkexp.machine.allocator import keep_freed_memory
 from sinkexp.machine.benchmark import load, matmul_peak, validity
 from sinkexp.reproduce.calibration import Calibrations
+from sinkexp.reproduce.command import decided
 from sinkexp.reproduce.estimate import evaluations
 from sinkexp.reproduce.execute import plan_experiments
 from sinkexp.reproduce.papers import PAPERS
@@ -87,7 +88,7 @@ def main() -> None:
     papers = list(PAPERS.values()) if args.papers == ["all"] else [PAPERS[name] for name in args.papers]
     rows = []
     # the experiments reproduce trains (checkpoint experiments are measured by `sinkexp measure`, not trained)
-    for name, planned in plan_experiments(papers, [], Path(tempfile.mkdtemp()), pack=False).items():
+    for name, planned in plan_experiments(papers, decided([]), Path(tempfile.mkdtemp()), pack=False).items():
         rows.append(experiment_row(name, planned, timings, peak, args))
         row = rows[-1]
         print(f"  {row['experiment']}: {row['runs']} runs, predicted {row['predicted_s']:.0f} job-s", flush=True)

@@ -83,9 +83,10 @@ def plumbed(tmp_path_factory):
     from plumbing import plumbing_paper
 
     from sinkexp.reproduce import reproduce
+    from sinkexp.reproduce.command import decided
 
     root = tmp_path_factory.mktemp("reproduce")
     console = io.StringIO()
     with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):  # through the pool
-        rows = reproduce([plumbing_paper()], ["hydra.launcher.n_jobs=2"], root=root, command="test")
+        rows = reproduce([plumbing_paper()], decided(["hydra.launcher.n_jobs=2"]), root=root, command="test")
     return root, rows.set_index("claim"), console.getvalue()

@@ -6,7 +6,6 @@ interventions of analysis/interventions.py on a trained run, or of analysis/lm_i
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import pandas as pd
@@ -15,6 +14,8 @@ from sinkexp.analysis import interventions, lm_interventions
 from sinkexp.analysis.interventions import COLUMNS, DEFINITIONS, ROWS
 from sinkexp.analysis.load import load_run
 from sinkexp.analysis.measured import MeasuredRun
+from sinkexp.config.arguments import flags_of, settings
+from sinkexp.config.settings import InterveneConfig
 from sinkexp.errors import ConfigError
 from sinkexp.hf import quantization
 from sinkexp.rundir.faults import run_file_error
@@ -25,27 +26,13 @@ def main(argv: list[str]) -> int:
     """`sinkexp intervene RUN_DIR [--layer L ...] [--seed N] [--unfinished]`: the table for a
     finished run, or with --unfinished for an unfinished one at its last checkpoint (the step said)."""
     measured = "\n".join(f"  {name}  {text}" for name, text in lm_interventions.DEFINITIONS.items())
-    parser = argparse.ArgumentParser(
-        prog="sinkexp intervene",
-        description=interventions.__doc__.split("\n\n")[0],
-        epilog=f"{legend(DEFINITIONS)}\non a sinkexp measure run, also (and {lm_interventions.KL}):\n{measured}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,  # the legend's lines as they are
-    )
-    parser.add_argument("run", help="a run directory")
-    parser.add_argument("--layer", type=int, nargs="*", default=None, help="layers (default: every layer)")
-    parser.add_argument("--seed", type=int, default=0, help="draws the random non-sink keys")
-    parser.add_argument(
-        "--unfinished",
-        action="store_true",
-        help="read a run that has not finished (failed, interrupted or running) at its last checkpoint",
-    )
-    parser.add_argument(
-        "--sequences",
-        type=int,
-        default=None,
-        help="a sinkexp measure run: only its first N sequences (default: all; each row is a pass of the real model)",
-    )
-    args = parser.parse_args(argv)
+    epilog = f"{legend(DEFINITIONS)}\non a sinkexp measure run, also (and {lm_interventions.KL}):\n{measured}"
+    parser = flags_of(InterveneConfig, "sinkexp intervene", interventions.__doc__.split("\n\n")[0], epilog)
+    try:
+        args = settings(parser, InterveneConfig, argv)
+    except ConfigError as err:
+        print(f"sinkexp: error: {err}", file=sys.stderr)
+        return 2
     try:
         run = load_run(args.run)
         state, reason = run_status(run.path)

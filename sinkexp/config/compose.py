@@ -62,17 +62,6 @@ def parse(overrides: list[str]) -> list[Override]:
         raise ConfigError(f"cannot parse the overrides ({first}); {PARSE_HINT}") from None
 
 
-def key_of(override: str) -> str:
-    """The key (or config group) an override sets, without Hydra's +/~ prefix."""
-    return parse([override])[0].key_or_group
-
-
-def last_value(overrides: list[str], key: str, default: str | None = None) -> str | None:
-    """The value the last override of `key` gives it, as text (default: none sets it)."""
-    given = [o for o in parse(overrides) if o.key_or_group == key and not o.is_delete()]
-    return given[-1].get_value_element_as_str() if given else default
-
-
 def as_hydra_override(arg: str) -> str:
     """`experiment=NAME` means what Hydra spells `+experiment=NAME` (the group is not in the defaults)."""
     return "+" + arg if arg.startswith("experiment=") else arg
@@ -168,16 +157,6 @@ def dotted_keys(node: DictConfig, prefix: str = "") -> list[str]:
         if isinstance(child, DictConfig):
             keys += dotted_keys(child, f"{name}.")
     return keys
-
-
-def given_once(overrides: list[str]) -> None:
-    """ConfigError when the command line sets one key twice (Hydra would silently keep the last)."""
-    seen: dict[str, str] = {}
-    for override in parse(overrides):
-        key = override.key_or_group
-        if key in seen:
-            raise ConfigError(f"{key} is given twice ({seen[key]} and {override.input_line}); give it once")
-        seen[key] = override.input_line
 
 
 def _is_group(loader, key: str) -> bool:

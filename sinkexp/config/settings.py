@@ -1,18 +1,19 @@
 """The settings of the commands that read a model rather than train one: `sinkexp measure`,
 `intervene` and `export`, each a dataclass typed by the schema's machinery (config/typed.py), as
-`train`'s Config is. A field's `help` is what the command's --help says of it (commands/spec.py reads
-it); a default lives here only.
+`train`'s Config is. A field's `help` is what the command's --help says of it (config/arguments.py
+reads it); a default lives here only.
 
     cfg = measure_config({"model": "gpt2", "n": 1e2})       # MeasureConfig(model='gpt2', n=100, ...)
 
-Each `*_config` function types and checks: an unknown key, a value of the wrong type, out of range or
-not among the choices is a ConfigError, one line naming the key. No model and no torch here: what
+Each is typed and checked alike (`typed`; measure's ranges and choices by `measure_config`): an
+unknown key, a value of the wrong type, out of range or not among the choices is a ConfigError, one
+line naming the key. No model and no torch here: what
 needs the model (the text long enough for it, a token of its tokenizer) is checked by hf/sources.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field
+from dataclasses import MISSING, dataclass, field, replace
 from typing import Any, List, Optional
 
 from sinkexp.config.typed import typed
@@ -24,8 +25,9 @@ DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N")
 
 
 def about(help: str, default: Any = MISSING, **more) -> Any:
-    """A field with its default and what --help and completion say of it (`choices`, `metavar`, and
-    `instead_of`: another command's keys for it, which an unknown-key error points from)."""
+    """A field with its default and what --help and completion say of it (`choices`, `metavar`,
+    `positional`: an argument rather than a --flag, and `instead_of`: another command's keys for it,
+    which an unknown-key error points from)."""
     return field(default=default, metadata={"help": help, **more})
 
 
@@ -81,7 +83,7 @@ def measure_config(values: dict[str, Any]) -> MeasureConfig:
 class InterveneConfig:
     """`sinkexp intervene`'s settings (docs/reproduce.md, "Causal interventions")."""
 
-    run: str = about("a run directory (trained, or a sinkexp measure run)", metavar="RUN_DIR")
+    run: str = about("a run directory (trained, or a sinkexp measure run)", metavar="RUN_DIR", positional=True)
     layer: Optional[List[int]] = about("layers (default: every layer)", None, metavar="L")
     seed: int = about("draws the random non-sink keys", 0, metavar="N")
     unfinished: bool = about(
@@ -92,21 +94,36 @@ class InterveneConfig:
     )
 
 
-def intervene_config(values: dict[str, Any]) -> InterveneConfig:
-    """A checked InterveneConfig; the layers are checked against the run once it is loaded."""
-    cfg = typed(InterveneConfig, values)
-    if cfg.sequences is not None and cfg.sequences < 1:
-        raise ConfigError(f"sequences={cfg.sequences} is not valid; it must be >= 1")
-    return cfg
-
-
 @dataclass
 class ExportConfig:
     """`sinkexp export`'s settings (docs/measure.md)."""
 
-    run: str = about("a finished run of the model=llama preset", metavar="RUN_DIR")
-    out: Optional[str] = about("the new folder (default: outputs/export/<the run's folder name>)", None, metavar="OUT")
+    run: str = about("a finished run of the model=llama preset", metavar="RUN_DIR", positional=True)
+    out: Optional[str] = about(
+        "the new folder (default: outputs/export/<the run's folder name>)", None, metavar="OUT", positional=True
+    )
 
 
-def export_config(values: dict[str, Any]) -> ExportConfig:
-    return typed(ExportConfig, values)
+@dataclass(frozen=True)
+class ReproduceSettings:
+    """What `sinkexp reproduce`'s KEY=VALUE words decided, once (reproduce/command.py's `decided`
+    reads them): the overrides every run gets, each with its key, and what reproduce itself reads of
+    them. Nothing below the command reads an override's text again."""
+
+    overrides: tuple[tuple[str, str], ...] = ()  # (key or group, KEY=VALUE) as given, for every run
+    scale: str = "cpu"  # the experiments' sizes too (reproduce/scales.py)
+    device: str = "auto"  # where the pool's jobs run; packing pays on a GPU only (execute.packs_pay)
+    workers: Optional[int] = None  # hydra.launcher.n_jobs=N: reproduce's own pool size (None: one per core)
+    launcher: bool = False  # a Hydra launcher of the user's (hydra/launcher=slurm, ...): one sweep per experiment
+
+    @property
+    def keys(self) -> set[str]:
+        return {key for key, _ in self.overrides}
+
+    def lines(self) -> list[str]:
+        """The overrides as Hydra composes them."""
+        return [line for _, line in self.overrides]
+
+    def at_cpu(self) -> ReproduceSettings:
+        """The same settings at scale=cpu (the CPU-size jobs the cost estimate times for a larger scale's)."""
+        return replace(self, overrides=tuple(o for o in self.overrides if o[0] != "scale"), scale="cpu")

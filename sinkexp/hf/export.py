@@ -24,7 +24,9 @@ from pathlib import Path
 import torch
 
 from sinkexp.analysis.load import load_run
+from sinkexp.config.arguments import flags_of, settings
 from sinkexp.config.schema import value_of
+from sinkexp.config.settings import ExportConfig
 from sinkexp.config.validate import from_dictconfig
 from sinkexp.errors import ConfigError
 from sinkexp.rundir.files import CONFIG, META, read_json
@@ -181,12 +183,11 @@ def export(run_dir: Path, out: Path) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help") or len(argv) > 2:
-        print("usage: sinkexp export RUN_DIR [OUT]   (OUT default: outputs/export/<run folder name>)")
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
-    run_dir = Path(argv[0])
-    out = Path(argv[1]) if len(argv) > 1 else Path("outputs/export") / run_dir.resolve().name
+    parser = flags_of(ExportConfig, "sinkexp export", "A finished model=llama run as a LlamaForCausalLM folder.")
     try:
+        cfg = settings(parser, ExportConfig, argv)
+        run_dir = Path(cfg.run)
+        out = Path(cfg.out or Path("outputs/export") / run_dir.resolve().name)
         print(f"exported {run_dir} to {export(run_dir, out)}")
     except ConfigError as err:
         print(f"sinkexp: error: {err}", file=sys.stderr)

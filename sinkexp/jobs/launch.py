@@ -24,12 +24,12 @@ from pathlib import Path
 import hydra
 import torch
 import yaml
-from hydra._internal.callbacks import Callbacks
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobRuntime, setup_globals
 from hydra.core.utils import run_job as hydra_run_job
+from hydra.experimental.callback import Callback
 from hydra.types import HydraContext, RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf._utils import get_omega_conf_dumper
@@ -53,6 +53,9 @@ from sinkexp.rundir.files import RunBusy, RunDirError, finished, wait_for_lock
 from sinkexp.train.loop import Diverged
 
 log = logging.getLogger("sinkexp")
+# Hydra's job hooks, none of them set: sinkexp's configs register no hydra.callbacks, so the public
+# base class's no-op hooks are what Hydra's own (private) list of them would call.
+NO_CALLBACKS = Callback()
 
 
 def launch(planned: Plan) -> int:
@@ -72,15 +75,26 @@ def launch(planned: Plan) -> int:
         return 128 + stop.signum
     if planned.multirun:
         where = Path(str(planned.jobs[0].composed.hydra.sweep.dir)).absolute()  # literal: the plan wrote it
-        print(f"sweep: {len(planned.runs) - len(unfinished)} of {len(planned.runs)} runs finished, in {where}")
-        if unfinished:
-            failed = sum((run_dir / "FAILED").exists() for run_dir in unfinished)
-            print(
-                f"sinkexp: {len(unfinished)} of {len(planned.runs)} runs did not finish: {failed} failed (FAILED in "
-                f"the directory), {len(unfinished) - failed} refused or stopped (see the lines above)",
-                file=sys.stderr,
-            )
+        sweep_ended(unfinished, len(planned.runs), where)
     return 1 if unfinished else 0
+
+
+def job_header(number: int, overrides: list[str]) -> str:
+    """The line above a sweep job's output and table (`sinkexp train -m` and `measure -m` alike)."""
+    return f"== job {number}: {' '.join(overrides) or '(the sweep config alone)'}"
+
+
+def sweep_ended(unfinished: list[Path], runs: int, where: Path) -> None:
+    """A sweep's closing line (`train -m` and `measure -m` alike): how many of its runs finished, and
+    where; on stderr, how many did not and why."""
+    print(f"sweep: {runs - len(unfinished)} of {runs} runs finished, in {where}")
+    if unfinished:
+        failed = sum((run_dir / "FAILED").exists() for run_dir in unfinished)
+        print(
+            f"sinkexp: {len(unfinished)} of {runs} runs did not finish: {failed} failed (FAILED in "
+            f"the directory), {len(unfinished) - failed} refused or stopped (see the lines above)",
+            file=sys.stderr,
+        )
 
 
 def finished_elsewhere(run_dir: Path, digest: str) -> bool:
@@ -109,7 +123,7 @@ def execute(job: Job, sweep: bool, parallel: bool = False) -> None:
         config=copy.deepcopy(job.composed),
         job_dir_key=keys[0],
         job_subdir_key=keys[1],
-        hydra_context=HydraContext(config_loader=None, callbacks=Callbacks()),
+        hydra_context=HydraContext(config_loader=None, callbacks=NO_CALLBACKS),
     )
     returned.return_value  # raises the job's exception (run_job keeps it)
 
@@ -136,7 +150,7 @@ def hydra_launch(planned: Plan, parallel: bool) -> None:
     master = copy.deepcopy(planned.master)
     master.hydra.mode = RunMode.MULTIRUN
     with initialized():
-        context = HydraContext(config_loader=GlobalHydra.instance().config_loader(), callbacks=Callbacks(master))
+        context = HydraContext(config_loader=GlobalHydra.instance().config_loader(), callbacks=NO_CALLBACKS)
         HydraConfig.instance().set_config(master)
         launcher = Plugins.instance().instantiate_launcher(
             hydra_context=context, config=master, task_function=PlannedJobs(planned.jobs, parallel)
@@ -162,7 +176,7 @@ def run_job(job: Job, parallel: bool) -> None:
     hydra_cfg = HydraConfig.get()
     sweep = hydra_cfg.mode == RunMode.MULTIRUN
     if sweep:  # a header above the job's own output and table
-        print(f"== job {job.number}: {' '.join(job.overrides) or '(the sweep config alone)'}", flush=True)
+        print(job_header(job.number, job.overrides), flush=True)
     threads, why = choose_threads(job.configs[0].threads, parallel)
     torch.set_num_threads(threads)  # before this job's first tensor operation
     denormals = flush_denormals()  # before its first parallel region, whose threads inherit it

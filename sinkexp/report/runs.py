@@ -22,13 +22,13 @@ Each figure goes through one Saver (report/save.py): PNG, or the formats and dpi
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import sys
 from pathlib import Path
 
 import pandas as pd
 
+from sinkexp.config.arguments import OneLine
 from sinkexp.config.schema import UNHASHED_KEYS, group_options, preset_keys, task_of
 from sinkexp.errors import ConfigError
 from sinkexp.evaluate.tables import FINAL_COLUMNS
@@ -218,8 +218,8 @@ def headline(summary: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="sinkexp report", description=__doc__.split("\n\n")[0])
+def parser() -> OneLine:
+    parser = OneLine(prog="sinkexp report", description=__doc__.split("\n\n")[0])
     parser.add_argument("dir", type=Path, help="a sweep directory, or a single run directory")
     parser.add_argument("--out", type=Path, default=None, help="where to write (default DIR/report)")
     parser.add_argument(
@@ -235,7 +235,15 @@ def main(argv: list[str]) -> int:
         help="a sinkexp measure run's attention maps: LAYER.HEAD,... (default: the heads of the largest, the "
         "median and the smallest sink score)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    try:
+        args = parser().parse_args(argv)
+    except ConfigError as err:
+        print(f"sinkexp: error: {err}", file=sys.stderr)
+        return 2
     if not args.dir.is_dir():
         print(f"sinkexp: error: {args.dir} is not a directory", file=sys.stderr)
         return 2

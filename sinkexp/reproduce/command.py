@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from sinkexp.config.arguments import OneLine
+from sinkexp.config.compose import parse
+from sinkexp.config.settings import ReproduceSettings
 from sinkexp.errors import ConfigError
 from sinkexp.reproduce.declare import DeclarationError, Paper
 from sinkexp.reproduce.run import OUTPUT_ROOT, estimate_papers, exit_code, reproduce
@@ -32,20 +35,28 @@ USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--d
        sinkexp reproduce --docs DIR       (DIR/results.md and the README headline again, from DIR/claims.csv)"""
 
 
+N_JOBS = "hydra.launcher.n_jobs"
 STARTED = time.perf_counter()  # imported as the command starts: --estimate says how long it took
 
 
-class BadArguments(Exception):
-    """What argparse would print with its usage (two lines and more): one line here."""
+def decided(overrides: list[str]) -> ReproduceSettings:
+    """The KEY=VALUE words read once, with Hydra's parser, into what reproduce decides by them.
+    hydra.launcher.n_jobs is reproduce's own pool size, passed on only to a launcher the user chose."""
+    parsed = [(override.key_or_group, override) for override in parse(overrides)]
+    read = ("scale", "device", N_JOBS)  # what reproduce itself reads; any other key is the runs' alone
+    said = {key: o.get_value_element_as_str() for key, o in parsed if key in read and not o.is_delete()}
+    launcher = any(key.startswith(("hydra/launcher", "hydra.launcher.")) and key != N_JOBS for key, _ in parsed)
+    return ReproduceSettings(
+        overrides=tuple((key, o.input_line) for key, o in parsed if launcher or key != N_JOBS),
+        scale=said.get("scale", "cpu"),
+        device=said.get("device", "auto"),
+        workers=int(said[N_JOBS]) if int(said.get(N_JOBS, "0")) > 0 else None,
+        launcher=launcher,
+    )
 
 
-class Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        raise BadArguments(f"{message} (sinkexp reproduce --help)")
-
-
-def parser() -> Parser:
-    parse = Parser(prog="sinkexp reproduce", add_help=False, allow_abbrev=False)
+def parser() -> OneLine:
+    parse = OneLine(prog="sinkexp reproduce", add_help=False, allow_abbrev=False)
     parse.add_argument("words", nargs="*", help="PAPER|all, then KEY=VALUE overrides and weights=DIR")
     parse.add_argument("--estimate", action="store_true", help="the cost estimate: jobs, FLOPs, predicted time")
     parse.add_argument("--recalibrate", action="store_true", help="with --estimate: time the planned jobs again")
@@ -129,7 +140,7 @@ def list_papers(
 def main(argv: list[str]) -> int:
     try:
         args = parser().parse_intermixed_args(argv)
-    except BadArguments as err:
+    except ConfigError as err:
         return fail(str(err))
     if args.plan:  # docs/glossary.md: a plan is the checked list of jobs; the flag prints a cost estimate
         return fail("--plan is now --estimate (the cost estimate: jobs, FLOPs, predicted time; nothing trains)")
@@ -163,16 +174,17 @@ def estimate_or_reproduce(
 ) -> int:
     """--estimate's cost estimate, or the papers reproduced (and with --docs the results page written)."""
     try:
+        settings = decided(overrides)
         if args.estimate:
             # lazy: estimate.py pulls in torch (~2.4 s); --list, --help and input errors answer without it
             from sinkexp.reproduce.estimate import format_estimate
 
-            estimated = estimate_papers(papers, overrides, args.pack, args.recalibrate)
+            estimated = estimate_papers(papers, settings, args.pack, args.recalibrate)
             print(format_estimate(*estimated, took=time.perf_counter() - STARTED))
             return 0
         rows = reproduce(
             papers,
-            overrides,
+            settings,
             command="sinkexp reproduce " + " ".join(args.words),
             pack=args.pack,
             weights=weights,

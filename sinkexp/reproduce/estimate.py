@@ -32,7 +32,7 @@ from sinkexp.jobs.plan import Job, Plan
 from sinkexp.machine.benchmark import QUIET
 from sinkexp.machine.devices import resolve_device
 from sinkexp.reproduce.calibration import Calibrations
-from sinkexp.reproduce.execute import Planned, finished_runs, scale_of
+from sinkexp.reproduce.execute import Planned, finished_runs
 from sinkexp.reproduce.pool import pool_workers
 from sinkexp.rundir.files import CHECKPOINT
 
@@ -81,7 +81,7 @@ def estimate(planned: Planned, recalibrate: bool = False) -> tuple[pd.DataFrame,
     done: they are not trained again."""
     at_cpu = planned.at_cpu  # at another scale, planned here (before the threads are set, and the clock)
     jobs = [job for plan in planned.plans.values() for job in plan.jobs]
-    workers = pool_workers(planned.overrides, jobs)[1]  # as run_pool sizes its pool (GPUs: by their memory)
+    workers = pool_workers(planned.settings, jobs)[1]  # as run_pool sizes its pool (GPUs: by their memory)
     device = resolve_device(jobs[0].config.device)
     threads = torch.get_num_threads()
     if device.type == "cpu" and workers > 1:
@@ -106,7 +106,7 @@ def estimate(planned: Planned, recalibrate: bool = False) -> tuple[pd.DataFrame,
         "wall_s": pool_time(durations, workers),
         "device": str(device),
         "workers": workers,
-        "scale": scale_of(planned.overrides),
+        "scale": planned.settings.scale,
         "pack": any(job.config.pack for job in jobs),
         "seconds": time.perf_counter() - started,
         "measured": timings.measured,

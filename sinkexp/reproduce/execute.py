@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from sinkexp.config.compose import key_of, last_value
 from sinkexp.config.schema import packable_keys, task_of
+from sinkexp.config.settings import ReproduceSettings
 from sinkexp.evaluate.penalties import PENALTIES
 from sinkexp.jobs.launch import launch
 from sinkexp.jobs.plan import Plan, plan_sweeps
@@ -30,11 +30,6 @@ from sinkexp.reproduce.scales import trained_at
 from sinkexp.rundir.files import DONE, finished
 
 
-def scale_of(overrides: list[str]) -> str:
-    """The `scale` the user chose (cpu by default): it picks the experiments' sizes too."""
-    return last_value(overrides, "scale", "cpu")
-
-
 def packed_keys(exp: Experiment, given: set[str]) -> tuple[str, ...]:
     """The grid keys a job of `exp` can train together (schema.packable_keys), unless the user set
     them; none where a penalty is on (penalties are not per replica)."""
@@ -43,39 +38,36 @@ def packed_keys(exp: Experiment, given: set[str]) -> tuple[str, ...]:
     return tuple(key for key in exp.grid if key in packable_keys(task_of(exp.task)) and key not in given)
 
 
-def packs_pay(overrides: list[str]) -> bool:
+def packs_pay(settings: ReproduceSettings) -> bool:
     """Whether reproduce packs its grids by default: on a GPU, where a step over many small models
     costs about what one does. On the CPU it does not pay (docs/performance.md: 0.67-0.72x the
     model-steps/s of one run at a time, measured on reproduce's own grids)."""
-    return device_kind(last_value(overrides, "device", "auto")) == "cuda"
+    return device_kind(settings.device) == "cuda"
 
 
-def experiment_overrides(exp: Experiment, folder: Path, overrides: list[str], pack: bool = False) -> list[str]:
+def experiment_overrides(exp: Experiment, folder: Path, settings: ReproduceSettings, pack: bool = False) -> list[str]:
     """One experiment's sweep overrides: the user's win over its own, key by key; with `pack`, the
-    grid keys a job can train together go into one `pack=` (the same run directories).
-    hydra.launcher.n_jobs is reproduce's own pool size unless the user chose a launcher."""
-    given = set(map(key_of, overrides))
-    keys = packed_keys(exp, given) if pack else ()
-    own = [o for o in exp.argv(scale_of(overrides), keys) if key_of(o) not in given]
-    if not chose_launcher(overrides):
-        overrides = [o for o in overrides if key_of(o) != "hydra.launcher.n_jobs"]
-    return [f"hydra.sweep.dir={folder}", *own, *overrides]
+    grid keys a job can train together go into one `pack=` (the same run directories)."""
+    keys = packed_keys(exp, settings.keys) if pack else ()
+    # exp.argv writes KEY=VALUE from the paper's own dicts (experiment.py): its key is what precedes `=`
+    own = [line for line in exp.argv(settings.scale, keys) if line.partition("=")[0] not in settings.keys]
+    return [f"hydra.sweep.dir={folder}", *own, *settings.lines()]
 
 
 def plan_experiments(
     papers: list[Paper],
-    overrides: list[str],
+    settings: ReproduceSettings,
     root: Path,
     pack: bool = False,
     check_memory: bool = True,
     scale: str | None = None,
 ) -> dict[tuple[str, str], Plan]:
-    """The checked plan of every experiment trained at `scale` (default: the overrides' scale;
+    """The checked plan of every experiment trained at `scale` (default: the settings' scale;
     scales.trained_at), by (paper, experiment); ConfigError on the first bad job (with `check_memory`
     False, a job too large for its device is planned: --estimate says so)."""
-    trained = {paper.name: trained_at(paper, scale or scale_of(overrides)) for paper in papers}
+    trained = {paper.name: trained_at(paper, scale or settings.scale) for paper in papers}
     sweeps = {
-        (paper.name, exp.name): experiment_overrides(exp, root / paper.name / exp.name, overrides, pack)
+        (paper.name, exp.name): experiment_overrides(exp, root / paper.name / exp.name, settings, pack)
         for paper in papers
         for exp in paper.experiments
         if not isinstance(exp, Checkpoint) and exp.name in trained[paper.name]
@@ -91,26 +83,26 @@ class Planned:
     scale=cpu, and at another scale planned when first asked for (a launcher of the user's never does)."""
 
     papers: list[Paper]
-    overrides: list[str]
+    settings: ReproduceSettings
     root: Path
     pack: bool
     plans: dict[tuple[str, str], Plan]
 
     @cached_property
     def at_cpu(self) -> dict[tuple[str, str], Plan]:
-        if scale_of(self.overrides) == "cpu":
+        if self.settings.scale == "cpu":
             return self.plans
-        at_cpu = [o for o in self.overrides if key_of(o) != "scale"]  # the same experiments, at the CPU sizes
-        return plan_experiments(self.papers, at_cpu, self.root, self.pack, scale=scale_of(self.overrides))
+        at_cpu = self.settings.at_cpu()  # the same experiments, at the CPU sizes
+        return plan_experiments(self.papers, at_cpu, self.root, self.pack, scale=self.settings.scale)
 
 
 def plan_papers(
-    papers: list[Paper], overrides: list[str], root: Path, pack: bool | None = None, check_memory: bool = True
+    papers: list[Paper], settings: ReproduceSettings, root: Path, pack: bool | None = None, check_memory: bool = True
 ) -> Planned:
     """Every experiment of `papers` planned (plan_experiments), packed where `pack` says (None: where
     packs_pay)."""
-    pack = packs_pay(overrides) if pack is None else pack
-    return Planned(papers, overrides, root, pack, plan_experiments(papers, overrides, root, pack, check_memory))
+    pack = packs_pay(settings) if pack is None else pack
+    return Planned(papers, settings, root, pack, plan_experiments(papers, settings, root, pack, check_memory))
 
 
 def planned_dirs(planned: Plan) -> set[Path]:
@@ -153,8 +145,3 @@ def run_experiment(paper: Paper, exp: Experiment, planned: Plan, root: Path) -> 
     copy_finished_runs(planned_dirs(planned), root)
     launch(planned)
     return time.perf_counter() - started
-
-
-def chose_launcher(overrides: list[str]) -> bool:
-    keys = map(key_of, overrides)
-    return any(key.startswith(("hydra/launcher", "hydra.launcher.")) and key != "hydra.launcher.n_jobs" for key in keys)

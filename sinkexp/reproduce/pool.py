@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-from sinkexp.config.compose import last_value
+from sinkexp.config.settings import ReproduceSettings
 from sinkexp.jobs.launch import execute
 from sinkexp.jobs.memory import pool_gpus
 from sinkexp.jobs.plan import Job, Plan
@@ -29,15 +29,9 @@ from sinkexp.rundir.claim import resumes
 from sinkexp.rundir.files import FAILED, finished, wait_for_lock
 
 
-def chosen_jobs(overrides: list[str]) -> int | None:
-    """hydra.launcher.n_jobs=N as the size of reproduce's own pool (None: not given)."""
-    chosen = int(last_value(overrides, "hydra.launcher.n_jobs", "0"))
-    return chosen if chosen > 0 else None
-
-
-def workers_for(overrides: list[str]) -> int:
+def workers_for(settings: ReproduceSettings) -> int:
     """Jobs at once in reproduce's pool: hydra.launcher.n_jobs=N if given, else one per usable core."""
-    return chosen_jobs(overrides) or usable_cores()
+    return settings.workers or usable_cores()
 
 
 def _quiet_worker(gpus: list[str], counter) -> None:
@@ -47,12 +41,12 @@ def _quiet_worker(gpus: list[str], counter) -> None:
     pin_worker(gpus, counter)
 
 
-def pool_workers(overrides: list[str], jobs: list[Job]) -> tuple[list[str], int]:
+def pool_workers(settings: ReproduceSettings, jobs: list[Job]) -> tuple[list[str], int]:
     """The GPU of each of the pool's workers and how many workers it has: on a machine with GPUs one
     per GPU slot (memory.pool_gpus: as many per GPU as its free memory holds for the largest job's
     floor, or hydra.launcher.n_jobs in all); on the CPU, or for one named GPU, none and workers_for."""
-    gpus = pool_gpus(last_value(overrides, "device", "auto"), [job.config for job in jobs], chosen_jobs(overrides))
-    return gpus, len(gpus) or workers_for(overrides)
+    gpus = pool_gpus(settings.device, [job.config for job in jobs], settings.workers)
+    return gpus, len(gpus) or workers_for(settings)
 
 
 _stopped = False  # in a pool worker: a run of it was stopped by Ctrl-C or SIGTERM
@@ -136,9 +130,12 @@ def _jobs_to_run(jobs: dict[tuple[str, str], Plan]) -> tuple[list[tuple[tuple[st
 
 
 def run_pool(
-    jobs: dict[tuple[str, str], Plan], root: Path, overrides: list[str], predicted: dict[str, float] | None = None
+    jobs: dict[tuple[str, str], Plan],
+    root: Path,
+    settings: ReproduceSettings,
+    predicted: dict[str, float] | None = None,
 ) -> dict[tuple[str, str], float]:
-    """Every job of every experiment's plan through one pool of `workers_for(overrides)` processes,
+    """Every job of every experiment's plan through one pool of `workers_for(settings)` processes,
     longest first (by `predicted`, else by FLOPs), with one progress line (`predicted`: run
     directory name -> the predicted seconds of its job, estimate.estimate's; without it no time left
     is shown). Returns the job-seconds each experiment took. Jobs whose runs are all finished are
@@ -154,7 +151,7 @@ def run_pool(
         return max(predicted.get(run_dir.name, 0.0) for run_dir, _ in job.runs)
 
     todo.sort(key=lambda item: (-prediction(item[1]), -item[1].flops))  # the longest first, as the plan assumes
-    gpus, workers = pool_workers(overrides, [job for _, job in todo])
+    gpus, workers = pool_workers(settings, [job for _, job in todo])
     progress = Progress(
         done_runs + sum(len(job.runs) for _, job in todo) + sum(len(job.runs) for job in twins),
         done_runs,

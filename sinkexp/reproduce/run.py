@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from sinkexp.config.settings import ReproduceSettings
 from sinkexp.machine import preemption
 from sinkexp.reproduce.checkpoints import measure_checkpoints, planned_runs
 from sinkexp.reproduce.declare import Paper
@@ -21,7 +22,7 @@ OUTPUT_ROOT = Path("outputs/reproduce")
 
 def reproduce(
     papers: list[Paper],
-    overrides: list[str],
+    settings: ReproduceSettings = ReproduceSettings(),
     root: Path = OUTPUT_ROOT,
     command: str = "",
     pack: bool | None = None,
@@ -36,36 +37,36 @@ def reproduce(
     `docs`: the findings tables also go into the marked parts of docs/findings/<paper>.md (write_findings)."""
     # lazy: estimate, execute and pool pull in torch (~2.4 s); --list, --docs and declaration errors answer without it
     from sinkexp.reproduce.estimate import estimate
-    from sinkexp.reproduce.execute import chose_launcher, plan_papers, planned_dirs, run_experiment, scale_of
+    from sinkexp.reproduce.execute import plan_papers, planned_dirs, run_experiment
     from sinkexp.reproduce.pool import run_pool
 
     preemption.stop_on_signals()  # torch is loaded: a signal now raises, for the pool's and the runs' boundaries
-    planned = plan_papers(papers, overrides, root, pack)  # planned once: the pool, the estimate and the claims read it
+    planned = plan_papers(papers, settings, root, pack)  # planned once: the pool, the estimate and the claims read it
     plans = planned.plans
     claimed = {(paper.name, exp.name): set() for paper in papers for exp in paper.experiments}  # not trained: none
     claimed.update({key: planned_dirs(plan) for key, plan in plans.items()})  # claims read only these runs
     started, seconds, reports, results = time.perf_counter(), {}, {}, []
-    if plans and chose_launcher(overrides):  # the user's launcher (slurm, ...): one sweep per experiment
+    if plans and settings.launcher:  # the user's launcher (slurm, ...): one sweep per experiment
         for paper in papers:
             for exp in paper.experiments:
                 if (paper.name, exp.name) in plans:  # a checkpoint is measured, not trained
                     seconds[paper.name, exp.name] = run_experiment(paper, exp, plans[paper.name, exp.name], root)
     elif plans:  # every job through one pool, one progress line (none: checkpoints only, nothing to train)
         predicted = estimate(planned)
-        seconds = run_pool(plans, root, overrides, predicted[1]["job_seconds"])  # for the time left
+        seconds = run_pool(plans, root, settings, predicted[1]["job_seconds"])  # for the time left
     missing = measure_checkpoints(papers, root, weights)
     for paper in papers:
         for name, path in figures(paper, root).items():
             reports[paper.name, name] = path
         claimed.update(planned_runs(paper, root))
-        judged = judged_at(paper, scale_of(overrides))  # at reach: the claims whose experiments have a reach size
+        judged = judged_at(paper, settings.scale)  # at reach: the claims whose experiments have a reach size
         results += [result.row(paper) for result in check_claims(paper, root, claimed, missing)]
         results = [row for row in results if row["paper"] != paper.name or row["claim"] in judged]
     rows = pd.DataFrame(results)
-    rows.insert(2, "scale", scale_of(overrides))
+    rows.insert(2, "scale", settings.scale)
     out = root / papers[0].name if len(papers) == 1 else root
-    if scale_of(overrides) != "cpu":  # another scale's verdicts beside the CPU sizes', not over them
-        out = out / scale_of(overrides)
+    if settings.scale != "cpu":  # another scale's verdicts beside the CPU sizes', not over them
+        out = out / settings.scale
     report = write_claims_report(papers, rows, out, root, command, seconds, reports)
     write_findings(papers, root, docs)
     print(table_text(rows))
@@ -75,7 +76,7 @@ def reproduce(
 
 def estimate_papers(
     papers: list[Paper],
-    overrides: list[str],
+    settings: ReproduceSettings = ReproduceSettings(),
     pack: bool | None = None,
     recalibrate: bool = False,
     root: Path = OUTPUT_ROOT,
@@ -87,7 +88,7 @@ def estimate_papers(
 
     preemption.stop_on_signals()  # torch is loaded: a signal now raises (the calibration times real jobs)
     # check_memory False: a job too large for its device is planned, and the estimate says it does not fit
-    return estimate(plan_papers(papers, overrides, root, pack, check_memory=False), recalibrate)
+    return estimate(plan_papers(papers, settings, root, pack, check_memory=False), recalibrate)
 
 
 def exit_code(rows: pd.DataFrame) -> int:

@@ -165,9 +165,14 @@ def test_measure_refuses_a_bad_gguf_in_one_line_and_writes_nothing(tmp_path, cap
 
 def test_any_token_of_the_tokenizer_can_be_the_bos(tmp_path, capsys):
     _, path = write("llama", tmp_path / "tiny.gguf")
-    job = command.plan([str(path), "n=2", "seq_len=8", "bos='<|endoftext|>'", f"dir={tmp_path / 'a'}"])[1][0]
+
+    def measurement(*argv):
+        ((_, job),) = command.measurements([str(path), "n=2", "seq_len=8", *argv], "T")[1]
+        return job
+
+    job = measurement("bos='<|endoftext|>'", f"dir={tmp_path / 'a'}")
     assert (job.inputs[:, 0] == 257).all() and (job.inputs[:, 1:] < 256).all()
-    auto = command.plan([str(path), "n=2", "seq_len=8", f"dir={tmp_path / 'b'}"])[1][0]
+    auto = measurement(f"dir={tmp_path / 'b'}")
     assert (auto.inputs[:, 0] == 258).all()  # the file's own BOS, <s>, which its tokenizer adds
     assert command.main([str(path), "bos='<nope>'", f"dir={tmp_path / 'c'}"]) == 2
     err = capsys.readouterr().err.splitlines()[-1]  # after the plan's line on the cache

@@ -172,6 +172,7 @@ BAD = {  # input -> (arguments, the words the one line must hold)
     "T beyond the context": (lambda p: [str(tiny("gpt2", p / "g")), "seq_len=64"], "longer than"),
     "text too short": (lambda p: [str(tiny("gpt2", p / "g")), f"text={short_text(p)}", "seq_len=16"], "need 1600"),
     "unknown key": (lambda p: [str(tiny("gpt2", p / "g")), "sequences=5"], "sequences: unknown key (did you mean"),
+    "train's sweep folder": (lambda p: ["M", "hydra.sweep.dir=x"], "hydra.sweep.dir: unknown key (did you mean dir?)"),
     "a key twice": (lambda p: ["M", "n=8", "n=16"], "n is given twice (n=8 and n=16); give it once"),
     "MODEL and model=": (lambda p: ["M", "model=OTHER"], "model is given twice (model=M and model=OTHER)"),
     "sweep without -m": (lambda p: ["model=a,b"], "needs -m (sinkexp measure -m"),
@@ -180,21 +181,6 @@ BAD = {  # input -> (arguments, the words the one line must hold)
         "/proc/sinkexp cannot be created (/proc is not a writable folder); choose another dir",
     ),
 }
-
-
-def test_the_command_line_reads_as_train_reads_it():
-    """config/compose.py's parsing and sweep order: quotes and escapes removed, values typed, the later
-    key varying fastest."""
-    from sinkexp.commands.measure import parse
-
-    multirun, jobs = parse(["-m", "m", "text='my file.txt'", "n=3,4", "revision=null,'a b'"])
-    assert multirun and [(job["n"], job["revision"]) for job in jobs] == [
-        (3, None),
-        (3, "a b"),
-        (4, None),
-        (4, "a b"),
-    ]
-    assert {job["model"] for job in jobs} == {"m"} and {job["text"] for job in jobs} == {"my file.txt"}
 
 
 def short_text(path):

@@ -14,6 +14,7 @@ from sinkexp.jobs.launcher import BASIC, Launcher
 from sinkexp.jobs.plan import plan
 from sinkexp.jobs.runner import make_trainer
 from sinkexp.machine.devices import CONTEXT_BYTES
+from sinkexp.reproduce.command import decided
 
 GiB = 2**30
 JOBLIB = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
@@ -183,8 +184,8 @@ def test_reproduce_sizes_its_pool_by_the_gpus_and_else_by_the_cores(make_config,
     cfg = make_config(*QUICK)
     monkeypatch.setattr(memory, "available", lambda device: 3 * (memory.bytes_needed(cfg) + CONTEXT_BYTES))
     jobs = [SimpleNamespace(config=cfg)] * 4
-    assert pool.pool_workers([], jobs) == (["5", "7"] * 3, 6)
-    assert pool.pool_workers(["hydra.launcher.n_jobs=3"], jobs) == (["5", "7", "5"], 3)
-    assert pool.pool_workers(["device=cpu", "hydra.launcher.n_jobs=3"], jobs) == ([], 3)
+    assert pool.pool_workers(decided([]), jobs) == (["5", "7"] * 3, 6)
+    assert pool.pool_workers(decided(["hydra.launcher.n_jobs=3"]), jobs) == (["5", "7", "5"], 3)
+    assert pool.pool_workers(decided(["device=cpu", "hydra.launcher.n_jobs=3"]), jobs) == ([], 3)
     monkeypatch.setattr(memory, "usable_gpus", lambda: 0)
-    assert pool.pool_workers([], jobs) == ([], pool.workers_for([]))
+    assert pool.pool_workers(decided([]), jobs) == ([], pool.workers_for(decided([])))

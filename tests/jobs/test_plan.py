@@ -16,6 +16,7 @@ from sinkexp.jobs import plan as plan_module
 from sinkexp.jobs.cost import training_flops
 from sinkexp.model import Transformer
 from sinkexp.reproduce import calibration, estimate, estimate_papers, main
+from sinkexp.reproduce.command import decided
 from sinkexp.reproduce.declare import Experiment
 from sinkexp.reproduce.execute import plan_experiments
 from sinkexp.tasks import TASKS
@@ -84,16 +85,16 @@ def test_timings_taken_on_a_busy_machine_serve_the_plan_are_said_to_be_long_and_
         ],
     )
     monkeypatch.setattr(calibration, "busy_cores", lambda seconds=0.3: 1.5)
-    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
+    table, totals = estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False)
     assert totals["busy"] == 1.5 and totals["measured"] == 1 and not calibrations.exists()
     assert (
         "timed while other processes kept 1.5 cores busy (so the times are likely long, and not kept"
         in format_estimate(table, totals)
     )
     monkeypatch.setattr(calibration, "busy_cores", lambda seconds=0.3: 0.0)
-    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
+    table, totals = estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False)
     assert totals["measured"] == 1 and calibrations.exists() and "cores busy" not in format_estimate(table, totals)
-    assert estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)[1]["measured"] == 0  # kept now
+    assert estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False)[1]["measured"] == 0  # kept now
     printed = format_estimate(table.assign(**{"GFLOP/run": [15.0]}), totals, took=12.3).splitlines()
     assert printed[1].split()[-4] == "1.50e+01" and "job_s: the experiment's jobs' seconds together" in printed[2]
     assert "estimated in 12 s: every job composed, 1 distinct jobs timed, the others'" in printed[3]
@@ -114,7 +115,7 @@ def test_the_estimate_predicts_from_the_calibration(monkeypatch, calibrations):
     twice = SimpleNamespace(
         name="q", experiments=[Experiment(name="again", overrides=exp.overrides, grid=exp.grid, cpu=exp.cpu)]
     )
-    table, totals = estimate_papers([paper, twice], ["hydra.launcher.n_jobs=2"], pack=False)
+    table, totals = estimate_papers([paper, twice], decided(["hydra.launcher.n_jobs=2"]), pack=False)
     row = table.iloc[0]
     # A run: 100 steps x 0.01 s + 3 evaluations (0, 50, 100) x 0.5 s = 2.5 s; 6 runs on 2 workers.
     assert (row["runs"], row["copied"], row["jobs"], row["s/job"], row["job_s"]) == (6, 0, 6, 2.5, 15)
@@ -133,22 +134,22 @@ def test_the_estimate_predicts_from_the_calibration(monkeypatch, calibrations):
             )
         ],
     )
-    table, totals = estimate_papers([paper, decay], ["hydra.launcher.n_jobs=2"], pack=False)
+    table, totals = estimate_papers([paper, decay], decided(["hydra.launcher.n_jobs=2"]), pack=False)
     assert tuple(table.iloc[1][["runs", "copied", "jobs"]]) == (6, 3, 3)
     assert calibrated == [1, 1]  # softmax and relu: the seeds cost the same
-    estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
+    estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False)
     assert calibrated == [1, 1]  # the timings kept: nothing timed again
-    estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False, recalibrate=True)
+    estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False, recalibrate=True)
     assert calibrated == [1, 1] * 2
     monkeypatch.setattr(calibration, "source_digest", lambda: "edited")
-    estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
+    estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False)
     assert calibrated == [1, 1] * 3  # other code: its own timings, and only those kept
     assert len(json.loads(calibrations.read_text())) == 2
     calibrated.clear()
-    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=True)
+    table, totals = estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=True)
     assert (table.iloc[0]["runs"], table.iloc[0]["jobs"], calibrated) == (6, 2, [3, 3])  # a pack of 3 seeds
     # scale=paper: the CPU-size timing times the ratio of FLOPs (trigger's paper sizes, 20k steps)
-    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2", "scale=paper"], pack=False)
+    table, totals = estimate_papers([paper], decided(["hydra.launcher.n_jobs=2", "scale=paper"]), pack=False)
     big, small = (compose_config("task=trigger", *extra) for extra in (("scale=paper",), ("train.steps=100",)))
     ratio = training_flops(big) / training_flops(small)
     assert estimate.evaluations(big) == len(range(0, big.train.steps, big.eval.every)) + 1
@@ -188,14 +189,14 @@ def test_a_resumed_command_prices_only_what_is_left(monkeypatch, tmp_path, calib
     run_dir = tmp_path / "root" / "p" / "e" / "somewhere" / f"s1-{config_hash(finished)}"
     run_dir.mkdir(parents=True)
     (run_dir / "DONE").touch()
-    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False, root=tmp_path / "root")
+    table, totals = estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False, root=tmp_path / "root")
     assert tuple(table.iloc[0][["runs", "done", "jobs", "job_s"]]) == (6, 1, 5, 12.5) and totals["done"] == 1
     # A run stopped at step 50 of 100 (its checkpoint in its planned directory) costs the other half.
-    planned = plan_experiments([paper], ["hydra.launcher.n_jobs=2"], tmp_path / "root")[("p", "e")]
+    planned = plan_experiments([paper], decided(["hydra.launcher.n_jobs=2"]), tmp_path / "root")[("p", "e")]
     stopped = next(job.run_dirs[0] for job in planned.jobs if job.run_dirs[0].name != run_dir.name)
     stopped.mkdir(parents=True)
     torch.save({"trainer": {"step": 50}}, stopped / "checkpoint.pt")
-    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False, root=tmp_path / "root")
+    table, totals = estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False, root=tmp_path / "root")
     assert tuple(table.iloc[0][["done", "jobs", "job_s"]]) == (1, 5, 11.25)
 
 
@@ -233,8 +234,8 @@ def test_a_plan_states_what_does_not_fit_the_device_instead_of_refusing(monkeypa
     monkeypatch.setattr(memory, "available", lambda device: floor - 1)  # a device one byte too small
     monkeypatch.setattr(estimate, "available", lambda device: floor - 1)
     with pytest.raises(ConfigError, match="need at least"):
-        plan_experiments([paper], [], tmp_path)  # training it is refused
-    table, totals = estimate_papers([paper], ["hydra.launcher.n_jobs=2"], pack=False)
+        plan_experiments([paper], decided([]), tmp_path)  # training it is refused
+    table, totals = estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False)
     assert table.iloc[0]["GiB/job"] == pytest.approx(floor / 2**30) and table.iloc[0]["jobs"] == 2
     too_large = f"Too large for cpu ({(floor - 1) / 2**30:.3g} GiB), refused when run: p/e ("
     assert too_large in format_estimate(table, totals)
@@ -254,7 +255,7 @@ def test_a_larger_scales_job_is_timed_as_its_own_cpu_twin(monkeypatch, calibrati
         calibration, "calibrate", lambda cfg, device: (0.01 if cfg.attn.name == "softmax" else 0.03, 0.5)
     )
     paper = SimpleNamespace(name="p", experiments=[exp], claims=[])
-    table, totals = estimate_papers([paper], ["scale=reach"], pack=False)
+    table, totals = estimate_papers([paper], decided(["scale=reach"]), pack=False)
     # softmax 200 x 0.01 + 5 evaluations x 0.5 = 4.5 s; relu 200 x 0.03 + 2.5 = 8.5 s (the FLOPs of a step alike)
     assert (table.iloc[0]["jobs"], table.iloc[0]["job_s"]) == (2, pytest.approx(13.0))
 

@@ -9,6 +9,7 @@ pytest.importorskip("transformers")
 from hf_models import sink_at_position_zero, tiny  # noqa: E402
 
 from sinkexp.reproduce import exit_code, reproduce  # noqa: E402
+from sinkexp.reproduce.command import decided  # noqa: E402
 from sinkexp.reproduce.declare import Checkpoint, Paper, Value, at_least, at_most  # noqa: E402
 from sinkexp.reproduce.measures import final  # noqa: E402
 
@@ -34,7 +35,7 @@ def test_a_checkpoint_on_this_machine_is_measured_and_judged_beside_its_untraine
     weights = tmp_path / "weights"
     tiny("gpt2", weights / "org" / "tiny", edit=sink_at_position_zero)  # every head on position 0
     tiny("gpt2", weights / "org" / "tiny@step0", seed=1)  # untrained: no sink
-    rows = reproduce([paper()], [], root=tmp_path / "out", weights=weights).set_index("claim")
+    rows = reproduce([paper()], decided([]), root=tmp_path / "out", weights=weights).set_index("claim")
     assert rows.loc["sinks", "values"] == "run=1" and rows.loc["sinks", "verdict"] == "holds"
     assert float(rows.loc["sinks", "untrained"].removeprefix("run=")) < 0.5  # the untrained revision's
     # a criterion the untrained revision meets too tests nothing
@@ -43,7 +44,7 @@ def test_a_checkpoint_on_this_machine_is_measured_and_judged_beside_its_untraine
 
 
 def test_a_checkpoint_whose_weights_are_not_here_is_not_run_and_says_why(tmp_path):
-    rows = reproduce([paper()], [], root=tmp_path / "out", weights=tmp_path / "nowhere")
+    rows = reproduce([paper()], decided([]), root=tmp_path / "out", weights=tmp_path / "nowhere")
     assert set(rows["verdict"]) == {"not run"}
     assert rows["why"].str.startswith("needs the weights of org/tiny").all()
     assert rows.set_index("claim").loc["on_its_premise", "why"].endswith("(for its premise sinks)")

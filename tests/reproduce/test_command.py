@@ -46,3 +46,18 @@ def test_the_command_fits_a_terminal_and_wide_or_a_pipe_shows_whole_lines():
     wide = run_on_a_terminal("--list", "--wide")
     piped = subprocess.run([sys.executable, "-m", "sinkexp.cli", "reproduce", "--list"], capture_output=True, text=True)
     assert wide == piped.stdout.splitlines() == list_papers(PAPERS).splitlines()
+
+
+def test_the_command_line_is_decided_once_into_reproduce_settings():
+    """What reproduce reads of its KEY=VALUE words, read once (command.decided) and handed down:
+    nothing below the command parses an override again (tests/config/test_arguments.py)."""
+    from sinkexp.reproduce.command import decided
+
+    mine = decided(["scale=reach", "device=cuda", "hydra.launcher.n_jobs=3", "seed=1,2"])
+    assert (mine.scale, mine.device, mine.workers, mine.launcher) == ("reach", "cuda", 3, False)
+    assert mine.lines() == ["scale=reach", "device=cuda", "seed=1,2"]  # n_jobs: reproduce's own pool size
+    assert mine.at_cpu().lines() == ["device=cuda", "seed=1,2"] and mine.at_cpu().scale == "cpu"
+    slurm = decided(["hydra/launcher=slurm", "hydra.launcher.n_jobs=3"])
+    assert slurm.launcher and slurm.lines() == ["hydra/launcher=slurm", "hydra.launcher.n_jobs=3"]
+    plain = decided([])
+    assert (plain.scale, plain.device, plain.workers, plain.launcher, plain.keys) == ("cpu", "auto", None, False, set())

@@ -15,6 +15,7 @@ from plumbing import claim, plumbing_paper
 from sinkexp.analysis.interventions import run_interventions
 from sinkexp.analysis.load import load_run
 from sinkexp.reproduce import last_verdicts, main, reproduce
+from sinkexp.reproduce.command import decided
 from sinkexp.reproduce.declare import Condition, Measure, Paired, Paper, Trend, at_least, at_most, between
 from sinkexp.reproduce.finished import FinishedRun
 from sinkexp.reproduce.judge import judge, load_runs, selects, spearman
@@ -99,7 +100,9 @@ def test_a_paired_ratio_divides_run_for_run(plumbed):
 def test_claims_read_only_the_runs_the_declaration_plans(plumbed, tmp_path):
     """Runs of an earlier declaration (here: 30 steps) stay in the folder but are not read."""
     shutil.copytree(plumbed[0], tmp_path, dirs_exist_ok=True)
-    rows = reproduce([plumbing_paper()], ["hydra/launcher=basic", "train.steps=20"], root=tmp_path).set_index("claim")
+    rows = reproduce([plumbing_paper()], decided(["hydra/launcher=basic", "train.steps=20"]), root=tmp_path).set_index(
+        "claim"
+    )
     assert len(list((tmp_path / "plumbing" / "tiny").rglob("DONE"))) == 8
     assert (rows["n"] == 2).all() and rows.loc["possible", "verdict"] == "cannot fail"
 

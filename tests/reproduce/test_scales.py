@@ -6,7 +6,7 @@ the verdicts docs/claims.csv records."""
 import pandas as pd
 from plumbing import plumbing_paper
 
-from sinkexp.reproduce.command import list_papers, recorded_verdicts
+from sinkexp.reproduce.command import decided, list_papers, recorded_verdicts
 from sinkexp.reproduce.scales import at_largest, judged_at, trained_at, with_scale
 from sinkexp.reproduce.write import CLAIMS, headline, results_page, write_docs
 
@@ -109,8 +109,12 @@ def test_a_reach_run_trains_the_experiments_its_judged_claims_name_through_premi
     unsized = replace(unused, reach={})
     lone = replace(both, experiments=(tiny, sized, other, unsized), claims=(premise, contrast, judged))
     assert trained_at(lone, "reach") == {"tiny", "sized", "other"}  # unused: no reach size, read by no judged claim
-    assert set(plan_experiments([lone], ["scale=reach"], tmp_path)) == {("p", "tiny"), ("p", "sized"), ("p", "other")}
-    assert len(plan_experiments([lone], [], tmp_path)) == 4  # at the CPU sizes every experiment trains
+    assert set(plan_experiments([lone], decided(["scale=reach"]), tmp_path)) == {
+        ("p", "tiny"),
+        ("p", "sized"),
+        ("p", "other"),
+    }
+    assert len(plan_experiments([lone], decided([]), tmp_path)) == 4  # at the CPU sizes every experiment trains
     assert trained_at(PAPERS["sun2026"], "reach") == {"lm_norms", "lm_gated"}  # docs/reproduce.md, Scales
 
 
