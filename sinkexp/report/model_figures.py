@@ -21,7 +21,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from omegaconf import OmegaConf
 
+from sinkexp.hf import quantization
 from sinkexp.report.maps import attention_panel, colour_scale
 from sinkexp.report.save import Saver
 from sinkexp.rundir import files as rundir_files
@@ -139,6 +141,8 @@ def draw_measured(run: Path, label: str, name: str, out: Path, heads=None, save=
     `save(fig, path)`; those whose files the run lacks (measured before hf/record.py) are left out.
     Titles name the measured model and the setting."""
     model = Path(str(read_settings(run).get("model", run.name))).name
+    weights = quantization.of_run(OmegaConf.load(run / rundir_files.CONFIG))
+    model += f" ({quantization.said(weights, short=True)})" if weights else ""
     label = model if label == "all runs" else f"{model}, {label}"
     drawn = [plot_first_token(run, label, out / f"first_token_{name}.png", save)]
     if (run / rundir_files.ATTENTION).exists():
