@@ -28,8 +28,8 @@ import torch  # noqa: E402
 
 from sinkexp import load_run  # noqa: E402
 from sinkexp.analysis.interventions import sink_keys, zero_sink_value  # noqa: E402
-from sinkexp.evaluate import metrics  # noqa: E402
 from sinkexp.evaluate.evaluator import mean_attention  # noqa: E402
+from sinkexp.evaluate.metrics.sink_attention import sink_attn  # noqa: E402
 from sinkexp.model import intervene  # noqa: E402
 from sinkexp.report.maps import draw_maps  # noqa: E402
 
@@ -96,9 +96,7 @@ def main() -> None:
                 for index, query in enumerate(kept.task.query_types):
                     queries = kept.batch.query_type == index
                     if queries.any():
-                        cells.append(
-                            f"layer {layer} {query} {metrics.sink_attn(weights, kept.batch.sink, queries).mean():.3f}"
-                        )
+                        cells.append(f"layer {layer} {query} {sink_attn(weights, kept.batch.sink, queries).mean():.3f}")
             print(f"  step {step:>6}: " + ", ".join(cells))
 
 

@@ -7,7 +7,7 @@ position before the trigger does. Both quantify over positions, which the per-la
 
     table = position_profile(load_run(path), "non_trigger", before="trigger")   # layer, position, value, count
 
-Each value is metrics.sink_attn_by_position averaged over the layer's heads: the mean over the
+Each value is sink_attention.sink_attn_by_position averaged over the layer's heads: the mean over the
 sequences in which that position is a query of the type (and, with `before`, comes before the
 sequence's first query of that other type) of its attention on the sequence's sink.
 """
@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from sinkexp.evaluate.evaluator import captured_forward
-from sinkexp.evaluate.metrics import sink_attn_by_position
+from sinkexp.evaluate.metrics.sink_attention import sink_attn_by_position
 
 
 def selected(task, batch, query_type: str, before: str | None = None) -> torch.Tensor:

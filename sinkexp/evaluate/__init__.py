@@ -1,1 +1,1 @@
-"""Evaluators: pure metric functions (metrics.py) and the rows they become (evaluator.py)."""
+"""Evaluators: pure metric functions (metrics/) and the rows they become (evaluator.py)."""

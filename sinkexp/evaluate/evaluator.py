@@ -17,7 +17,7 @@ import math
 import numpy as np
 import torch
 
-from sinkexp.evaluate import metrics
+from sinkexp.evaluate.metrics import head_writes, sink_attention, spectrum, vectors
 from sinkexp.evaluate.tables import SINK_RATE_EPS, sink_rate_name
 from sinkexp.model import capture, tap_names
 
@@ -101,7 +101,7 @@ def model_rows(rows: Rows, sink_scores: list[torch.Tensor]) -> None:
     """The whole model's sink rate (layer -1) from each layer's per-sequence sink scores (B, H)."""
     model_scores = torch.cat(sink_scores, dim=1)  # (B, layers x H)
     for eps in SINK_RATE_EPS:
-        rows.scalar(-1, sink_rate_name(eps), metrics.sink_rate(model_scores, eps))
+        rows.scalar(-1, sink_rate_name(eps), sink_attention.sink_rate(model_scores, eps))
 
 
 def layer_rows(rows: Rows, layer: int, cache: dict, anatomy, batch, query_sets: dict) -> torch.Tensor:
@@ -111,31 +111,33 @@ def layer_rows(rows: Rows, layer: int, cache: dict, anatomy, batch, query_sets: 
     parts = anatomy.layers[layer]
     taps = {name: at_positions(cache[f"blocks.{layer}.attn.{name}"], anatomy.tokens, 2) for name in ATTENTION_TAPS}
     gates = cache.get(f"blocks.{layer}.attn.gates")
-    share = at_positions(metrics.row_share(taps["weights"]), anatomy.tokens, 3)  # (B, H, T, T) share of each row
+    share = at_positions(sink_attention.row_share(taps["weights"]), anatomy.tokens, 3)  # (B, H, T, T) share of each row
     query_rows(rows, layer, taps["scores"], taps["weights"], share, gates, anatomy, batch, query_sets)
     # Each head's writes through R_h (W_O^h = Q_h R_h): their norms and Gram matrices are W_O^h's, in D
     # dimensions instead of d_model (docs/metrics.md); the heads' sum through W_O itself.
-    compact = metrics.head_factors(parts.w_o, parts.n_heads)
-    updates = metrics.head_values(taps["mixed"], compact)  # (B, H, T, D)
+    compact = head_writes.head_factors(parts.w_o, parts.n_heads)
+    updates = head_writes.head_values(taps["mixed"], compact)  # (B, H, T, D)
     if parts.n_heads > 1:
         B, H, T, D = taps["mixed"].shape
         written = taps["mixed"].transpose(1, 2).reshape(B, T, H * D) @ parts.w_o.T  # (B, T, d_model): sum_h u_h
-        cancelled = once_per_query_set(query_sets, lambda queries: metrics.head_cancellation(updates, queries, written))
+        cancelled = once_per_query_set(
+            query_sets, lambda queries: head_writes.head_cancellation(updates, queries, written)
+        )
         for query_type, value in cancelled.items():
             rows.scalar(layer, "head_cancellation", value, query_type)
     sink_scores = head_rows(rows, layer, share, taps["k"], taps["v"], updates, compact, parts, batch.sink)
     attn_write = at_positions(cache[f"blocks.{layer}.attn.output"], anatomy.tokens, 1)  # (B, T, d_model)
-    rows.scalar(layer, "common_mode", metrics.common_mode_fraction(attn_write))
+    rows.scalar(layer, "common_mode", head_writes.common_mode_fraction(attn_write))
     if parts.has_pathway:
         pathway_write = at_positions(cache[f"blocks.{layer}.pathway.output"], anatomy.tokens, 1)
-        rows.scalar(layer, "pathway_common_mode", metrics.common_mode_fraction(pathway_write))
-        rows.scalar(layer, "pathway_usage", metrics.rms_ratio(pathway_write, attn_write))
+        rows.scalar(layer, "pathway_common_mode", head_writes.common_mode_fraction(pathway_write))
+        rows.scalar(layer, "pathway_usage", head_writes.rms_ratio(pathway_write, attn_write))
     resid = at_positions(cache[f"blocks.{layer}.resid_post"], anatomy.tokens, 1)  # (B, T, d_model)
-    at_sink, rest = metrics.resid_norms(resid, batch.sink)
+    at_sink, rest = vectors.resid_norms(resid, batch.sink)
     rows.scalar(layer, "resid_norm_sink", at_sink)
     rows.scalar(layer, "resid_norm_rest", rest)
-    rows.scalar(layer, "massive_ratio", metrics.massive_ratio(resid))
-    position, channel, at_sink = metrics.massive_location(resid, batch.sink)
+    rows.scalar(layer, "massive_ratio", vectors.massive_ratio(resid))
+    position, channel, at_sink = vectors.massive_location(resid, batch.sink)
     rows.scalar(layer, "massive_position", position)
     rows.scalar(layer, "massive_channel", channel)
     rows.scalar(layer, "massive_at_sink", at_sink)
@@ -148,27 +150,27 @@ def query_rows(rows: Rows, layer: int, scores, weights, share, gates, anatomy, b
     keep, n_keys = anatomy.tokens, anatomy.n_keys
     extra_mass = {"slot_attn": weights[..., n_keys:].sum(-1), "register_attn": weights[..., anatomy.registers].sum(-1)}
     scores, weights = at_positions(scores, keep, 3), at_positions(weights, keep, 3)  # (B, H, T, T) over tokens
-    gap = metrics.logit_gap(scores, batch.sink, anatomy.visible)  # (B, H, T)
+    gap = sink_attention.logit_gap(scores, batch.sink, anatomy.visible)  # (B, H, T)
     gap_defined = ~gap[:, 0].isnan()  # (B, T), same for every head
-    top_is_sink = metrics.top_key_is_sink(weights, batch.sink)  # (B, H, T): sink_match's, for every query type
+    top_is_sink = sink_attention.top_key_is_sink(weights, batch.sink)  # (B, H, T): sink_match's, for every query type
     parts = anatomy.layers[layer]
 
     def where_it_goes(queries) -> dict:
-        inflow, has = metrics.column_inflow(weights, queries)  # max_inflow's and sink_match_seq's
+        inflow, has = sink_attention.column_inflow(weights, queries)  # max_inflow's and sink_match_seq's
         values = {
-            "sink_attn": metrics.sink_attn(weights, batch.sink, queries),
-            "sink_share": metrics.sink_attn(share, batch.sink, queries),
-            "max_inflow": metrics.max_inflow_of(inflow, has),
-            "sink_match": metrics.query_mean(top_is_sink, queries),
-            "sink_match_seq": metrics.sink_match_seq_of(inflow, has, batch.sink),
-            "logit_gap": metrics.query_mean(gap.nan_to_num(0.0), queries & gap_defined),
+            "sink_attn": sink_attention.sink_attn(weights, batch.sink, queries),
+            "sink_share": sink_attention.sink_attn(share, batch.sink, queries),
+            "max_inflow": sink_attention.max_inflow_of(inflow, has),
+            "sink_match": sink_attention.query_mean(top_is_sink, queries),
+            "sink_match_seq": sink_attention.sink_match_seq_of(inflow, has, batch.sink),
+            "logit_gap": sink_attention.query_mean(gap.nan_to_num(0.0), queries & gap_defined),
         }
         if parts.has_slot:
-            values["slot_attn"] = metrics.query_mean(extra_mass["slot_attn"], queries)
+            values["slot_attn"] = sink_attention.query_mean(extra_mass["slot_attn"], queries)
         if len(anatomy.registers):
-            values["register_attn"] = metrics.query_mean(extra_mass["register_attn"], queries)
+            values["register_attn"] = sink_attention.query_mean(extra_mass["register_attn"], queries)
         if gates is not None:
-            values["gate"] = metrics.query_mean(at_positions(gates, keep, 2).mean(-1), queries)
+            values["gate"] = sink_attention.query_mean(at_positions(gates, keep, 2).mean(-1), queries)
         return values
 
     for query_type, values in once_per_query_set(query_sets, where_it_goes).items():
@@ -202,27 +204,27 @@ def head_rows(rows: Rows, layer: int, share, k, v, updates, compact, parts, sink
     """Per head: what it writes (value norms, the update's rank), its QK spectrum and sink score;
     returns the sink scores per sequence (B, H). share (B, H, T, T): the row-normalised weights over
     the task's tokens; updates (B, H, T, D) what each head writes at each query, through `compact`
-    (metrics.head_factors: the same norms and ranks as through W_O)."""
-    values = metrics.head_values(v, compact)  # (B, H, T, D)
-    sink_key, other_keys = metrics.key_alignment(k, sink)
+    (head_writes.head_factors: the same norms and ranks as through W_O)."""
+    values = head_writes.head_values(v, compact)  # (B, H, T, D)
+    sink_key, other_keys = vectors.key_alignment(k, sink)
     rows.per_head(layer, "all", "sink_key_cos", sink_key)
     rows.per_head(layer, "all", "key_cos_rest", other_keys)
     for name, tensor in (("k", k), ("v", v)):  # Gu et al. 2025, Fig. 2 (norms)
-        at_sink, rest = metrics.norms_at_sink(tensor, sink)
+        at_sink, rest = vectors.norms_at_sink(tensor, sink)
         rows.per_head(layer, "all", f"{name}_norm_sink", at_sink)
         rows.per_head(layer, "all", f"{name}_norm_rest", rest)
-    rows.per_head(layer, "all", "value_norm_ratio", metrics.value_norm_ratio(values, sink))
-    rows.per_head(layer, "all", "sink_value_norm", metrics.sink_value_norm(values, sink))
-    rows.per_head(layer, "all", "stable_rank", metrics.stable_rank(updates))
-    spectrum = metrics.qk_spectrum(parts.w_q, parts.w_k, parts.n_heads, gain=parts.qk_gain)  # (H, top)
-    for rank in range(spectrum.shape[1]):
-        rows.per_head(layer, "all", f"qk_sigma{rank + 1}", spectrum[:, rank])
-    if spectrum.shape[1] > 1:
-        rows.per_head(layer, "all", "qk_sigma1/sigma2", spectrum[:, 0] / spectrum[:, 1])
-    sink_scores = metrics.sink_scores(share, sink)  # (B, H)
+    rows.per_head(layer, "all", "value_norm_ratio", head_writes.value_norm_ratio(values, sink))
+    rows.per_head(layer, "all", "sink_value_norm", head_writes.sink_value_norm(values, sink))
+    rows.per_head(layer, "all", "stable_rank", head_writes.stable_rank(updates))
+    sigma = spectrum.qk_spectrum(parts.w_q, parts.w_k, parts.n_heads, gain=parts.qk_gain)  # (H, top)
+    for rank in range(sigma.shape[1]):
+        rows.per_head(layer, "all", f"qk_sigma{rank + 1}", sigma[:, rank])
+    if sigma.shape[1] > 1:
+        rows.per_head(layer, "all", "qk_sigma1/sigma2", sigma[:, 0] / sigma[:, 1])
+    sink_scores = sink_attention.sink_scores(share, sink)  # (B, H)
     rows.per_head(layer, "all", "sink_score", sink_scores.mean(dim=0))
     for eps in SINK_RATE_EPS:
-        rows.scalar(layer, sink_rate_name(eps), metrics.sink_rate(sink_scores, eps))
+        rows.scalar(layer, sink_rate_name(eps), sink_attention.sink_rate(sink_scores, eps))
     return sink_scores
 
 
@@ -252,7 +254,7 @@ def mean_attention(model, batch, query_types: tuple[str, ...] = ()) -> dict:
     for layer, name in enumerate(names):
         weights = at_positions(cache[name], keep, 2)  # (B, H, T, S) over the task's queries
         kinds = {"": at_positions(weights, keep, 3)}
-        share = at_positions(metrics.row_share(weights), keep, 3)  # a new tensor: weights stay
+        share = at_positions(sink_attention.row_share(weights), keep, 3)  # a new tensor: weights stay
         if not torch.allclose(share, kinds[""]):
             kinds["share_"] = share
         for prefix, maps_of in kinds.items():

@@ -20,7 +20,7 @@ from typing import Callable
 
 import torch
 
-from sinkexp.evaluate.metrics import common_mode_fraction
+from sinkexp.evaluate.metrics.head_writes import common_mode_fraction
 
 
 @dataclass(frozen=True)

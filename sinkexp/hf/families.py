@@ -1,5 +1,5 @@
 """The model types `sinkexp measure` reads, each a literal entry: where its decoder layers and
-attention modules are, and its attention weights in sinkexp's layout (evaluate/metrics.py):
+attention modules are, and its attention weights in sinkexp's layout (evaluate/metrics/):
 W_Q and W_K (H * D, d_model) with one row block per query head, W_O (d_model, H * D).
 
 Only the weights need a per-type entry (and, where the type has them, its q/k norm's gains and the
@@ -22,7 +22,7 @@ class Family:
     layers: str  # the decoder layers, an attribute path on the model's base model
     attention: str  # the attention module's attribute on a layer
     weights: Callable  # (attention module, n_heads) -> (W_Q, W_K, W_O)
-    qk_gain: Callable | None = None  # (attention module) -> g_q * g_k (D,) of a q/k RMSNorm (metrics.qk_spectrum)
+    qk_gain: Callable | None = None  # (attention module) -> g_q * g_k (D,) of a q/k RMSNorm (metrics/spectrum.py)
     write: str | None = None  # the layer's module whose output the stream receives from the attention, when
     # a norm follows it (Gemma's post_attention_layernorm); None: the attention module's own output
 

@@ -165,7 +165,7 @@ class Attention(nn.Module):
         return w_q, w_k, w_o
 
     def qk_gain(self) -> torch.Tensor | None:
-        """g_q * g_k (D,) of the q/k norm's gains, None without one (metrics.qk_spectrum)."""
+        """g_q * g_k (D,) of the q/k norm's gains, None without one (metrics/spectrum.py)."""
         if not isinstance(self.q_norm, nn.RMSNorm):
             return None
         return (self.q_norm.weight * self.k_norm.weight).detach()

@@ -82,7 +82,7 @@ class LayerAnatomy:
     has_slot: bool  # the last key of every row is a learned slot
     has_gate: bool  # the layer has a `gates` tap
     has_pathway: bool  # the layer has a global pathway (`pathway.*` taps)
-    qk_gain: torch.Tensor | None = None  # (D,) g_q * g_k of a q/k RMSNorm's gains (metrics.qk_spectrum)
+    qk_gain: torch.Tensor | None = None  # (D,) g_q * g_k of a q/k RMSNorm's gains (metrics/spectrum.py)
 
 
 @dataclass

@@ -271,3 +271,20 @@ def write_docs(docs: Path, rows: pd.DataFrame | None = None) -> Path:
         )
         write_text(readme, text)
     return docs / RESULTS
+
+
+def unrecorded(rows: pd.DataFrame, papers: list[Paper]) -> str:
+    """'' when `rows` (a claims.csv) hold a CPU-scale row for every claim of `papers` and none for a
+    claim they no longer declare; else one sentence naming the claims and the command that writes them."""
+    cpu = with_scale(rows)
+    recorded = set(zip(*(cpu.loc[cpu["scale"] == "cpu", column] for column in ("paper", "claim"))))
+    declared = {(paper.name, claim.name) for paper in papers for claim in paper.claims}
+    for pairs, state, does in (
+        (declared - recorded, "no row for", "runs their experiments and writes their rows"),
+        (recorded - declared, "rows for the undeclared", "rewrites their papers' rows"),
+    ):
+        if pairs:
+            names = ", ".join(f"{paper}/{claim}" for paper, claim in sorted(pairs))
+            command = f"sinkexp reproduce {' '.join(sorted({paper for paper, _ in pairs}))} --docs docs"
+            return f"docs/claims.csv has {state} {names}: `{command}` {does}."
+    return ""

@@ -1,4 +1,4 @@
-"""Sink attention per query position (sinkexp/analysis/positions.py; metrics.sink_attn_by_position) on
+"""Sink attention per query position (sinkexp/analysis/positions.py; sink_attention.sink_attn_by_position) on
 hand-built attention, and the two readings of Ran-Milo's sink: some position, every position."""
 
 import math
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from sinkexp.analysis.positions import position_profile, selected, strongest_position, weakest_position_of_best_layer
-from sinkexp.evaluate.metrics import sink_attn_by_position
+from sinkexp.evaluate.metrics.sink_attention import sink_attn_by_position
 from sinkexp.model import Transformer
 from sinkexp.tasks import TASKS
 

@@ -4,25 +4,14 @@ import pytest
 import torch
 
 from sinkexp.config import schema as config_schema
+from sinkexp.config.schema import group_options
 from sinkexp.errors import ConfigError
 from sinkexp.jobs.plan import plan
 from sinkexp.model import AXES as MODEL_AXES
 from sinkexp.model import Transformer
 from sinkexp.tasks import TASKS
 
-ATTN_PRESETS = (
-    "softmax",
-    "relu",
-    "relu_len",
-    "relu_raw",
-    "sigmoid",
-    "sigmoid_nobias",
-    "sigmoid_norm",
-    "softmax1",
-    "softpick",
-    "gated",
-    "sink_kv",
-)
+ATTN_PRESETS = group_options()["attn"]  # configs/attn/*.yaml: a new preset is tested without an edit here
 AXES = {
     **{
         key: tuple(registry) for key, registry in MODEL_AXES.items() if key not in ("model.embed", "model.readout")

@@ -4,8 +4,8 @@ that summary.json, the printed table and the report share."""
 import pytest
 import torch
 
-from sinkexp.evaluate import metrics as evaluate_metrics
 from sinkexp.evaluate.evaluator import attention_rows, evaluate, loss_rows, once_per_query_set
+from sinkexp.evaluate.metrics.head_writes import head_values, stable_rank
 from sinkexp.evaluate.tables import final_rows, summary
 from sinkexp.model.transformer import Anatomy, LayerAnatomy
 from sinkexp.tasks.base import Batch
@@ -97,7 +97,7 @@ def test_undefined_values_are_left_out_and_wired_metrics_match_their_functions()
     rows = hand_built_rows()
     assert (0, 0, "a", "logit_gap") not in rows  # query 1 sees only the sink and itself
     assert not any(metric in ("slot_attn", "register_attn", "gate") for *_, metric in rows)
-    expected_rank = evaluate_metrics.stable_rank(evaluate_metrics.head_values(WEIGHTS @ V, torch.eye(2))).item()
+    expected_rank = stable_rank(head_values(WEIGHTS @ V, torch.eye(2))).item()
     assert rows[(0, 0, "all", "stable_rank")] == pytest.approx(expected_rank)
     assert rows[(0, 0, "all", "qk_sigma1")] == pytest.approx(1.0)  # W_Q W_K^T = I
 

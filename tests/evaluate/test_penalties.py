@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from sinkexp.evaluate import penalties as evaluate_penalties
-from sinkexp.evaluate.metrics import common_mode_fraction
+from sinkexp.evaluate.metrics.head_writes import common_mode_fraction
 from sinkexp.jobs.runner import make_trainer
 from sinkexp.model import capture
 from sinkexp.train.loop import batch_loss

@@ -1,6 +1,6 @@
 """Claims judged on the plumbing paper's runs (tests/plumbing.py) and on hand-built runs: what a
 claim selects, pairs and ranks, the values it reads, the verdict with its why; and what reproduce
-writes from them (--list, docs/results.md and the README headline)."""
+writes from them (--list; docs/results.md and the README headline: test_write.py)."""
 
 import math
 import shutil
@@ -14,16 +14,15 @@ from plumbing import claim, plumbing_paper
 
 from sinkexp.analysis.interventions import run_interventions
 from sinkexp.analysis.load import load_run
-from sinkexp.reproduce import last_verdicts, main, reproduce
+from sinkexp.reproduce import last_verdicts, reproduce
 from sinkexp.reproduce.command import decided
 from sinkexp.reproduce.declare import Condition, Measure, Paired, Paper, Trend, at_least, at_most, between
 from sinkexp.reproduce.finished import FinishedRun
 from sinkexp.reproduce.judge import judge, load_runs, selects, spearman
 from sinkexp.reproduce.measures import final, intervention
 from sinkexp.reproduce.papers import PAPERS
-from sinkexp.reproduce.scales import with_scale
 from sinkexp.reproduce.verdicts import check_claims
-from sinkexp.reproduce.write import headline, read_claims, results_page, table_text, write_docs
+from sinkexp.reproduce.write import table_text
 from sinkexp.rundir.reading import setting
 
 
@@ -196,45 +195,6 @@ def test_a_value_a_run_lacks_leaves_the_claim_not_run_with_the_problem_not_a_num
     result = judge(typo, runs, table)
     assert not result.passed and result.values == {}
     assert "has no final sink_attn[layer 0, non_triger]" in result.problem
-
-
-def test_the_committed_results_page_and_headline_are_what_claims_csv_gives():
-    repo = Path(__file__).parents[2]
-    rows = read_claims(repo / "docs" / "claims.csv")
-    assert (repo / "docs" / "results.md").read_text() == results_page(rows)
-    assert headline(rows) in (repo / "README.md").read_text()
-    # every declared paper with all its claims at cpu, some at reach too
-    cpu = rows[with_scale(rows)["scale"] == "cpu"]
-    assert set(cpu["paper"]) == set(PAPERS)
-    assert len(cpu) == sum(len(paper.claims) for paper in PAPERS.values())
-
-
-def test_docs_are_regenerated_from_claims_csv_and_only_the_headline_changes(plumbed, tmp_path, capsys):
-    readme = tmp_path / "README.md"
-    readme.write_text("intro\n<!-- results-headline: generated -->\nold\n<!-- /results-headline -->\nrest\n")
-    rows = pd.read_csv(plumbed[0] / "plumbing" / "claims.csv")
-    write_docs(tmp_path / "docs", rows)
-    text = readme.read_text()
-    assert text.startswith(
-        "intro\n<!-- results-headline: generated -->\n"
-        "**paper claims: 0 hold, 1 contradicted, 0 not reached, 2 cannot fail** (paper claims by "
-        "paper: plumbing 0 hold, 1 contradicted, 0 not reached, 2 cannot fail)."
-    )
-    assert text.endswith("\n<!-- /results-headline -->\nrest\n") and "\nold\n" not in text
-    page = (tmp_path / "docs" / "results.md").read_text()
-    assert "| plumbing | impossible |" in page and page == results_page(read_claims(tmp_path / "docs" / "claims.csv"))
-    (tmp_path / "docs" / "results.md").unlink()
-    assert main(["--docs", str(tmp_path / "docs")]) == 0 and (tmp_path / "docs" / "results.md").read_text() == page
-
-
-def test_docs_for_one_paper_replace_only_that_papers_rows(plumbed, tmp_path):
-    rows = pd.read_csv(plumbed[0] / "plumbing" / "claims.csv")
-    other = rows.assign(paper="other", verdict="stale")
-    write_docs(tmp_path, pd.concat([other, rows.assign(verdict="stale")], ignore_index=True))
-    write_docs(tmp_path, rows)  # plumbing again: its rows replaced, other's kept
-    merged = pd.read_csv(tmp_path / "claims.csv")
-    assert list(merged["paper"]) == ["other"] * 3 + ["plumbing"] * 3
-    assert list(merged["verdict"]) == ["stale"] * 3 + list(rows["verdict"])
 
 
 def test_a_claim_whose_premise_does_not_hold_is_not_reached_with_its_values_shown(plumbed):
