@@ -14,9 +14,9 @@ In one run, each pair's sides alternating (`--reps` times) so that drift in the 
   `--batch` x 64 positions of random logits; seconds, and each layout's error against float64; and the
   rows taken LOSS_ELEMENTS logits a call (16 MiB, under glibc's largest mmap threshold) against 4x that,
   with the freed memory kept as `sinkexp measure` keeps it (machine/allocator.py, set for the whole run);
-- stable_rank's eigenproblems (evaluate/metrics.py largest_eigenvalues): the largest eigenvalue of
+- stable_rank's eigenproblems (evaluate/metrics/head_writes.py largest_eigenvalues): the largest eigenvalue of
   100 x 8 Gram matrices of 64 x 64 (a measure pass's layer at Pythia-70M's shape), on 1 and on 2 threads;
-- the massive ratio's median (evaluate/metrics.py lower_median, numpy's selection) against
+- the massive ratio's median (evaluate/metrics/vectors.py lower_median, numpy's selection) against
   torch.median (a sort) on 100 x 64 x 512 magnitudes, one thread.
 Reported: the median seconds of each side and their ratio. Another process on the machine makes the
 numbers invalid: they are marked so.
@@ -34,7 +34,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from sinkexp.evaluate.metrics import largest_eigenvalues, lower_median
+from sinkexp.evaluate.metrics.head_writes import largest_eigenvalues
+from sinkexp.evaluate.metrics.vectors import lower_median
 from sinkexp.hf.measure import LOSS_ELEMENTS
 from sinkexp.machine.allocator import keep_freed_memory
 from sinkexp.machine.benchmark import alternate, load, machine, validity

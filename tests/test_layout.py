@@ -1,11 +1,13 @@
 """The house's size rules, and imports at the top of a file (README, "Layout"): a module or a test
 file of at most 300 lines, a function of at most 60, and an import inside a function only with a
-`# lazy: why` comment (a measured import cost or an optional extra) on it or on the block it opens."""
+`# lazy: why` comment (a measured import cost or an optional extra) on it or on the block it opens;
+and every script importable against the package as it is."""
 
 import ast
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 REPO = Path(__file__).parents[1]
 SOURCES = sorted(path for folder in ("sinkexp", "scripts", "tests") for path in (REPO / folder).rglob("*.py"))
@@ -78,3 +80,11 @@ def test_the_import_rule_catches_an_unexplained_import_and_takes_a_reason():
         for code in (bare, said, block, run)
     ]
     assert verdicts == [[False], [True], [True, True], [True, True, False]]
+
+
+@pytest.mark.parametrize("script", sorted(path.stem for path in (REPO / "scripts").glob("*.py")))
+def test_every_script_imports_what_the_package_has_now(script):
+    """A script's imports resolve against the package as it is (a module split or renamed under a
+    benchmark breaks it at its first run, not here, otherwise); nothing runs: each has a main guard."""
+    assert '__name__ == "__main__"' in (REPO / "scripts" / f"{script}.py").read_text()
+    load_script(script)
