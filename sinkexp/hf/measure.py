@@ -96,24 +96,50 @@ def readout(model):
     return head if not cap else lambda hidden: cap * torch.tanh(head(hidden) / cap)
 
 
-def load_checkpoint(model: str, revision: str | None, dtype: str, device: torch.device) -> tuple[Path, object]:
+def load_checkpoint(
+    model: str, revision: str | None, dtype: str, device: torch.device, init: int | None = None
+) -> tuple[Path, object]:
     """(its folder, the model loaded for measuring): the one loader of `sinkexp measure`, from the
     settings a measured run's config.yaml records: model (a folder, a hub id at `revision`, a .gguf
-    file or a shipped name, dequantized from the cache: sources.resolve), revision and dtype."""
-    folder = sources.resolve(model, revision, weights=True)
-    return folder, load_model(folder, dtype, device)
+    file or a shipped name, dequantized from the cache: sources.resolve), revision, dtype, and `init`:
+    the same architecture at random initialisation instead of its weights (initialised)."""
+    folder = sources.resolve(model, revision, weights=init is None)
+    return folder, load_model(folder, dtype, device) if init is None else initialised(folder, dtype, device, init)
 
 
 def load_model(folder, dtype: str, device: torch.device):
     """The model in eval mode, its attention through capture.ATTENTION."""
     from transformers import AutoModelForCausalLM  # lazy: transformers is the hf extra
-    from transformers.utils import logging
+
+    quiet_transformers()
+    model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation=ATTENTION, dtype=DTYPES[dtype])
+    return model.to(device).eval()
+
+
+def initialised(folder, dtype: str, device: torch.device, seed: int):
+    """The architecture of `folder`'s config.json at random initialisation, in eval mode: transformers'
+    own initialisation (`from_config`: each module's `_init_weights`, e.g. Llama's and Gemma-3's linear
+    and embedding weights N(0, initializer_range^2), their norms at the identity), drawn on the CPU
+    after torch.manual_seed(seed), the global generator restored after: the untrained value of a claim
+    on a pre-trained checkpoint (reproduce/checkpoints.py), the same weights for a seed on any machine
+    with the same torch and transformers."""
+    from transformers import AutoConfig, AutoModelForCausalLM  # lazy: transformers is the hf extra
+
+    quiet_transformers()
+    config = AutoConfig.from_pretrained(folder)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config, attn_implementation=ATTENTION, dtype=DTYPES[dtype])
+    return model.to(device).eval()
+
+
+def quiet_transformers() -> None:
+    """ATTENTION registered; transformers' progress bars and warnings off."""
+    from transformers.utils import logging  # lazy: transformers is the hf extra
 
     register()
     logging.set_verbosity_error()
     logging.disable_progress_bar()
-    model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation=ATTENTION, dtype=DTYPES[dtype])
-    return model.to(device).eval()
 
 
 def text_batch(inputs: torch.Tensor) -> Batch:

@@ -32,6 +32,8 @@ class MeasureConfig:
     dtype: str = "float32"  # float32 | bfloat16 | float16
     chunk: int | None = None  # sequences per forward pass (null: all n at once)
     perturb: bool = False  # Barbero et al.'s perturbation too (two more forward passes; docs/metrics.md)
+    skip: int = 0  # tokens of the text skipped before the first sequence (a window further into the text)
+    init: int | None = None  # measure the architecture at random initialisation, seeded with this (hf/measure.py)
     step: int | None = None  # the checkpoint's training step (null: from revision=stepN or an exported run)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     dir: str | None = None  # the run's directory; with -m the sweep's (default under outputs/)
@@ -106,6 +108,7 @@ def checked(values: dict) -> MeasureConfig:
     if not cfg.model:
         raise ConfigError("model is missing: sinkexp measure MODEL (a model folder or a hub id)")
     checks = [("n", cfg.n, 1), ("seq_len", cfg.seq_len, 2), ("chunk", cfg.chunk, 1), ("step", cfg.step, -1)]
+    checks += [("skip", cfg.skip, 0), ("init", cfg.init, 0)]
     for key, value, least in checks:
         if value is not None and value < least:
             raise ConfigError(f"{key}={value} is not valid; it must be >= {least}")
@@ -138,8 +141,9 @@ def config_hash(cfg: MeasureConfig, model_digest: str, text_digest: str) -> str:
         revision=None,
         chunk=cfg.chunk if cfg.chunk is not None and cfg.chunk < cfg.n else None,
     )
-    if not cfg.perturb:  # a key added later: the runs measured before it keep their hashes
-        del settings["perturb"]
+    for key, default in (("perturb", False), ("skip", 0), ("init", None)):  # keys added later: the runs
+        if settings[key] == default:  # measured before them keep their hashes
+            del settings[key]
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
 
 
@@ -156,7 +160,8 @@ def run_dir(cfg: MeasureConfig, multirun: bool, digest: str, started: str) -> Pa
     return (root / "measure" / model / f"{safe(name)}-{digest}").absolute()
 
 
-NAMED = ("text", "n", "seq_len", "bos", "dtype", "perturb")  # what sweep folder names show (when not default)
+# what sweep folder names show (when not default)
+NAMED = ("text", "n", "seq_len", "bos", "dtype", "perturb", "skip", "init")
 
 
 def changed_settings(cfg: MeasureConfig) -> list[str]:

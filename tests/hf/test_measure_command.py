@@ -258,10 +258,13 @@ def test_perturb_is_opt_in_its_rows_in_the_tables_and_earlier_runs_keep_their_ha
     wrong = sinkexp("measure", folder, "perturb=yes", cwd=tmp_path)
     assert wrong.returncode == 2 and "perturb='yes' is not valid; choose one of: true, false" in wrong.stderr
     cfg = MeasureConfig(model="m")  # the hash as written before the key existed: every setting but UNHASHED
-    before = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in (*UNHASHED, "perturb")}
+    later = ("perturb", "skip", "init")  # keys added after runs were measured: at their defaults, not hashed
+    before = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in (*UNHASHED, *later)}
     before.update(model="d", text="t", revision=None, chunk=None)
     digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:8]
     assert config_hash(cfg, "d", "t") == digest != config_hash(dataclasses.replace(cfg, perturb=True), "d", "t")
+    changed = [dataclasses.replace(cfg, skip=64), dataclasses.replace(cfg, init=0)]
+    assert len({digest, *(config_hash(c, "d", "t") for c in changed)}) == 3
 
 
 def test_a_full_disk_during_a_measure_says_no_failed_was_written_and_promises_no_checkpoint(
