@@ -233,15 +233,21 @@ def said(table: str, weights: tuple[str, str] | None) -> str:
     return "\n".join([f"weights: {weights[0]}", *lines])
 
 
-def measure_checkpoint(model: str, run_dir: Path, revision: str | None = None, **settings) -> Path:
-    """Measure one checkpoint into `run_dir` (nothing to do when a finished run of the same
-    settings is there) and return it; read its tables with rundir.reading.RunFiles(run_dir). For claims
-    on named open checkpoints (sinkexp reproduce): `settings` are MeasureConfig's keys with Python
-    values (n=8, dtype="bfloat16"), checked as the command line's are (hf_settings.checked), never
-    turned into text. ConfigError when the model is not on the machine (sources.on_disk says so
-    first) or a setting is bad, RuntimeError when the measurement failed."""
+def checkpoint_job(model: str, run_dir: Path, revision: str | None = None, **settings) -> Job:
+    """The planned job of one checkpoint measured into `run_dir` (its config hash known before it
+    runs), for claims on named open checkpoints (sinkexp reproduce): `settings` are MeasureConfig's
+    keys with Python values (n=8, dtype="bfloat16"), checked as the command line's are
+    (hf_settings.checked), never turned into text. ConfigError when the model is not on the machine
+    (sources.on_disk says so first) or a setting is bad."""
     cfg = hf_settings.checked(dict(model=model, dir=str(run_dir), revision=revision or None, **settings))
-    job = plan_job(cfg, multirun=False, started=utc_stamp())
+    return plan_job(cfg, multirun=False, started=utc_stamp())
+
+
+def measure_checkpoint(model: str, run_dir: Path, revision: str | None = None, **settings) -> Path:
+    """Measure one checkpoint into `run_dir` (checkpoint_job; nothing to do when a finished run of
+    the same settings is there) and return it; read its tables with rundir.reading.RunFiles(run_dir).
+    RuntimeError when the measurement failed."""
+    job = checkpoint_job(model, run_dir, revision, **settings)
     if not run_job(job, quiet=True):
         raise RuntimeError(f"{job.run_dir}: the measurement did not finish (FAILED says why)")
     return job.run_dir

@@ -1,14 +1,16 @@
 """A claim judged at several sizes: claims.csv's `scale` column, one row per claim and scale it was
 run at (cpu: the CPU sizes; reach: the sizes at which the experiment's effect forms on 2 cores;
-paper: the source's). The verdict that counts is the one at the largest scale run; the CPU
-verdicts stay beside it (docs/reproduce.md, "Scales").
+pretrained: the pre-trained checkpoints, measured, not trained; paper: the source's). The verdict
+that counts is the one at the largest scale run; the CPU verdicts stay beside it (docs/reproduce.md,
+"Scales").
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-SCALES = ("cpu", "reach", "paper")  # smallest to largest (reproduce/experiment.py: each one's sizes)
+SCALES = ("cpu", "reach", "pretrained", "paper")  # smallest to largest (reproduce/experiment.py: each one's sizes)
+PRETRAINED = "pretrained"  # the claims on checkpoints (experiment.Checkpoint), the shipped ones' only scale
 
 
 def with_scale(rows: pd.DataFrame) -> pd.DataFrame:
@@ -22,20 +24,44 @@ def reach_sized(paper) -> set[str]:
     return {exp.name for exp in paper.experiments if getattr(exp, "reach", None)}
 
 
+def checkpoint_claim(paper, claim) -> bool:
+    """Whether every experiment `claim` reads is a checkpoint (measured, not trained)."""
+    return all(hasattr(paper.experiment(name), "model") for name in claim.experiments)
+
+
+def shipped_claim(paper, claim) -> bool:
+    """Whether `claim` reads a checkpoint sinkexp ships (hf/shipped.py): judged at scale=pretrained only."""
+    return any(getattr(paper.experiment(name), "shipped", False) for name in claim.experiments)
+
+
 def judged_at(paper, scale: str) -> set[str]:
     """The claims of `paper` a run at `scale` judges: at reach, those whose experiments all declare a
-    reach size (the others would repeat the CPU verdict at the CPU sizes); at cpu and paper, all."""
+    reach size (the others would repeat the CPU verdict at the CPU sizes); at pretrained, those on
+    checkpoints alone; at cpu and paper, all but those on the shipped checkpoints, whose one scale is
+    pretrained."""
+    if scale == PRETRAINED:
+        return {claim.name for claim in paper.claims if checkpoint_claim(paper, claim)}
+    claims = [claim for claim in paper.claims if not shipped_claim(paper, claim)]
     if scale != "reach":
-        return {claim.name for claim in paper.claims}
+        return {claim.name for claim in claims}
     sized = reach_sized(paper)
-    return {claim.name for claim in paper.claims if set(claim.experiments) <= sized}
+    return {claim.name for claim in claims if set(claim.experiments) <= sized}
+
+
+def measured_at(paper, scale: str) -> list:
+    """The checkpoints of `paper` the claims judged at `scale` read, in declaration order."""
+    judged = [paper.claim(name) for name in judged_at(paper, scale)]
+    read = {name for claim in judged for name in claim.experiments}
+    return [exp for exp in paper.experiments if hasattr(exp, "model") and exp.name in read]
 
 
 def trained_at(paper, scale: str) -> set[str]:
     """The experiments of `paper` a run at `scale` trains: at reach, those with a reach size, and
     those without only where a judged claim reads them, or a claim it names (premises, contrasts,
     `reached`), through their names in turn: the others' runs would feed only verdicts the CPU sizes
-    give already. At cpu and paper, all."""
+    give already. At pretrained none (checkpoints are measured); at cpu and paper, all."""
+    if scale == PRETRAINED:
+        return set()
     if scale != "reach":
         return {exp.name for exp in paper.experiments}
     named = judged_at(paper, scale)

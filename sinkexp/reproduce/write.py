@@ -15,7 +15,7 @@ import pandas as pd
 
 from sinkexp.report.runs import write_report as report_folder
 from sinkexp.reproduce.declare import Paper
-from sinkexp.reproduce.scales import SCALES, at_largest, side_by_side, with_scale
+from sinkexp.reproduce.scales import PRETRAINED, SCALES, at_largest, side_by_side, with_scale
 from sinkexp.reproduce.verdicts import VERDICTS
 from sinkexp.rundir.files import write_csv, write_text
 
@@ -212,7 +212,8 @@ def results_page(rows: pd.DataFrame) -> str:
 
 def headline(rows: pd.DataFrame) -> str:
     """One line: the verdicts by kind, and the paper claims' verdicts per paper; each claim at the
-    largest scale it was run at, the CPU sizes' counts beside them where a larger scale was run."""
+    largest scale it was run at, the CPU sizes' counts beside them where a larger scale was run, and
+    the pre-trained checkpoints' counts and models where scale=pretrained was run."""
     rows = with_scale(rows)
     largest = at_largest(rows)
     papers = largest[largest["kind"] == "paper"]
@@ -222,8 +223,22 @@ def headline(rows: pd.DataFrame) -> str:
     cpu = rows[rows["scale"] == "cpu"]
     return (
         f"**{passing(largest)}**, each claim at the largest scale it was run at (at the CPU sizes alone: "
-        f"{passing(cpu)}) (paper claims by paper: {by_paper})."
+        f"{passing(cpu)}) (paper claims by paper: {by_paper}).{pretrained_counts(rows)}"
     )
+
+
+def pretrained_counts(rows: pd.DataFrame) -> str:
+    """' On pre-trained checkpoints (...): <counts by kind>' where scale=pretrained was run: the claims
+    on checkpoints measured here and on which models, then how many wait for weights not here."""
+    pretrained = rows[rows["scale"] == PRETRAINED]
+    if not len(pretrained):
+        return ""
+    absent = pretrained["why"].map(text).str.startswith("needs ")
+    measured = pretrained[~absent]
+    cells = measured["model"].map(text) if "model" in measured else pd.Series(dtype=str)
+    models = ", ".join(dict.fromkeys(model for cell in cells for model in cell.split("; ") if model))
+    waiting = f"; {absent.sum()} more on named checkpoints whose weights are not here (not run)" if absent.any() else ""
+    return f" On pre-trained checkpoints (scale=pretrained; {models or 'none measured'}): {passing(measured)}{waiting}."
 
 
 FINDINGS = "findings.md"  # a paper's generated findings table (Paper.findings), beside its claims.csv
