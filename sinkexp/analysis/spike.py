@@ -38,7 +38,7 @@ from sinkexp.analysis.lm_interventions import find_massive, lm_interventions
 from sinkexp.hf.capture import layer_by_layer
 
 CHUNK = 25  # sequences a pass: every layer's stream and attention write are kept (SmolLM2: 220 MB)
-ABLATED = 20  # sequences the massive ablation reads: four passes of the readout each (Gemma-3's 262k logits)
+ABLATED = 20  # sequences an intervention on a real LM reads: two to four passes each (Gemma-3's 262k logits)
 
 
 def peak_layer(metrics) -> int:
@@ -90,6 +90,12 @@ def spike_anatomy(run, chunk: int = CHUNK) -> dict:
         "position": spot,
         "channel": Counter(c.tolist()).most_common(1)[0][0],
     }
+
+
+def on_first(run, analysis, sequences: int = ABLATED):
+    """`analysis` (a function of a measured run, e.g. lm_interventions.first_token_removed) on the
+    run's first `sequences` sequences: an intervention of several passes a draw, on 2 CPU cores."""
+    return analysis(replace(run, inputs=run.inputs[:sequences]))
 
 
 def constancy(states: torch.Tensor) -> float:

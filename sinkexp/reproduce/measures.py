@@ -154,15 +154,16 @@ def payload_transfer(key: str, layer: int) -> Measure:
 def bos_removed(key: str) -> Measure:
     """`first_attn` or `loss` with BOS removed at inference over its value with BOS
     (sinkexp.analysis.interventions.without_bos; on a measured LM, its first position removed:
-    lm_interventions.first_token_removed)."""
+    lm_interventions.first_token_removed, on its first analysis.spike.ABLATED sequences)."""
 
     def ratio(run: FinishedRun) -> float:
         # lazy: pulls in torch (~2.4 s); --list and the declarations load measures.py without it
         from sinkexp.analysis.interventions import without_bos
         from sinkexp.analysis.lm_interventions import first_token_removed
+        from sinkexp.analysis.spike import on_first
 
         if measured(run):
-            values = run.analysis(first_token_removed)
+            values = run.analysis(on_first, first_token_removed)
             return values[f"{key}_no_first"] / values[f"{key}_first"]
         values = run.analysis(without_bos)
         return values[f"{key}_no_bos"] / values[f"{key}_bos"]
@@ -173,13 +174,15 @@ def bos_removed(key: str) -> Measure:
 def perturbation_spread() -> Measure:
     """Barbero et al.'s perturbation (sinkexp.analysis.perturbation): the relative change of the
     representations after a one-token change, averaged over the layers, with BOS removed at inference
-    over with BOS (> 1: the change spreads more without the sink)."""
+    over with BOS (> 1: the change spreads more without the sink); on a measured LM, on its first
+    analysis.spike.ABLATED sequences."""
 
     def ratio(run: FinishedRun) -> float:
         # lazy: pulls in torch (~2.4 s); --list and the declarations load measures.py without it
         from sinkexp.analysis.perturbation import measured_perturbation, perturbation
+        from sinkexp.analysis.spike import on_first
 
-        values = run.analysis(measured_perturbation if measured(run) else perturbation)
+        values = run.analysis(on_first, measured_perturbation) if measured(run) else run.analysis(perturbation)
         layers = [key.removeprefix("change_bos_") for key in values if key.startswith("change_bos_")]
         return sum(values[f"change_no_bos_{L}"] for L in layers) / sum(values[f"change_bos_{L}"] for L in layers)
 

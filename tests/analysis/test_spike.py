@@ -9,7 +9,7 @@ import torch
 from hf_models import tiny
 
 from sinkexp.analysis.load import load_run
-from sinkexp.analysis.spike import constancy, massive_ablation, peak_layer, spike_anatomy
+from sinkexp.analysis.spike import constancy, massive_ablation, on_first, peak_layer, spike_anatomy
 from sinkexp.hf.command import measure_checkpoint
 
 pytest.importorskip("transformers")
@@ -97,3 +97,10 @@ def test_the_ablation_of_a_fixed_spike_mean_keeps_zero_changes_none_where_there_
         "entries": 0,
         "layer": 1,
     }
+
+
+def test_an_analysis_on_the_first_sequences_reads_those_alone(measured):
+    """on_first gives the analysis the run with its first rows of inputs, the model and settings unchanged."""
+    run = measured["random"]
+    seen = on_first(run, lambda part: (part.inputs, part.model), sequences=2)
+    assert torch.equal(seen[0], run.inputs[:2]) and seen[1] is run.model

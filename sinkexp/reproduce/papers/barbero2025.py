@@ -79,7 +79,7 @@ from sinkexp.reproduce.measures import bos_removed, curve, final, first_step, pe
 from sinkexp.reproduce.papers.ladder import LM_REACH, LM_REACH_AT_ITS_LENGTH
 from sinkexp.reproduce.papers.shipped import BEYOND as CHECKPOINT_BEYOND
 from sinkexp.reproduce.papers.shipped import BEYOND_NOTE as CHECKPOINT_NOTE
-from sinkexp.reproduce.papers.shipped import GEMMA3, SMOLLM2, WEIGHTS
+from sinkexp.reproduce.papers.shipped import FIRST, GEMMA3, SMOLLM2, WEIGHTS
 
 LENGTHS = (16, 32, 64, 128, 256)
 TOKENS_PER_STEP = 8192
@@ -264,18 +264,18 @@ PAPER = Paper(
                statement="Without BOS at inference Gemma-3-270M's first position no longer draws the attention.",
                source="Sec. 5, Table 2", paper_value="sink gone", experiment="gemma3",
                measure=bos_removed("first_attn"), criterion=at_most(1.0, by="direction"),
-               note=CHECKPOINT_NOTE + "A fall. " + WEIGHTS),
+               note=CHECKPOINT_NOTE + "A fall. " + FIRST + WEIGHTS),
         Paired(name="gemma3_loss_rises_without_bos", kind="paper", requires="gemma3_sinks_on_bos", **CHECKPOINT_BEYOND,
                statement="Without BOS at inference Gemma-3-270M performs much worse.", source="Sec. 5, Table 2",
                paper_value="large drop", experiment="gemma3", measure=bos_removed("loss"),
-               criterion=at_least(1.0, by="direction"), note=CHECKPOINT_NOTE + "A rise. " + WEIGHTS),
+               criterion=at_least(1.0, by="direction"), note=CHECKPOINT_NOTE + "A rise. " + FIRST + WEIGHTS),
         Paired(name="gemma3_perturbation_stays_local_with_bos", kind="paper", requires="gemma3_sinks_on_bos",
                **CHECKPOINT_BEYOND, statement="A one-token change moves Gemma-3-270M's representations less with its "
                "BOS sink than with BOS removed at inference.", source="Sec. 3-4, Fig. 2 (Gemma 7B)",
                paper_value="local with BOS, spreads without", experiment="gemma3", measure=PERTURBATION,
                criterion=at_least(1.0, by="direction"),
                note=CHECKPOINT_NOTE + "A rise; the changed token and the measure are sinkexp's (the LM claim's). "
-                    + WEIGHTS),
+                    + FIRST + WEIGHTS),
         Value(name="smollm2_first_token_sinks", kind="paper", statement="SmolLM2-135M, given no fixed first token "
               "(its tokenizer puts no BOS in front of a text), sinks on its first token (sink rate over all heads "
               "at alpha_s > 0.3 >= 0.1).", source="Sec. 5, Table 2", paper_value="a sink on the first token",
