@@ -157,11 +157,13 @@ def test_perturbation_rows_are_the_metric_of_the_hidden_states_in_any_chunking(k
     assert [row[5] for row in chunked] == pytest.approx(list(rows.values()))
 
 
-def test_init_measures_the_architecture_at_its_own_seeded_random_initialisation(tmp_path):
+def test_init_measures_the_architecture_at_its_own_seeded_random_initialisation(tmp_path, monkeypatch):
     """init=S: transformers' initialisation of the folder's config after torch.manual_seed(S), the
-    same weights for the same seed, none of the folder's; the global generator is left as it was."""
+    same weights for the same seed, none of the folder's; the global generator is left as it was.
+    Drawn once, then read from the cache: the second load of seed 0 draws nothing."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    monkeypatch.setenv("SINKEXP_CACHE", str(tmp_path / "cache"))
     folder = tiny("llama", tmp_path / "llama", seed=3)
     config = AutoConfig.from_pretrained(folder)
     cpu = torch.device("cpu")
@@ -170,7 +172,10 @@ def test_init_measures_the_architecture_at_its_own_seeded_random_initialisation(
     torch.manual_seed(7)
     first = hf_measure.initialised(folder, "float32", cpu, 0).state_dict()
     assert torch.equal(torch.rand(1), expected_next)  # the caller's generator untouched
-    again = hf_measure.initialised(folder, "float32", cpu, 0).state_dict()
+    assert len(list((tmp_path / "cache" / "init").glob("*/config.json"))) == 1
+    with monkeypatch.context() as drawing:  # from the cache: nothing drawn
+        drawing.setattr(AutoModelForCausalLM, "from_config", lambda *_, **__: pytest.fail("drawn again"))
+        again = hf_measure.initialised(folder, "float32", cpu, 0).state_dict()
     other = hf_measure.initialised(folder, "float32", cpu, 1).state_dict()
     trained = AutoModelForCausalLM.from_pretrained(folder).state_dict()
     torch.manual_seed(0)  # what from_config draws after the seed: transformers' own initialisation
