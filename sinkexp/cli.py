@@ -114,18 +114,19 @@ COMMANDS = {
     "report": "sinkexp.report.runs",
     "reproduce": "sinkexp.reproduce.command",
     "intervene": "sinkexp.analysis.intervene",
-    "measure": "sinkexp.hf.command",
+    "measure": "sinkexp.commands.measure",
     "export": "sinkexp.hf.export",
 }
 
 
 # reproduce imports torch only when it trains or estimates; reproduce/run.py stops signals raising there
 LOADS_TORCH_LATER = {"sinkexp.reproduce.command"}
+NEEDS_TRANSFORMERS = {"sinkexp.commands.measure", "sinkexp.hf.export"}  # the hf extra (sinkexp/hf/)
 
 
 def run_command(module: str, argv: list[str]) -> int:
     """`module.main(argv)`; `measure` and `export` (sinkexp/hf/) first check for the optional transformers."""
-    if module.startswith("sinkexp.hf."):
+    if module in NEEDS_TRANSFORMERS:
         try:
             require_transformers()
         except ConfigError as err:

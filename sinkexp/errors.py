@@ -26,13 +26,17 @@ def closest(given: Any, choices: Iterable[str], prefix: str = "") -> str:
     return f" (did you mean {prefix}{match}?)" if match else ""
 
 
-def unknown_key(key: str, valid: Iterable[str], parent: str, among: Iterable[str] | None = None) -> ConfigError:
+def unknown_key(
+    key: str, valid: Iterable[str], parent: str, among: Iterable[str] | None = None, meant: str | None = None
+) -> ConfigError:
     """`KEY: unknown key (did you mean ...?); valid keys under 'PARENT': ...`: the closest of `valid` to
-    the key's last part, or of `among` (every dotted key) to the whole key when its section is misspelt."""
+    the key's last part, or of `among` (every dotted key) to the whole key when its section is misspelt,
+    or `meant` where the caller knows (another command's name for one of these keys)."""
     valid = sorted(valid)
     where = f"under '{parent}'" if parent else "at the top level"
     leaf = key[len(parent) + 1 :] if parent else key
     hint = closest(key, among) if among is not None else closest(leaf, valid, f"{parent}." if parent else "")
+    hint = f" (did you mean {meant}?)" if meant else hint
     return ConfigError(f"{key}: unknown key{hint}; valid keys {where}: {', '.join(valid)}")
 
 

@@ -53,7 +53,7 @@ def numbers(run_dir, name):
 
 
 def assert_same_tables(a, b, exact=False):
-    for name in (rundir_files.METRICS, rundir_files.LOSSES):
+    for name in (rundir_files.METRICS_CSV, rundir_files.LOSSES):
         (keys_a, values_a), (keys_b, values_b) = numbers(a, name), numbers(b, name)
         pd.testing.assert_frame_equal(keys_a, keys_b)
         if exact:

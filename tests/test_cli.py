@@ -118,7 +118,7 @@ def test_help_lists_groups_and_cfg_prints_the_composed_config(tmp_path):
         "model: default, llama",
         "attn: gated, relu, relu_len, relu_raw, sigmoid, sigmoid_nobias, sigmoid_norm, sink_kv, softmax, "
         "softmax1, softpick",
-        "scale: cpu, paper",
+        "scale: cpu, reach, paper",  # smallest to largest (config/schema.py SCALES)
     ):
         assert group in helped.stdout
     shown = sinkexp("train", "--cfg", "job", "attn=relu", "model.n_layers=3", cwd=tmp_path)

@@ -11,7 +11,7 @@ import pytest
 from helpers import sinkexp
 from omegaconf import OmegaConf
 
-from sinkexp.hf.settings import MeasureConfig
+from sinkexp.config.settings import MeasureConfig
 
 REPO = Path(__file__).parents[1]
 README = (REPO / "README.md").read_text()

@@ -16,8 +16,9 @@ from sinkexp.analysis.interventions import COLUMNS, DEFINITIONS, ROWS
 from sinkexp.analysis.load import load_run
 from sinkexp.analysis.measured import MeasuredRun
 from sinkexp.errors import ConfigError
+from sinkexp.hf import quantization
 from sinkexp.rundir.faults import run_file_error
-from sinkexp.rundir.reading import FINISHED, run_status
+from sinkexp.rundir.reading import FINISHED, RunFiles, run_status
 
 
 def main(argv: list[str]) -> int:
@@ -122,7 +123,9 @@ def print_measured(run, layers, seed: int) -> None:
     """`sinkexp intervene` on a measured run: the table, each layer's massive activations, the first token removed."""
     massive = lm_interventions.find_massive(run, layers, seed)
     N, T = run.inputs.shape
-    print(f"{run.path}: {run.cfg.model}, {N} sequences of {T} tokens; the sink is position 0")
+    weights = quantization.of_run(RunFiles(run.path).config)
+    said = f" ({quantization.said(weights, short=True)})" if weights else ""
+    print(f"{run.path}: {run.cfg.model}{said}, {N} sequences of {T} tokens; the sink is position 0")
     table = lm_interventions.lm_interventions(run, layers, seed=seed, massive=massive)
     every = {**DEFINITIONS, **lm_interventions.DEFINITIONS}
     print_table(table, values=["loss", "rms_change", "kl"], definitions=every, columns=lm_interventions.COLUMNS)

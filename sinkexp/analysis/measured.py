@@ -1,5 +1,5 @@
 """A `sinkexp measure` run loaded back (load_run's branch for them): the measured model, rebuilt
-through the measure command's own loader from the run's config.yaml (hf/command.py: build_job cuts
+through the measure command's own loader from the run's config.yaml (hf/runner.py: build_measurement cuts
 the inputs and checks the model, open_model loads it), the same N x T token ids it measured, and
 its tables.
 
@@ -24,8 +24,8 @@ import pandas as pd
 import torch
 from omegaconf import OmegaConf
 
-from sinkexp.hf import command, require_transformers
-from sinkexp.hf import settings as hf_settings
+from sinkexp.config.settings import MeasureConfig, measure_config
+from sinkexp.hf import require_transformers, runner
 from sinkexp.hf.capture import layer_by_layer
 from sinkexp.hf.families import FAMILIES
 from sinkexp.hf.measure import NextToken, text_batch
@@ -42,7 +42,7 @@ class MeasuredRun:
     """A finished `sinkexp measure` run: its settings, the measured model, inputs and tables."""
 
     path: Path
-    cfg: hf_settings.MeasureConfig
+    cfg: MeasureConfig
     model: object  # the transformers causal LM, eval mode, attention through hf/capture.py
     inputs: torch.Tensor  # (N, T) token ids, as measured (inputs.npz), on the model's device
     step: int  # the checkpoint's training step (-1: unknown)
@@ -82,10 +82,10 @@ class MeasuredRun:
         return logits, cache
 
 
-def settings_of(config) -> hf_settings.MeasureConfig:
+def settings_of(config) -> MeasureConfig:
     """The MeasureConfig a run's config.yaml records (its `step` the resolved checkpoint step)."""
     values = {key: value for key, value in OmegaConf.to_container(config).items() if key not in WRITTEN_ONLY}
-    return hf_settings.checked(values)
+    return measure_config(values)
 
 
 def located(model: str, meta: dict | None) -> str:
@@ -116,17 +116,17 @@ def load_measured(path: Path, config, step: int | None = None, device: str | Non
         raise RunDirError(f"{path} measured one checkpoint, of step {cfg.step}; drop step={step}")
     require_transformers()
     cfg.dir, cfg.model = str(path), located(cfg.model, files.meta)
-    job = command.build_job(cfg, multirun=False, started="")
+    job = runner.build_measurement(cfg, multirun=False, started="")
     recorded = (files.meta or {}).get("config_hash")
     if job.digest != recorded:
         raise RunDirError(
             f"{path}: its model or text has changed since it was measured (config hash {job.digest} now, "
             f"{recorded} recorded); measure the model again into another dir to read it"
         )
-    measured = np.load(path / command.INPUTS)["inputs"] if (path / command.INPUTS).exists() else None
+    measured = np.load(path / runner.INPUTS)["inputs"] if (path / runner.INPUTS).exists() else None
     if measured is not None and not np.array_equal(measured, job.inputs.numpy()):
-        raise RunDirError(f"{path}: the text cuts into other tokens than {command.INPUTS} holds (another tokenizer?)")
-    _, model = command.open_model(job, resolve_device(device or cfg.device))
+        raise RunDirError(f"{path}: the text cuts into other tokens than {runner.INPUTS} holds (another tokenizer?)")
+    _, model = runner.open_model(job, resolve_device(device or cfg.device))
     device_of = next(model.parameters()).device
     return MeasuredRun(
         path=path,

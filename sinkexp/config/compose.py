@@ -13,11 +13,7 @@ Nothing here runs a job: sinkexp/jobs/plan.py composes every job of a command on
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import functools
 import itertools
-import math
-import typing
 from collections import OrderedDict
 
 from hydra import compose as hydra_compose
@@ -29,8 +25,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from sinkexp.config.compositions import cached
 from sinkexp.config.schema import CONFIG_MODULE, Config, register_schema
+from sinkexp.config.typed import train_integer_keys, whole_number
 from sinkexp.errors import ConfigError, choices_error, omegaconf_message, unknown_key
-from sinkexp.tasks import TASKS
 
 PARSE_HINT = "quote values with spaces or special characters, e.g. key='a b'"
 
@@ -102,35 +98,16 @@ def expand(overrides: list[str], multirun: bool, params: dict, command: str = "s
 
 def whole_numbers(overrides: list[str]) -> list[str]:
     """The overrides with a whole number written as a float (`train.steps=1e3`, which Hydra reads as
-    1000.0) given as the integer it is, for the keys the schema types as integers; ConfigError for
-    one that is not whole (`train.steps=2.5`). A sweep's values are each a job's: `expand` calls this per job."""
+    1000.0) given as the integer it is, for the keys the schema types as integers (config/typed.py);
+    ConfigError for one that is not whole (`train.steps=2.5`). A sweep's values are each a job's:
+    `expand` calls this per job."""
     out = []
     for override, line in zip(parse(overrides), overrides):
         value, key = override.value(), override.key_or_group
-        if key in integer_keys() and isinstance(value, float) and not override.is_sweep_override():
-            if not (math.isfinite(value) and value.is_integer()):
-                given = line.partition("=")[2]
-                raise ConfigError(f"{key}={given} is not valid; it must be a whole number (e.g. 1000 or 1e3)")
-            line = f"{override.get_key_element()}={int(value)}"
+        if key in train_integer_keys() and isinstance(value, float) and not override.is_sweep_override():
+            line = f"{override.get_key_element()}={whole_number(key, value, line.partition('=')[2])}"
         out.append(line)
     return out
-
-
-@functools.cache
-def integer_keys() -> frozenset[str]:
-    """The dotted keys the schema types as integers (int or Optional[int]; task.* of any task's schema)."""
-
-    def of(schema, prefix: str) -> set[str]:
-        hints, keys = typing.get_type_hints(schema), set()
-        for field in dataclasses.fields(schema):
-            kind = hints[field.name]
-            if dataclasses.is_dataclass(kind):
-                keys |= of(kind, f"{prefix}{field.name}.")
-            elif kind is int or int in typing.get_args(kind):
-                keys.add(prefix + field.name)
-        return keys
-
-    return frozenset(of(Config, "").union(*(of(task.Config, "task.") for task in TASKS.values())))
 
 
 def compose(overrides: list[str]) -> DictConfig:

@@ -34,8 +34,9 @@ PRECISIONS = ("exact", "tf32")
 # configs/task_scale/<task>_paper.yaml: the source's sizes where a source gives them (damping,
 # damping_dynamics, broadcast, backcopy), sinkexp's own GPU sizes for lm and trigger (no source gives
 # theirs); `reach` changes no task's sizes: it is `sinkexp reproduce`'s, each experiment's own
-# smallest sizes at which its phenomenon forms on 2 CPU cores (reproduce/declare.py).
-SCALES = ("cpu", "paper", "reach")
+# smallest sizes at which its phenomenon forms on 2 CPU cores (reproduce/declare.py). Smallest to
+# largest: reproduce judges a claim at the largest scale it was run at (reproduce/scales.py).
+SCALES = ("cpu", "reach", "paper")
 # What may differ between the runs of one pack (besides each task's `packable` data settings): the
 # replicas' own seeds, learning rates and weight decays (sinkexp/train/replicas.py).
 PACKABLE = ("seed", "train.lr", "train.weight_decay")

@@ -15,11 +15,12 @@ import math
 import re
 
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+from omegaconf.errors import OmegaConfBaseException
 
 from sinkexp.config.schedule import SCHEDULES
 from sinkexp.config.schema import OPTIMIZERS, PRECISIONS, Config, TrainConfig, run_configs
-from sinkexp.errors import ConfigError, choices_error, omegaconf_message, unknown_key
+from sinkexp.config.typed import merged
+from sinkexp.errors import ConfigError, choices_error, omegaconf_message
 from sinkexp.evaluate.penalties import PENALTIES
 from sinkexp.model import AXES  # the model's registries are the valid choices
 from sinkexp.tasks import TASKS
@@ -51,21 +52,6 @@ def convert(container: dict) -> Config:
     rest = merged(OmegaConf.structured(Config(task=None)), container, "")
     rest.task = task_cfg
     return rest
-
-
-def merged(schema: DictConfig, values: dict, section: str):
-    """`values` merged into the typed `schema` (the root's or a task's), as its dataclass; ConfigError
-    naming the key: an unknown one (`+train.foo=1`, which Hydra adds) with the valid keys beside it."""
-    try:
-        return OmegaConf.to_object(OmegaConf.merge(schema, values))
-    except ConfigKeyError as err:  # the key's place: its section's keys are the valid ones
-        key = ".".join(filter(None, (section, err.full_key)))
-        parent = key.rpartition(".")[0]
-        inner = parent.removeprefix(section).lstrip(".")
-        node = OmegaConf.select(schema, inner) if inner else schema
-        raise unknown_key(key, [str(k) for k in node.keys()], parent) from None
-    except Exception as err:  # omegaconf's ValidationError carries the full key
-        raise ConfigError(omegaconf_message(err)) from None
 
 
 def resolved(cfg: DictConfig) -> dict:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -34,6 +33,7 @@ import numpy as np
 import torch
 
 from sinkexp.errors import ConfigError
+from sinkexp.hf import quantization
 from sinkexp.hf.shipped import SHIPPED, installed, shipped_file
 from sinkexp.rundir.files import write_json
 
@@ -70,18 +70,7 @@ class Checkpoint:
 
     def said(self, short: bool = False) -> str:
         """What every table and verdict of the model says of its weights (short: on a verdict line)."""
-        kind = self.facts["file_type"]
-        if short:
-            return f"{bits(kind)}-bit {kind} weights, dequantized"
-        counts = ", ".join(f"{n} {name}" for name, n in self.facts["tensor_types"].items())
-        return f"{bits(kind)}-bit GGUF weights ({kind}; tensors: {counts}), dequantized to float32"
-
-
-def bits(kind: str) -> int:
-    """A GGUF type's nominal bits per weight: Q4_K_M, IQ4_XS, MXFP4 -> 4; F16 -> 16 (the blocks'
-    scales come on top: Q4_1 stores 5 bits a weight in all)."""
-    found = re.search(r"(?:Q|FP)(\d)", kind) or re.fullmatch(r"B?F(\d+)", kind)
-    return int(found.group(1)) if found else 32
+        return quantization.said(self.record()["quantization"], short)
 
 
 _OPENED: dict[tuple, Checkpoint] = {}  # per process: a sweep's jobs and a run's two reads of one model

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from sinkexp.config.settings import BOS_CHOICES  # or a token string of the model's tokenizer (bos_prefix)
 from sinkexp.errors import ConfigError, choices_error
 from sinkexp.hf import gguf
 from sinkexp.hf.families import FAMILIES
@@ -27,7 +28,6 @@ from sinkexp.tasks.lm import decompressed
 SMALL_FILES = ["*.json", "*.txt", "*.model", "tokenizer*"]  # config and tokenizer: enough for the checks
 WEIGHT_FILES = ("*.safetensors", "*.bin")  # safetensors first, as from_pretrained prefers
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
-BOS_CHOICES = ("auto", "true", "false")  # or a token string of the model's tokenizer (bos_prefix)
 
 
 def resolve(model: str, revision: str | None, weights: bool = False) -> Path:

@@ -95,7 +95,8 @@ def plot_sink_by_layer(
                     zorder=3,
                 )
         ax.set(title=f"{query_type} queries", xlabel="layer", ylabel=SHARE_LABEL, ylim=(-0.05, 1.05))
-        ax.set_xticks(range(len(layers)), [str(layer) for layer in layers])
+        every = max(1, len(layers) // 15)  # a real model's 30 layers: every other one named
+        ax.set_xticks(range(0, len(layers), every), [str(layer) for layer in layers[::every]])
         ax.set_xlim(-0.5, len(layers) - 0.5)
     n = rows.groupby("label")["run"].nunique()
     handles = [
@@ -116,7 +117,7 @@ def training_curves(root: Path, runs: pd.DataFrame, groups: list[str]) -> tuple[
     trained = runs["command"] != "measure" if "command" in runs else True  # a measured checkpoint has no curve
     for _, run in runs[runs["status"].isin(FINISHED) & trained].iterrows():
         label = label_of(run, groups)
-        metrics = pd.read_csv(Path(root) / run["run"] / rundir_files.METRICS)
+        metrics = pd.read_csv(Path(root) / run["run"] / rundir_files.METRICS_CSV)
         metrics = metrics[
             (metrics["metric"] == "sink_share") & (metrics["query_type"] != "all") & (metrics["head"] >= 0)
         ]
@@ -209,7 +210,7 @@ def legend_below(fig, handles: list) -> None:
 def plot_heads(run: Path, label: str, path: Path, save: Saver = Saver()) -> None:
     """For a model of several heads (an LM): each head's final sink score alpha_s, the share of
     attention on the first token (a layer x head grid), and each layer's massive_ratio over training."""
-    metrics = pd.read_csv(run / rundir_files.METRICS)
+    metrics = pd.read_csv(run / rundir_files.METRICS_CSV)
     final = metrics[(metrics["step"] == metrics["step"].max()) & (metrics["metric"] == "sink_score")]
     grid = final.pivot_table(index="layer", columns="head", values="value")
     massive = metrics[metrics["metric"] == "massive_ratio"].pivot_table(index="step", columns="layer", values="value")

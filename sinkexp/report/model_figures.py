@@ -21,7 +21,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from omegaconf import OmegaConf
 
+from sinkexp.hf import quantization
 from sinkexp.report.maps import attention_panel, colour_scale
 from sinkexp.report.save import Saver
 from sinkexp.rundir import files as rundir_files
@@ -37,7 +39,7 @@ class BadHeads(ValueError):
 
 def per_head(run: Path, metric: str, query_type: str) -> pd.DataFrame:
     """A layer x head grid of a per-head metric at the run's (last) step."""
-    metrics = pd.read_csv(run / rundir_files.METRICS)
+    metrics = pd.read_csv(run / rundir_files.METRICS_CSV)
     chosen = metrics[
         (metrics["metric"] == metric)
         & (metrics["query_type"] == query_type)
@@ -111,9 +113,9 @@ def plot_massive(run: Path, label: str, path: Path, save=SAVE):
     ax.plot(profile["layer"], profile["median"], color="0.4", marker="v", markersize=4, label="median |h|")
     before, last, lift = None, (-9, 1.0), 0
     for row in profile.itertuples():
-        if (row.position, row.channel) != before:  # stacked higher when the last one is close by
+        if (row.position, row.channel) != before:  # stacked higher when the last one is close by, 3 high at most
             near = row.layer - last[0] <= 2 and abs(np.log10(max(row.top1, 1e-30) / max(last[1], 1e-30))) < 1
-            lift = lift + 18 if near else 7
+            lift = lift + 18 if near and lift < 43 else 7
             ax.annotate(
                 f"pos {row.position}\nch {row.channel}",
                 (row.layer, row.top1),
@@ -126,7 +128,7 @@ def plot_massive(run: Path, label: str, path: Path, save=SAVE):
             before, last = (row.position, row.channel), (row.layer, row.top1)
     ax.set(xlabel="layer (the residual stream after the block)", ylabel="|h|", yscale="log")
     ax.set_xticks(profile["layer"][:: max(1, len(profile) // 15)])
-    ax.set_ylim(top=profile[["top1", "top2", "top3", "median"]].to_numpy().max() * 30)  # room for the labels
+    ax.set_ylim(top=profile[["top1", "top2", "top3", "median"]].to_numpy().max() * 300)  # room for the labels
     ax.legend(fontsize=7, frameon=False, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     ax.set_title(
         f"{label}\nmassive activations: |h| per layer, mean over sequences (pos/ch: the largest |h|)", fontsize=9
@@ -137,9 +139,12 @@ def plot_massive(run: Path, label: str, path: Path, save=SAVE):
 def draw_measured(run: Path, label: str, name: str, out: Path, heads=None, save=SAVE) -> list:
     """A measured run's figures into `out` (name: the setting in file names), each written by
     `save(fig, path)`; those whose files the run lacks (measured before hf/record.py) are left out.
-    Titles name the measured model and the setting."""
+    Titles name the measured model (and its quantization) and the rest of the setting."""
     model = Path(str(read_settings(run).get("model", run.name))).name
-    label = model if label == "all runs" else f"{model}, {label}"
+    weights = quantization.of_run(OmegaConf.load(run / rundir_files.CONFIG))
+    model += f" ({quantization.said(weights, short=True)})" if weights else ""
+    setting = [part for part in label.split(", ") if label != "all runs" and not part.startswith("model=")]
+    label = ", ".join([model, *setting])  # the model once: the title begins with it
     drawn = [plot_first_token(run, label, out / f"first_token_{name}.png", save)]
     if (run / rundir_files.ATTENTION).exists():
         drawn.append(plot_head_maps(run, label, out / f"heads_maps_{name}.png", heads, save))

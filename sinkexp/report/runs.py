@@ -32,6 +32,7 @@ import pandas as pd
 from sinkexp.config.schema import UNHASHED_KEYS, group_options, preset_keys, task_of
 from sinkexp.errors import ConfigError
 from sinkexp.evaluate.tables import FINAL_COLUMNS
+from sinkexp.hf import quantization
 from sinkexp.report.figures import (
     ABSENT,
     colours,
@@ -188,8 +189,20 @@ def report(root: Path, out: Path | None = None, save: Saver = Saver(), head_maps
         raise NothingFinished(f"no run below {root} has finished: nothing to summarise ({out / 'runs.csv'})")
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(headline(summary).round(4).to_string(index=False, na_rep=ABSENT))  # one seed: no std
+    for model, kind in quantized(runs).items():  # the weights of a GGUF checkpoint, as measure said them
+        print(f"{model}: {quantization.bits(kind)}-bit GGUF weights ({kind}), dequantized to float32")
     print(f"report: {out}")
     return out
+
+
+def quantized(runs: pd.DataFrame) -> dict[str, str]:
+    """{model: its GGUF file type} of the measured runs whose weights came from a GGUF (config.yaml's
+    measured.gguf, hf/quantization.py), so that the report says they were dequantized."""
+    column = "measured.gguf.quantization.file_type"
+    if column not in runs:
+        return {}
+    chosen = runs[runs[column].notna()]
+    return dict(zip(chosen["model"].map(str), chosen[column].map(str)))
 
 
 def headline(summary: pd.DataFrame) -> pd.DataFrame:

@@ -93,7 +93,7 @@ def measure_checkpoints(
 def measure(model: str, run_dir: Path, twins: dict[str, Path], revision: str | None, **settings) -> None:
     """One measurement into `run_dir`: kept where it finished, copied from its twin (the same config
     hash in `twins`, which it joins), else measured (RuntimeError when that fails)."""
-    from sinkexp.hf.command import checkpoint_job, run_job  # lazy: torch (~2.4 s) and the hf extra
+    from sinkexp.hf.runner import checkpoint_job, run_measurement  # lazy: torch (~2.4 s) and the hf extra
 
     job = checkpoint_job(model, run_dir, revision, **settings)
     if finished(job.run_dir, job.digest):
@@ -103,7 +103,7 @@ def measure(model: str, run_dir: Path, twins: dict[str, Path], revision: str | N
         copy_finished(twins[job.digest], job.run_dir)
         print(f"{job.run_dir}: the same measurement finished in {twins[job.digest]}; copied, not measured again")
         return
-    if not run_job(job, quiet=True):
+    if not run_measurement(job, quiet=True):
         raise RuntimeError(f"{job.run_dir}: the measurement did not finish (FAILED says why)")
     twins[job.digest] = job.run_dir
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from sinkexp.hf.shipped import SHIPPED
-from sinkexp.reproduce.keys import DEFAULT_TASK, GROUPS
+from sinkexp.reproduce.keys import DEFAULT_TASK, GRID_GROUPS
 
 INIT = "init"  # a Checkpoint's `untrained`: its architecture at random initialisation (measure's init=)
 TRAINED, UNTRAINED = "trained", "untrained"  # below a checkpoint's folder: its measurements and the untrained ones
@@ -47,7 +47,7 @@ class Experiment:
     def values(self, key: str) -> tuple | None:
         """The values this experiment's runs take for `key` (None: the config's default)."""
         group = key.removesuffix(".name")
-        for name in (key, group) if key.endswith(".name") and group in GROUPS else (key,):
+        for name in (key, group) if key.endswith(".name") and group in GRID_GROUPS else (key,):
             if name in self.grid:
                 return tuple(self.grid[name])
             if name in self.overrides:

@@ -58,7 +58,7 @@ def pool_workers(overrides: list[str], jobs: list[Job]) -> tuple[list[str], int]
 _stopped = False  # in a pool worker: a run of it was stopped by Ctrl-C or SIGTERM
 
 
-def _run_job(job: Job) -> tuple[float, str]:
+def _in_worker(job: Job) -> tuple[float, str]:
     """One planned job in a pool worker, as a job of a sweep (one torch thread unless `threads=` is
     set); returns (seconds, what it wrote to stderr: one line per problem) once each of its runs
     has ended here or, skipped because another process trains it, there (as launch waits), so the
@@ -183,7 +183,7 @@ def _train(todo: list, gpus: list[str], workers: int, progress: Progress, predic
             workers, mp_context=context, initializer=_quiet_worker, initargs=(gpus, context.Value("i", 0))
         ) as pool,
     ):  # GPUs in turn
-        futures = {pool.submit(_run_job, job): (key, job) for key, job in todo}
+        futures = {pool.submit(_in_worker, job): (key, job) for key, job in todo}
         counted = set()
         try:
             for future in as_completed(futures):

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-SCALES = ("cpu", "reach", "pretrained", "paper")  # smallest to largest (reproduce/experiment.py: each one's sizes)
-PRETRAINED = "pretrained"  # the claims on checkpoints (experiment.Checkpoint), the shipped ones' only scale
+from sinkexp.config.schema import SCALES as SIZES  # the scale config group's, smallest to largest
+
+PRETRAINED = "pretrained"  # the claims on checkpoints (experiment.Checkpoint), the shipped ones' only scale: no size
+SCALES = (*SIZES[:-1], PRETRAINED, SIZES[-1])  # claims.csv's scales, smallest to largest: below the papers' sizes
 
 
 def with_scale(rows: pd.DataFrame) -> pd.DataFrame:

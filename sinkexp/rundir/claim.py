@@ -1,5 +1,5 @@
 """A run directory's life from the claim to DONE or FAILED, whatever writes the run: training
-(rundir/lifecycle.py's RunDir builds on it) and `sinkexp measure` (hf/command.py). What
+(rundir/lifecycle.py's RunDir builds on it) and `sinkexp measure` (hf/runner.py). What
 docs/rundir.md ("What may happen to it") promises of every run is kept here, once:
 
 - a finished run (rundir.files.finished: DONE and the same config hash) is left untouched, and a

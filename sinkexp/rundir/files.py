@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 SCHEMA_VERSION = 1
-CONFIG, META, METRICS, LOSSES, SUMMARY = "config.yaml", "meta.json", "metrics.csv", "losses.csv", "summary.json"
+CONFIG, META, METRICS_CSV, LOSSES, SUMMARY = "config.yaml", "meta.json", "metrics.csv", "losses.csv", "summary.json"
 CHECKPOINT, DONE, FAILED, ATTENTION = "checkpoint.pt", "DONE", "FAILED", "attention.npz"
 LOCK = ".lock"  # held by the process that trains the run (files.take_lock)
 KEPT = "checkpoints"  # checkpoints/step_<N>.pt with train.keep_checkpoints

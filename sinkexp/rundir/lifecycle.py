@@ -36,7 +36,7 @@ from sinkexp.rundir.files import (
     CHECKPOINT,
     LOSSES,
     META,
-    METRICS,
+    METRICS_CSV,
     SUMMARY,
     RunDirError,
     _atomic,
@@ -193,7 +193,7 @@ class RunDir(RunClaim):
     def evaluated(self, rows: list, losses: list, step: int) -> None:
         self.metric_rows.extend(rows)
         self.loss_rows.extend(losses)
-        write_rows(self.path / METRICS, METRIC_COLUMNS, self.metric_rows)
+        write_rows(self.path / METRICS_CSV, METRIC_COLUMNS, self.metric_rows)
         write_rows(self.path / LOSSES, LOSS_COLUMNS, self.loss_rows)
         now = {split: loss for s, split, loss in losses if split.startswith("eval/")}
         log.info("%s step %d eval %s", self.name, step, " ".join(f"{k}={v:.4g}" for k, v in now.items()))
@@ -226,7 +226,7 @@ class RunDir(RunClaim):
         tables are complete: every one ends at train.steps."""
         preemption.check(summary["step"])  # a stop whose exception was lost ends here, not in DONE
         ends = {
-            METRICS: max(row[0] for row in self.metric_rows),
+            METRICS_CSV: max(row[0] for row in self.metric_rows),
             LOSSES: max(row[0] for row in self.loss_rows),
             SUMMARY: summary["step"],
         }

@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 
 from sinkexp.config.schema import LATER_KEYS
 from sinkexp.evaluate.tables import FINAL_COLUMNS, LOSS_COLUMNS, METRIC_COLUMNS, final_rows
-from sinkexp.rundir.files import CONFIG, DONE, FAILED, KEPT, LOSSES, META, METRICS, SUMMARY, lock_holder, read_json
+from sinkexp.rundir.files import CONFIG, DONE, FAILED, KEPT, LOSSES, META, METRICS_CSV, SUMMARY, lock_holder, read_json
 from sinkexp.rundir.manifest import differences, manifest
 
 # A run's status: one word wherever a run is shown (report --list, report, runs.csv, intervene,
@@ -95,10 +95,10 @@ def final_values(metrics: pd.DataFrame, losses: pd.DataFrame) -> pd.DataFrame:
 def read_final(run: Path, steps: int) -> pd.DataFrame:
     """A finished run's final values, after checking that its files agree: metrics.csv, losses.csv
     and summary.json all end at train.steps. Raises ValueError saying which file is wrong and how."""
-    metrics, losses = (read_whole(run / name, pd.read_csv) for name in (METRICS, LOSSES))
+    metrics, losses = (read_whole(run / name, pd.read_csv) for name in (METRICS_CSV, LOSSES))
     summary_step = read_whole(run / SUMMARY, read_json).get("step")
     ends = {
-        METRICS: metrics["step"].max() if len(metrics) else None,
+        METRICS_CSV: metrics["step"].max() if len(metrics) else None,
         LOSSES: losses["step"].max() if len(losses) else None,
         SUMMARY: summary_step,
     }
@@ -228,7 +228,7 @@ class RunFiles:
 
     @cached_property
     def metrics(self) -> pd.DataFrame | None:  # every evaluated step, per head
-        return self.table(METRICS)
+        return self.table(METRICS_CSV)
 
     @cached_property
     def losses(self) -> pd.DataFrame | None:

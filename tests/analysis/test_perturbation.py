@@ -66,7 +66,7 @@ def test_on_a_measured_lm_the_spread_is_read_off_its_hidden_states(tmp_path):
 
     from sinkexp.analysis.perturbation import measured_perturbation
     from sinkexp.evaluate.perturbation import spread
-    from sinkexp.hf.command import measure_checkpoint
+    from sinkexp.hf.runner import measure_checkpoint
 
     run = load_run(measure_checkpoint(str(tiny("llama", tmp_path / "tiny")), tmp_path / "run", n=4, seq_len=12))
     values = measured_perturbation(run)

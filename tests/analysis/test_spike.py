@@ -10,7 +10,7 @@ from hf_models import tiny
 
 from sinkexp.analysis.load import load_run
 from sinkexp.analysis.spike import constancy, massive_ablation, on_first, peak_layer, spike_anatomy
-from sinkexp.hf.command import measure_checkpoint
+from sinkexp.hf.runner import measure_checkpoint
 
 pytest.importorskip("transformers")
 

@@ -4,7 +4,8 @@ is the integer it is, and an unknown key added with `+` names the valid keys and
 import pytest
 from helpers import sinkexp
 
-from sinkexp.config.compose import integer_keys, whole_numbers
+from sinkexp.config.compose import whole_numbers
+from sinkexp.config.typed import train_integer_keys
 from sinkexp.errors import ConfigError
 from sinkexp.jobs.plan import plan
 
@@ -20,8 +21,8 @@ def test_a_whole_number_written_as_a_float_is_the_integer(make_config):
     assert (cfg.train.steps, cfg.task.seq_len) == (1000, 20) and type(cfg.train.steps) is int
     jobs = plan(["train.steps=1e3,2e3"], multirun=True).jobs  # each job of a sweep too, as its launcher reads it
     assert [job.overrides for job in jobs] == [("train.steps=1000",), ("train.steps=2000",)]
-    assert {"train.steps", "seed", "task.seq_len", "task.structure_seed", "threads"} <= integer_keys()
-    assert not {"train.lr", "model.qk_norm", "name"} & integer_keys()
+    assert {"train.steps", "seed", "task.seq_len", "task.structure_seed", "threads"} <= train_integer_keys()
+    assert not {"train.lr", "model.qk_norm", "name"} & train_integer_keys()
 
 
 @pytest.mark.parametrize(

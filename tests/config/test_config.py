@@ -265,7 +265,8 @@ def test_no_yaml_file_repeats_a_schema_default():
 
     from omegaconf import OmegaConf
 
-    from sinkexp.reproduce.keys import config_keys, task_of
+    from sinkexp.config.schema import task_of
+    from sinkexp.config.typed import config_keys
 
     root = files(config_schema.CONFIG_MODULE)
     for path in [*root.joinpath("task").iterdir(), *root.joinpath("attn").iterdir()]:

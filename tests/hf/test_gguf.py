@@ -11,9 +11,10 @@ import torch
 import yaml
 from gguf_files import write
 
+from sinkexp.commands import measure as command
 from sinkexp.errors import ConfigError
-from sinkexp.hf import command, shipped
 from sinkexp.hf import gguf as hf_gguf
+from sinkexp.hf import shipped
 from sinkexp.hf.measure import load_checkpoint
 
 
@@ -171,3 +172,21 @@ def test_any_token_of_the_tokenizer_can_be_the_bos(tmp_path, capsys):
     assert command.main([str(path), "bos='<nope>'", f"dir={tmp_path / 'c'}"]) == 2
     err = capsys.readouterr().err.splitlines()[-1]  # after the plan's line on the cache
     assert err.startswith("sinkexp: error: bos='<nope>' is not a token of this model's tokenizer") and "'<s>'" in err
+
+
+def test_a_gguf_run_loads_back_and_intervene_and_report_say_its_weights(tmp_path, capsys):
+    from sinkexp.analysis import intervene
+    from sinkexp.analysis.load import load_run
+    from sinkexp.analysis.measured import MeasuredRun
+    from sinkexp.report.runs import report
+
+    _, path = write("llama", tmp_path / "tiny.gguf", "Q4_1")
+    assert command.main([str(path), "n=3", "seq_len=8", f"dir={tmp_path / 'run'}"]) == 0
+    assert isinstance(load_run(tmp_path / "run"), MeasuredRun)
+    capsys.readouterr()
+    assert intervene.main([str(tmp_path / "run"), "--layer", "0"]) == 0
+    head = f"{tmp_path / 'run'}: {path} (4-bit Q4_1 weights, dequantized), 3 sequences of 8 tokens"
+    assert capsys.readouterr().out.splitlines()[0] == f"{head}; the sink is position 0"
+    report(tmp_path / "run", tmp_path / "report")
+    said = [line for line in capsys.readouterr().out.splitlines() if "GGUF" in line]
+    assert said == [f"{path}: 4-bit GGUF weights (Q4_1), dequantized to float32"]

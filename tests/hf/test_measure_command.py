@@ -14,6 +14,7 @@ from hf_models import KINDS, tiny
 from test_cli import sinkexp
 
 from sinkexp.evaluate.tables import METRICS
+from sinkexp.hf import runner
 from sinkexp.hf.sources import file_digest
 
 
@@ -80,7 +81,7 @@ def test_sweep_skips_finished_runs_and_report_draws_the_checkpoints(tmp_path):
 
 def test_measure_checkpoint_for_claims_on_named_checkpoints(tmp_path, monkeypatch):
     """What a reproduce claim calls: on_disk first (no network), then the run directory, reused."""
-    from sinkexp.hf.command import measure_checkpoint
+    from sinkexp.hf.runner import measure_checkpoint
     from sinkexp.hf.sources import on_disk
     from sinkexp.rundir.reading import RunFiles
 
@@ -94,22 +95,24 @@ def test_measure_checkpoint_for_claims_on_named_checkpoints(tmp_path, monkeypatc
 
 
 def test_measure_checkpoint_checks_python_values_without_turning_them_into_text(tmp_path):
-    """reproduce's settings are Python values: checked as the command line's are (one line, the key
-    named), nothing written; a value the command line would split (a comma) is just a value."""
+    """reproduce's settings are Python values: typed by the schema as the command line's are (one
+    line, the key named, as `sinkexp train` says it), nothing written; a value the command line would
+    split (a comma) is just a value."""
     from sinkexp.errors import ConfigError
-    from sinkexp.hf.command import measure_checkpoint
+    from sinkexp.hf.runner import measure_checkpoint
 
     folder = str(tiny("gpt2", tmp_path / "g"))
     for settings, words in (
-        ({"n": "8"}, "n='8' is not an integer"),
-        ({"n": True}, "n=True is not an integer"),
+        ({"n": True}, "n='True' is not valid; it must be a whole number"),
+        ({"n": 2.5}, "n=2.5 is not valid; it must be a whole number"),
         ({"n": 0}, "n=0 is not valid; it must be >= 1"),
-        ({"sequences": 5}, "key='sequences' is not valid (did you mean seq_len?); choose one of: model, revision"),
+        ({"sequences": 5}, "sequences: unknown key (did you mean seq_len?); valid keys at the top level: bos, chunk"),
+        ({"hydra.run.dir": "x"}, "hydra.run.dir: unknown key (did you mean dir?)"),
+        ({"perturb": "maybe"}, "perturb='maybe' is not valid; it must be true or false"),
         (
             {"dtype": "float8"},
             "dtype='float8' is not valid (did you mean float32?); choose one of: float32, bfloat16, float16",
         ),
-        ({"text": 3}, "text=3 is not a string"),
     ):
         with pytest.raises(ConfigError, match=re.escape(words)) as err:
             measure_checkpoint(folder, tmp_path / "run", **settings)
@@ -124,16 +127,15 @@ def test_measure_checkpoint_checks_python_values_without_turning_them_into_text(
 def test_a_failed_measurement_writes_failed_and_the_rerun_ends_done(tmp_path, monkeypatch, capsys):
     """The lifecycle training runs have (rundir/claim.py): FAILED with the reason, cleared by the
     rerun, DONE last, meta.json opened with the standard fields and closed."""
-    from sinkexp.hf import command
 
     folder = str(tiny("gpt2", tmp_path / "g"))
 
     def broken(*args):
         raise RuntimeError("no room for the model")
 
-    monkeypatch.setattr(command, "load_checkpoint", broken)
+    monkeypatch.setattr(runner, "load_checkpoint", broken)
     with pytest.raises(RuntimeError, match="the measurement did not finish"):
-        command.measure_checkpoint(folder, tmp_path / "run", n=3, seq_len=8)
+        runner.measure_checkpoint(folder, tmp_path / "run", n=3, seq_len=8)
     assert capsys.readouterr().err == (
         f"sinkexp: error: {tmp_path / 'run'}: RuntimeError: no room for the model; then the same command measures it "
         "again (FAILED written)\n"
@@ -141,7 +143,7 @@ def test_a_failed_measurement_writes_failed_and_the_rerun_ends_done(tmp_path, mo
     assert (tmp_path / "run/FAILED").read_text().startswith("RuntimeError: no room for the model\n")
     assert json.loads((tmp_path / "run/meta.json").read_text())["end_time"] is None
     monkeypatch.undo()
-    run = command.measure_checkpoint(folder, tmp_path / "run", n=3, seq_len=8)
+    run = runner.measure_checkpoint(folder, tmp_path / "run", n=3, seq_len=8)
     assert (
         sorted(path.name for path in run.iterdir())
         == (
@@ -169,7 +171,9 @@ BAD = {  # input -> (arguments, the words the one line must hold)
     "not a causal LM": (lambda p: [not_a_causal_lm(p)], "not a causal language model"),
     "T beyond the context": (lambda p: [str(tiny("gpt2", p / "g")), "seq_len=64"], "longer than"),
     "text too short": (lambda p: [str(tiny("gpt2", p / "g")), f"text={short_text(p)}", "seq_len=16"], "need 1600"),
-    "unknown key": (lambda p: [str(tiny("gpt2", p / "g")), "sequences=5"], "choose one of: model, revision"),
+    "unknown key": (lambda p: [str(tiny("gpt2", p / "g")), "sequences=5"], "sequences: unknown key (did you mean"),
+    "a key twice": (lambda p: ["M", "n=8", "n=16"], "n is given twice (n=8 and n=16); give it once"),
+    "MODEL and model=": (lambda p: ["M", "model=OTHER"], "model is given twice (model=M and model=OTHER)"),
     "sweep without -m": (lambda p: ["model=a,b"], "needs -m (sinkexp measure -m"),
     "a directory that cannot be made": (
         lambda p: [str(tiny("gpt2", p / "g")), "seq_len=8", "dir=/proc/sinkexp"],
@@ -179,15 +183,16 @@ BAD = {  # input -> (arguments, the words the one line must hold)
 
 
 def test_the_command_line_reads_as_train_reads_it():
-    """config/compose.py's parsing and sweep order: quotes and escapes removed, the later key varying fastest."""
-    from sinkexp.hf.settings import parse
+    """config/compose.py's parsing and sweep order: quotes and escapes removed, values typed, the later
+    key varying fastest."""
+    from sinkexp.commands.measure import parse
 
     multirun, jobs = parse(["-m", "m", "text='my file.txt'", "n=3,4", "revision=null,'a b'"])
     assert multirun and [(job["n"], job["revision"]) for job in jobs] == [
-        ("3", "null"),
-        ("3", "a b"),
-        ("4", "null"),
-        ("4", "a b"),
+        (3, None),
+        (3, "a b"),
+        (4, None),
+        (4, "a b"),
     ]
     assert {job["model"] for job in jobs} == {"m"} and {job["text"] for job in jobs} == {"my file.txt"}
 
@@ -233,7 +238,8 @@ def test_attention_that_cannot_be_captured_and_missing_transformers(tmp_path, mo
 
 def test_a_sweeps_folders_name_the_settings_that_are_not_the_default(tmp_path):
     """bos=auto and bos=false were both main-<hash>: each folder now says what it measured."""
-    from sinkexp.hf.settings import MeasureConfig, run_dir
+    from sinkexp.config.settings import MeasureConfig
+    from sinkexp.hf.identity import run_dir
 
     def folder(**settings):
         return run_dir(MeasureConfig(model="gpt2", name="s", **settings), True, "abc", "T").name
@@ -243,28 +249,15 @@ def test_a_sweeps_folders_name_the_settings_that_are_not_the_default(tmp_path):
     assert run_dir(MeasureConfig(model="gpt2", bos="false"), False, "abc", "T").name == "T-abc"  # one run: its time
 
 
-def test_perturb_is_opt_in_its_rows_in_the_tables_and_earlier_runs_keep_their_hashes(tmp_path):
-    import dataclasses
-    import hashlib
-
-    from sinkexp.hf.settings import UNHASHED, MeasureConfig, config_hash
-
+def test_perturb_is_opt_in_and_its_rows_are_in_the_tables(tmp_path):
     folder = str(tiny("gpt2", tmp_path / "g"))
     result = sinkexp("measure", folder, "n=3", "seq_len=8", "perturb=true", f"dir={tmp_path / 'run'}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
     perturbed = metrics[metrics["metric"] == "perturb_change"]
     assert sorted(perturbed["layer"]) == [0, 1] and (perturbed["value"] > 0).all() and (perturbed["head"] == -1).all()
-    wrong = sinkexp("measure", folder, "perturb=yes", cwd=tmp_path)
-    assert wrong.returncode == 2 and "perturb='yes' is not valid; choose one of: true, false" in wrong.stderr
-    cfg = MeasureConfig(model="m")  # the hash as written before the key existed: every setting but UNHASHED
-    later = ("perturb", "skip", "init")  # keys added after runs were measured: at their defaults, not hashed
-    before = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in (*UNHASHED, *later)}
-    before.update(model="d", text="t", revision=None, chunk=None)
-    digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:8]
-    assert config_hash(cfg, "d", "t") == digest != config_hash(dataclasses.replace(cfg, perturb=True), "d", "t")
-    changed = [dataclasses.replace(cfg, skip=64), dataclasses.replace(cfg, init=0)]
-    assert len({digest, *(config_hash(c, "d", "t") for c in changed)}) == 3
+    wrong = sinkexp("measure", folder, "perturb=maybe", cwd=tmp_path)
+    assert wrong.returncode == 2 and "perturb='maybe' is not valid; it must be true or false" in wrong.stderr
 
 
 def test_a_full_disk_during_a_measure_says_no_failed_was_written_and_promises_no_checkpoint(
@@ -275,7 +268,6 @@ def test_a_full_disk_during_a_measure_says_no_failed_was_written_and_promises_no
     import errno
     from pathlib import Path
 
-    from sinkexp.hf import command
     from sinkexp.rundir import faults
     from sinkexp.rundir import files as rundir_files
 
@@ -288,7 +280,7 @@ def test_a_full_disk_during_a_measure_says_no_failed_was_written_and_promises_no
 
     monkeypatch.setattr(rundir_files, "_atomic", full)
     with pytest.raises(RuntimeError, match="the measurement did not finish"):
-        command.measure_checkpoint(folder, tmp_path / "run", n=3, seq_len=8)
+        runner.measure_checkpoint(folder, tmp_path / "run", n=3, seq_len=8)
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"sinkexp: error: {tmp_path / 'run'}: RunFileError: cannot write {tmp_path / 'run'}/")
     assert line.endswith(

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from sinkexp.commands import measure as command
 from sinkexp.errors import ConfigError
-from sinkexp.hf import command, shipped
 from sinkexp.hf import gguf as hf_gguf
+from sinkexp.hf import shipped
 
 REPO = Path(__file__).parents[2]
 

@@ -94,7 +94,7 @@ def test_a_pool_worker_returns_once_a_run_another_process_trains_has_ended(tmp_p
     process lets go, so the pool counts the run by how it ended there (as launch does)."""
     import threading
 
-    from sinkexp.reproduce.pool import _run_job
+    from sinkexp.reproduce.pool import _in_worker
 
     (job,) = plan([f"hydra.sweep.dir={tmp_path}", *QUICK], multirun=True).jobs
     ((run_dir, digest),) = job.runs
@@ -111,7 +111,7 @@ def test_a_pool_worker_returns_once_a_run_another_process_trains_has_ended(tmp_p
         holder.close()
 
     threading.Timer(2.0, finish).start()
-    _, err = _run_job(job)
+    _, err = _in_worker(job)
     order.append("worker returned")
     assert "is being trained by" in err and "skipped here" in err, err
     assert order == ["finished there", "worker returned"] and finished(run_dir, digest)

@@ -86,7 +86,7 @@ def test_a_killed_run_resumes_to_identical_tables(make_config, tmp_path, kill_at
     kill_at_step(cls, None)
     train_together(members, [tmp_path / f"split{k}" for k in range(len(members))])
     for k in range(len(members)):
-        for name in (files.METRICS, files.LOSSES, files.SUMMARY):
+        for name in (files.METRICS_CSV, files.LOSSES, files.SUMMARY):
             assert (tmp_path / f"split{k}" / name).read_bytes() == (tmp_path / f"whole{k}" / name).read_bytes(), name
 
 

@@ -78,7 +78,7 @@ def test_running_killed_failed_and_damaged_runs_are_four_statuses_everywhere(tmp
     shutil.copytree(tmp_path / "damaged", tmp_path / "killed")
     for name in (rundir_files.DONE, rundir_files.SUMMARY):
         (tmp_path / "killed" / name).unlink()
-    metrics = tmp_path / "damaged" / rundir_files.METRICS
+    metrics = tmp_path / "damaged" / rundir_files.METRICS_CSV
     metrics.write_bytes(metrics.read_bytes()[:-7])
     with pytest.raises(Diverged) as err:
         run(make_config(*QUICK, "train.lr=1e6"), tmp_path / "failed")
@@ -100,7 +100,7 @@ def test_running_killed_failed_and_damaged_runs_are_four_statuses_everywhere(tmp
     )
     try:
         deadline = time.monotonic() + 120
-        while not (tmp_path / "running" / rundir_files.METRICS).exists() and time.monotonic() < deadline:
+        while not (tmp_path / "running" / rundir_files.METRICS_CSV).exists() and time.monotonic() < deadline:
             assert training.poll() is None, training.communicate()[1].decode()
             time.sleep(0.05)
         lines = listing(tmp_path, width=400)

@@ -21,7 +21,7 @@ def test_the_default_heads_are_those_of_the_largest_the_median_and_the_smallest_
     scores = {(0, 0): 0.5, (0, 1): 0.9, (1, 0): 0.1, (1, 1): 0.7, (2, 0): 0.3}
     rows = [(-1, layer, head, "all", "sink_score", value) for (layer, head), value in scores.items()]
     pd.DataFrame(rows, columns=["step", "layer", "head", "query_type", "metric", "value"]).to_csv(
-        tmp_path / rundir_files.METRICS, index=False
+        tmp_path / rundir_files.METRICS_CSV, index=False
     )
     assert model_figures.chosen_heads(tmp_path, None) == [(0, 1), (0, 0), (1, 0)]  # 0.9, 0.5 (3rd of 5), 0.1
     assert model_figures.chosen_heads(tmp_path, [(2, 0)]) == [(2, 0)]

@@ -80,10 +80,10 @@ def test_report_works_on_a_single_run_directory(sweep, tmp_path):
 def test_damaged_runs_are_listed_with_the_reason_and_the_rest_reported(sweep, tmp_path, capsys):
     root = tmp_path / "damaged"
     shutil.copytree(sweep, root)
-    metrics = root / "trigger/softmax/L1/s0" / rundir_files.METRICS  # truncated: ends at step 10 of 30
+    metrics = root / "trigger/softmax/L1/s0" / rundir_files.METRICS_CSV  # truncated: ends at step 10 of 30
     lines = metrics.read_text().splitlines()
     metrics.write_text("\n".join(line for line in lines if not line.startswith(("20,", "30,"))) + "\n")
-    (root / "trigger/relu/L1/s0" / rundir_files.METRICS).unlink()  # DONE without metrics.csv
+    (root / "trigger/relu/L1/s0" / rundir_files.METRICS_CSV).unlink()  # DONE without metrics.csv
     (root / "trigger/relu/L1/s1" / rundir_files.CONFIG).write_text("[not: a mapping")
     report(root)
     runs = pd.read_csv(root / "report/runs.csv").set_index("run")

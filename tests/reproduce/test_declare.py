@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sinkexp.config import schema
+from sinkexp.config.typed import config_keys
 from sinkexp.evaluate.tables import METRICS
 from sinkexp.reproduce.declare import (
     DeclarationError,
@@ -19,7 +20,6 @@ from sinkexp.reproduce.declare import (
     at_least,
     override_value,
 )
-from sinkexp.reproduce.keys import config_keys
 from sinkexp.reproduce.measures import final
 from sinkexp.tasks import TASKS
 

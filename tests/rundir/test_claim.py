@@ -49,7 +49,9 @@ def test_a_claim_without_training_goes_from_the_lock_to_done(tmp_path):
         claim.end(1.0, steps=3)
     assert not (path / files.DONE).exists()
     files.write_json(path / files.SUMMARY, {"step": 0})  # the caller's tables, whole (reading.damage)
-    files.write_csv(path / files.METRICS, pd.DataFrame([[0, 0, 0, "text", "sink_attn", 0.5]], columns=METRIC_COLUMNS))
+    files.write_csv(
+        path / files.METRICS_CSV, pd.DataFrame([[0, 0, 0, "text", "sink_attn", 0.5]], columns=METRIC_COLUMNS)
+    )
     files.write_csv(path / files.LOSSES, pd.DataFrame([[0, "eval/text", 1.0]], columns=LOSS_COLUMNS))
     claim.end(1.23456)
     claim.close()
@@ -122,7 +124,7 @@ def test_a_directory_in_use_is_skipped_not_trained_twice(make_config, tmp_path):
     assert holder.open() is None  # this process now holds the lock
     with pytest.raises(files.RunBusy, match=f"pid {os.getpid()}"):
         run(cfg, tmp_path)
-    assert not (tmp_path / files.FAILED).exists() and not (tmp_path / files.METRICS).exists()
+    assert not (tmp_path / files.FAILED).exists() and not (tmp_path / files.METRICS_CSV).exists()
     holder.close()  # released (as a dead process's lock is)
     run(cfg, tmp_path)
     assert run_status(tmp_path).status == "done"
@@ -136,7 +138,7 @@ def test_a_file_system_without_flock_stops_the_run_with_one_line(make_config, tm
     with pytest.raises(RunDirError, match="cannot lock .*No locks available.*does not support flock") as err:
         run(make_config(*QUICK), tmp_path)
     assert "\n" not in str(err.value)
-    assert not (tmp_path / files.METRICS).exists() and not (tmp_path / files.FAILED).exists()
+    assert not (tmp_path / files.METRICS_CSV).exists() and not (tmp_path / files.FAILED).exists()
 
 
 def test_done_and_failed_never_coexist_and_stale_temporary_files_go(make_config, tmp_path, kill_at_step):

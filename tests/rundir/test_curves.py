@@ -26,7 +26,7 @@ def test_each_evaluation_is_in_the_event_files(make_config, tmp_path):
     read = curves(tmp_path / "r")
     assert [e.step for e in read.Scalars("loss/eval/all")] == [0, 10, 20, 30]
     assert [e.step for e in read.Scalars("loss/train")] == [5, 10, 15, 20, 25, 30]
-    metrics = pd.read_csv(tmp_path / "r" / files.METRICS)
+    metrics = pd.read_csv(tmp_path / "r" / files.METRICS_CSV)
     chosen = metrics[(metrics["metric"] == "sink_attn") & (metrics["layer"] == 0)]
     expected = chosen[chosen["query_type"] == "non_trigger"].groupby("step")["value"].mean()
     logged = {e.step: e.value for e in read.Scalars("layer0/sink_attn/non_trigger")}

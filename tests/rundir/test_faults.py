@@ -121,7 +121,7 @@ def whole(planned):
     assert launched(planned)[0] == 0
     return {
         name: (planned.jobs[0].run_dirs[0] / name).read_bytes()
-        for name in (rundir_files.METRICS, rundir_files.LOSSES, rundir_files.SUMMARY)
+        for name in (rundir_files.METRICS_CSV, rundir_files.LOSSES, rundir_files.SUMMARY)
     }
 
 

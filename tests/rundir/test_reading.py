@@ -17,7 +17,7 @@ from sinkexp.rundir.files import RunDirError
 from sinkexp.rundir.reading import damage
 
 RUN = (*QUICK, "threads=1")
-FILES = [files.CONFIG, files.META, files.SUMMARY, files.METRICS, files.LOSSES]
+FILES = [files.CONFIG, files.META, files.SUMMARY, files.METRICS_CSV, files.LOSSES]
 BEFORE_MANIFESTS = "2026-12-04T02:47:26+00:00\n"  # DONE as runs wrote it before manifests
 
 

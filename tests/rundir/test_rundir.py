@@ -44,7 +44,7 @@ def test_killed_run_resumes_to_the_same_tables(make_config, tmp_path, kill_at_st
     kill_at_step(Trainer, None)
     run(cfg, tmp_path / "split")  # resumes from the step-20 checkpoint
     assert (tmp_path / "split/DONE").exists() and not (tmp_path / "split/FAILED").exists()
-    for name in (files.METRICS, files.LOSSES, files.SUMMARY):
+    for name in (files.METRICS_CSV, files.LOSSES, files.SUMMARY):
         assert read(tmp_path / "split", name) == read(tmp_path / "whole", name), name
 
 
@@ -94,7 +94,7 @@ def test_a_requeue_signal_checkpoints_where_the_run_is_and_resumes_to_the_same_t
     monkeypatch.setattr(preemption, "_request", None)
     monkeypatch.setattr(Trainer, "train_step", original)
     run(cfg, tmp_path / "split")
-    for name in (files.METRICS, files.LOSSES, files.SUMMARY):
+    for name in (files.METRICS_CSV, files.LOSSES, files.SUMMARY):
         assert read(tmp_path / "split", name) == read(tmp_path / "whole", name), name
     kept = [
         sorted(str(p.relative_to(tmp_path / which)) for p in (tmp_path / which).glob("checkpoints/*"))

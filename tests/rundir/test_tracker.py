@@ -80,7 +80,7 @@ def test_sinkexp_train_wandb_true_writes_an_offline_run_whose_history_reads_back
     rows = history(run_dir)
     steps = rows.groupby("key")["step"].apply(list)
     assert steps["loss/eval/all"] == [0, 10, 20, 30] and steps["loss/train"] == [5, 10, 15, 20, 25, 30]
-    metrics = pd.read_csv(run_dir / files.METRICS)
+    metrics = pd.read_csv(run_dir / files.METRICS_CSV)
     chosen = metrics[(metrics["metric"] == "sink_attn") & (metrics["layer"] == 0)]
     expected = chosen[chosen["query_type"] == "non_trigger"].groupby("step")["value"].mean()
     logged = rows[rows["key"] == "layer0/sink_attn/non_trigger"].set_index("step")["value"].astype(float)

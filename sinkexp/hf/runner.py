@@ -1,9 +1,10 @@
-"""`sinkexp measure [-m] [MODEL] [KEY=VALUE ...]`: sinkexp's metrics on Hugging Face causal LMs,
-one run directory per (model, revision), as `sinkexp train` writes them (docs/measure.md).
+"""`sinkexp measure`'s runs: sinkexp's metrics on a Hugging Face causal LM, one run directory per
+(model, revision, settings), as `sinkexp train` writes them (docs/measure.md). The command line is
+commands/measure.py's; it hands each job's checked MeasureConfig here.
 
-`plan` checks every job before anything runs (the model is there and supported, the text is long
-enough, the directory holds no other config's run): a problem is one line and exit code 2, with
-nothing written. `run_job` then measures each job under the lifecycle every run shares with training
+`plan_measurement` checks a measurement before anything runs (the model is there and supported, the
+text is long enough, the directory holds no other config's run): a problem is a ConfigError, one line.
+`run_measurement` then measures it under the lifecycle every run shares with training
 (rundir/claim.py's RunClaim, which training's RunDir extends): a finished run (DONE, same config
 hash) is skipped, the directory's lock keeps two processes apart, a failure writes FAILED and the
 sweep goes on, DONE is written last, a rerun of the same command does what is left.
@@ -19,10 +20,10 @@ from pathlib import Path
 
 import torch
 
-from sinkexp.errors import ConfigError
+from sinkexp.config.settings import MeasureConfig, measure_config
 from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS, final_rows, format_summary, summary
 from sinkexp.hf import gguf, sources
-from sinkexp.hf import settings as hf_settings
+from sinkexp.hf import identity as hf_identity
 from sinkexp.hf.measure import NextToken, load_checkpoint, measure, perturbation_rows
 from sinkexp.hf.record import Recorder
 from sinkexp.jobs.plan import check_run_dir
@@ -35,24 +36,12 @@ from sinkexp.rundir.files import RunBusy, RunDirError
 from sinkexp.rundir.provenance import opening_meta
 from sinkexp.tasks.base import data_digest
 
-USAGE = (
-    """usage: sinkexp measure [-m] [MODEL] [KEY=VALUE ...]
-  MODEL (or model=): a model folder (config.json, weights, tokenizer), a Hugging Face hub id, a .gguf
-    file, or a shipped checkpoint: smollm2-135m, gemma3-270m (bash scripts/setup.sh --weights)
-  keys: """
-    + ", ".join(hf_settings.KEYS)
-    + """ (defaults and meaning: docs/measure.md)
-  e.g. sinkexp measure smollm2-135m
-       sinkexp measure -m gemma3-270m bos=true,false
-       sinkexp measure outputs/export/my-run
-       sinkexp measure EleutherAI/pythia-14m revision=step1000 n=100 seq_len=64
-       sinkexp measure -m model=EleutherAI/pythia-14m,EleutherAI/pythia-70m revision=step1000,step143000 name=pythia"""
-)
-
 
 @dataclass
-class Job:
-    cfg: hf_settings.MeasureConfig
+class Measurement:
+    """One checkpoint measured into one run directory (a job of `sinkexp measure -m`), checked."""
+
+    cfg: MeasureConfig
     folder: Path  # the model's local folder (a hub id's snapshot: config and tokenizer so far)
     digest: str  # config hash
     run_dir: Path
@@ -62,7 +51,7 @@ class Job:
     checkpoint: gguf.Checkpoint | None = None  # a GGUF checkpoint's source, file and quantization
 
 
-def model_identity(folder: Path, cfg: hf_settings.MeasureConfig) -> str:
+def model_identity(folder: Path, cfg: MeasureConfig) -> str:
     """A GGUF file's sha256, a hub snapshot's commit (its folder's name in the cache), or a local
     folder's content hash."""
     if gguf.is_gguf(cfg.model):
@@ -72,31 +61,31 @@ def model_identity(folder: Path, cfg: hf_settings.MeasureConfig) -> str:
     return sources.folder_digest(folder)
 
 
-def build_job(cfg: hf_settings.MeasureConfig, multirun: bool, started: str) -> Job:
-    """The job of `cfg`: its model checked, its inputs cut, its hash and directory; what plan_job
+def build_measurement(cfg: MeasureConfig, multirun: bool, started: str) -> Measurement:
+    """The job of `cfg`: its model checked, its inputs cut, its hash and directory; what plan_measurement
     checks before a run, and what load_run rebuilds a finished measure run's inputs with."""
     folder = sources.resolve(cfg.model, cfg.revision)
     config, _ = sources.check_model(folder, cfg.model, cfg.seq_len)
     tokenizer = sources.load_tokenizer(folder, cfg.model)
     inputs = sources.sequences(tokenizer, config, cfg.text, cfg.n, cfg.seq_len, cfg.bos, cfg.skip)
     resolve_device(cfg.device)
-    digest = hf_settings.config_hash(cfg, model_identity(folder, cfg), data_digest("text", cfg.text))
-    where = hf_settings.run_dir(cfg, multirun, digest, started)
-    step = hf_settings.checkpoint_step(cfg, config)
-    written = hf_settings.as_written(cfg, step, config)
+    digest = hf_identity.measure_hash(cfg, model_identity(folder, cfg), data_digest("text", cfg.text))
+    where = hf_identity.run_dir(cfg, multirun, digest, started)
+    step = hf_identity.checkpoint_step(cfg, config)
+    written = hf_identity.as_written(cfg, step, config)
     checkpoint = gguf.open_checkpoint(cfg.model) if gguf.is_gguf(cfg.model) else None
     if checkpoint is not None:  # what loads it again (the shipped name or the file, and its sha256)
         written["measured"]["gguf"] = {key: value for key, value in checkpoint.record().items() if key != "cache"}
-    return Job(cfg, folder, digest, where, inputs, step, written, checkpoint)
+    return Measurement(cfg, folder, digest, where, inputs, step, written, checkpoint)
 
 
-def plan_job(cfg: hf_settings.MeasureConfig, multirun: bool, started: str) -> Job:
-    job = build_job(cfg, multirun, started)
+def plan_measurement(cfg: MeasureConfig, multirun: bool, started: str) -> Measurement:
+    job = build_measurement(cfg, multirun, started)
     check_run_dir(job.run_dir, job.digest, key="dir")
     return job
 
 
-def open_model(job: Job, device: torch.device):
+def open_model(job: Measurement, device: torch.device):
     """(the model's folder with its weights, the model loaded for measuring): what a measure run
     reads, and load_run of a finished one."""
     return load_checkpoint(job.cfg.model, job.cfg.revision, job.cfg.dtype, device, job.cfg.init)
@@ -107,18 +96,7 @@ def utc_stamp() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 
 
-def plan(argv: list[str]) -> tuple[bool, list[Job]]:
-    """Every job of the command line, checked (ConfigError: one line naming the key)."""
-    multirun, jobs = hf_settings.parse(argv)
-    started = utc_stamp()
-    planned: dict[Path, Job] = {}
-    for values in jobs:
-        job = plan_job(hf_settings.typed(values), multirun, started)
-        planned.setdefault(job.run_dir, job)  # the same run named twice is measured once
-    return multirun, list(planned.values())
-
-
-def start_meta(job: Job, device: torch.device, allocator: str) -> dict:
+def start_meta(job: Measurement, device: torch.device, allocator: str) -> dict:
     """meta.json's opening fields (provenance.opening_meta) with what a measure run adds: the model
     (its weights' digests once they are read), the dtype, transformers' version, and the allocator
     (as a training job's, machine/allocator.py: the loss's and the taps' buffers reused)."""
@@ -138,7 +116,7 @@ def start_meta(job: Job, device: torch.device, allocator: str) -> dict:
     )
 
 
-def measure_into(job: Job, run: RunClaim) -> dict:
+def measure_into(job: Measurement, run: RunClaim) -> dict:
     """Load, measure and write the run's files, under `run`'s claim (RunClaim: config.yaml and the
     opening meta.json first, DONE last). Returns the summary."""
     began, device = time.perf_counter(), resolve_device(job.cfg.device)
@@ -158,7 +136,7 @@ def measure_into(job: Job, run: RunClaim) -> dict:
     result = summary(final_rows(metric_rows, loss_rows), job.step, NextToken.query_types, NextToken.reference)
     if weights_said(job) is not None:
         result["weights"] = weights_said(job)[0]
-    rundir_files.write_rows(job.run_dir / rundir_files.METRICS, METRIC_COLUMNS, metric_rows)
+    rundir_files.write_rows(job.run_dir / rundir_files.METRICS_CSV, METRIC_COLUMNS, metric_rows)
     rundir_files.write_rows(job.run_dir / rundir_files.LOSSES, LOSS_COLUMNS, loss_rows)
     rundir_files.write_arrays(job.run_dir / INPUTS, {"inputs": job.inputs.numpy()})
     record.write(job.run_dir)
@@ -170,7 +148,7 @@ def measure_into(job: Job, run: RunClaim) -> dict:
 INPUTS = "inputs.npz"  # the measured token ids, (n, seq_len): what `sinkexp measure` read
 
 
-def run_job(job: Job, quiet: bool = False) -> bool:
+def run_measurement(job: Measurement, quiet: bool = False) -> bool:
     """Measure one job into its directory unless it is finished; True when it is finished. A stop
     (Ctrl-C, SIGTERM) writes FAILED where this process holds the run, and notes what it left for
     cli.main's line (claim.left_behind: a folder or .lock alone is never "nothing written")."""
@@ -187,7 +165,7 @@ def run_job(job: Job, quiet: bool = False) -> bool:
         run.close()
 
 
-def claim_and_measure(job: Job, run: RunClaim, quiet: bool) -> bool:
+def claim_and_measure(job: Measurement, run: RunClaim, quiet: bool) -> bool:
     try:  # finished (now or by another process meanwhile), another config's run put there since the plan
         finished = run.take()
     except RunBusy as err:
@@ -213,7 +191,7 @@ def claim_and_measure(job: Job, run: RunClaim, quiet: bool) -> bool:
     return True
 
 
-def weights_said(job: Job) -> tuple[str, str] | None:
+def weights_said(job: Measurement) -> tuple[str, str] | None:
     """(what the measured weights were, the same in short for each verdict line): the architecture at
     random initialisation (init=), or a GGUF checkpoint's quantization; None for float weights as read."""
     if job.cfg.init is not None:
@@ -233,14 +211,14 @@ def said(table: str, weights: tuple[str, str] | None) -> str:
     return "\n".join([f"weights: {weights[0]}", *lines])
 
 
-def checkpoint_job(model: str, run_dir: Path, revision: str | None = None, **settings) -> Job:
-    """The planned job of one checkpoint measured into `run_dir` (its config hash known before it
-    runs), for claims on named open checkpoints (sinkexp reproduce): `settings` are MeasureConfig's
-    keys with Python values (n=8, dtype="bfloat16"), checked as the command line's are
-    (hf_settings.checked), never turned into text. ConfigError when the model is not on the machine
-    (sources.on_disk says so first) or a setting is bad."""
-    cfg = hf_settings.checked(dict(model=model, dir=str(run_dir), revision=revision or None, **settings))
-    return plan_job(cfg, multirun=False, started=utc_stamp())
+def checkpoint_job(model: str, run_dir: Path, revision: str | None = None, **settings) -> Measurement:
+    """The planned measurement of one checkpoint into `run_dir` (its config hash known before it
+    runs), for claims on open checkpoints (sinkexp reproduce): `settings` are MeasureConfig's keys
+    with Python values (n=8, dtype="bfloat16"), checked as the command line's are
+    (settings.measure_config), never turned into text. ConfigError when the model is not on the
+    machine (sources.on_disk says so first) or a setting is bad."""
+    cfg = measure_config(dict(model=model, dir=str(run_dir), revision=revision or None, **settings))
+    return plan_measurement(cfg, multirun=False, started=utc_stamp())
 
 
 def measure_checkpoint(model: str, run_dir: Path, revision: str | None = None, **settings) -> Path:
@@ -248,25 +226,6 @@ def measure_checkpoint(model: str, run_dir: Path, revision: str | None = None, *
     the same settings is there) and return it; read its tables with rundir.reading.RunFiles(run_dir).
     RuntimeError when the measurement failed."""
     job = checkpoint_job(model, run_dir, revision, **settings)
-    if not run_job(job, quiet=True):
+    if not run_measurement(job, quiet=True):
         raise RuntimeError(f"{job.run_dir}: the measurement did not finish (FAILED says why)")
     return job.run_dir
-
-
-def main(argv: list[str]) -> int:
-    """0 when every run finished, 1 when one did not, 2 on bad input (nothing written)."""
-    if argv and argv[0] in ("-h", "--help"):
-        print(USAGE)
-        return 0
-    try:
-        multirun, jobs = plan(argv)
-    except ConfigError as err:
-        print(f"sinkexp: error: {err}", file=sys.stderr)
-        return 2
-    finished = [run_job(job) for job in jobs]
-    if multirun and not all(finished):
-        print(
-            f"sinkexp: {finished.count(False)} of {len(jobs)} runs did not finish (see the lines above)",
-            file=sys.stderr,
-        )
-    return 0 if all(finished) else 1

@@ -1,0 +1,116 @@
+"""The settings of the commands that read a model rather than train one: `sinkexp measure`,
+`intervene` and `export`, each a dataclass typed by the schema's machinery (config/typed.py), as
+`train`'s Config is. A field's `help` is what the command's --help says of it (commands/spec.py reads
+it); a default lives here only.
+
+    cfg = measure_config({"model": "gpt2", "n": 1e2})       # MeasureConfig(model='gpt2', n=100, ...)
+
+Each `*_config` function types and checks: an unknown key, a value of the wrong type, out of range or
+not among the choices is a ConfigError, one line naming the key. No model and no torch here: what
+needs the model (the text long enough for it, a token of its tokenizer) is checked by hf/sources.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, field
+from typing import Any, List, Optional
+
+from sinkexp.config.typed import typed
+from sinkexp.errors import ConfigError, choices_error
+
+DTYPE_CHOICES = ("float32", "bfloat16", "float16")
+BOS_CHOICES = ("auto", "true", "false")  # or a token of the model's tokenizer (hf/sources.py bos_prefix)
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N")
+
+
+def about(help: str, default: Any = MISSING, **more) -> Any:
+    """A field with its default and what --help and completion say of it (`choices`, `metavar`, and
+    `instead_of`: another command's keys for it, which an unknown-key error points from)."""
+    return field(default=default, metadata={"help": help, **more})
+
+
+@dataclass
+class MeasureConfig:
+    """`sinkexp measure`'s settings (docs/measure.md); their hash names the run (hf/identity.py)."""
+
+    model: Optional[str] = about("a model folder, a hub id, a .gguf file or a shipped name (smollm2-135m)", None)
+    revision: Optional[str] = about("a hub revision: branch, tag or commit (Pythia: step1000)", None)
+    text: str = about("kjv (task=lm's built-in corpus) or a text file (.xz, .gz decompressed)", "kjv")
+    n: int = about("sequences (Gu et al. 2025's eval_sink_open_source.py: 100 x 64)", 100)
+    seq_len: int = about("tokens per sequence, BOS included", 64)
+    bos: str = about("auto (what the tokenizer adds) | true | false | a token", "auto", choices=BOS_CHOICES)
+    dtype: str = about("the weights' dtype", "float32", choices=DTYPE_CHOICES)
+    chunk: Optional[int] = about("sequences per forward pass (null: all n at once)", None)
+    perturb: bool = about("Barbero et al.'s perturbation too (two more forward passes; docs/metrics.md)", False)
+    skip: int = about("tokens of the text skipped before the first sequence (a window further in)", 0)
+    init: Optional[int] = about("S: the architecture at random initialisation after manual_seed(S), no weights", None)
+    step: Optional[int] = about("the checkpoint's training step (null: from revision=stepN or the export)", None)
+    device: str = about("auto | cpu | cuda | cuda:N", "auto", choices=DEVICE_CHOICES)
+    dir: Optional[str] = about(
+        "the run's folder; with -m the sweep's (default under outputs/)",
+        None,
+        instead_of=("hydra.run.dir", "hydra.sweep.dir"),
+    )
+    name: Optional[str] = about("the sweep's folder name under outputs/sweeps (default: the UTC time)", None)
+
+
+def measure_config(values: dict[str, Any]) -> MeasureConfig:
+    """A checked MeasureConfig from {key: Python value} (the command line's, as Hydra reads it, or
+    `sinkexp reproduce`'s settings of a checkpoint); ConfigError naming the key."""
+    values = dict(values)
+    bos = values.get("bos")
+    if isinstance(bos, bool) or str(bos).lower() in BOS_CHOICES:  # true, True and TRUE alike; a token as spelled
+        values["bos"] = str(bos).lower()
+    cfg = typed(MeasureConfig, values)
+    if not cfg.model:
+        raise ConfigError("model is missing: sinkexp measure MODEL (a model folder or a hub id)")
+    for key, value, least in (
+        ("n", cfg.n, 1),
+        ("seq_len", cfg.seq_len, 2),
+        ("chunk", cfg.chunk, 1),
+        ("step", cfg.step, -1),
+        ("skip", cfg.skip, 0),
+        ("init", cfg.init, 0),
+    ):
+        if value is not None and value < least:
+            raise ConfigError(f"{key}={value} is not valid; it must be >= {least}")
+    if cfg.dtype not in DTYPE_CHOICES:
+        raise choices_error("dtype", cfg.dtype, DTYPE_CHOICES)
+    if not cfg.bos.strip():  # any other value is a token, looked up in the model's tokenizer (sources.bos_prefix)
+        raise choices_error("bos", cfg.bos, BOS_CHOICES + ("a token of the model's tokenizer",))
+    return cfg
+
+
+@dataclass
+class InterveneConfig:
+    """`sinkexp intervene`'s settings (docs/reproduce.md, "Causal interventions")."""
+
+    run: str = about("a run directory (trained, or a sinkexp measure run)", metavar="RUN_DIR")
+    layer: Optional[List[int]] = about("layers (default: every layer)", None, metavar="L")
+    seed: int = about("draws the random non-sink keys", 0, metavar="N")
+    unfinished: bool = about(
+        "read a run that has not finished (failed, interrupted, running) at its last checkpoint", False
+    )
+    sequences: Optional[int] = about(
+        "a sinkexp measure run: only its first N sequences (default: all)", None, metavar="N"
+    )
+
+
+def intervene_config(values: dict[str, Any]) -> InterveneConfig:
+    """A checked InterveneConfig; the layers are checked against the run once it is loaded."""
+    cfg = typed(InterveneConfig, values)
+    if cfg.sequences is not None and cfg.sequences < 1:
+        raise ConfigError(f"sequences={cfg.sequences} is not valid; it must be >= 1")
+    return cfg
+
+
+@dataclass
+class ExportConfig:
+    """`sinkexp export`'s settings (docs/measure.md)."""
+
+    run: str = about("a finished run of the model=llama preset", metavar="RUN_DIR")
+    out: Optional[str] = about("the new folder (default: outputs/export/<the run's folder name>)", None, metavar="OUT")
+
+
+def export_config(values: dict[str, Any]) -> ExportConfig:
+    return typed(ExportConfig, values)
