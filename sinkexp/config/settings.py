@@ -44,6 +44,8 @@ class MeasureConfig:
     dtype: str = about("the weights' dtype", "float32", choices=DTYPE_CHOICES)
     chunk: Optional[int] = about("sequences per forward pass (null: all n at once)", None)
     perturb: bool = about("Barbero et al.'s perturbation too (two more forward passes; docs/metrics.md)", False)
+    skip: int = about("tokens of the text skipped before the first sequence (a window further in)", 0)
+    init: Optional[int] = about("S: the architecture at random initialisation after manual_seed(S), no weights", None)
     step: Optional[int] = about("the checkpoint's training step (null: from revision=stepN or the export)", None)
     device: str = about("auto | cpu | cuda | cuda:N", "auto", choices=DEVICE_CHOICES)
     dir: Optional[str] = about(
@@ -69,6 +71,8 @@ def measure_config(values: dict[str, Any]) -> MeasureConfig:
         ("seq_len", cfg.seq_len, 2),
         ("chunk", cfg.chunk, 1),
         ("step", cfg.step, -1),
+        ("skip", cfg.skip, 0),
+        ("init", cfg.init, 0),
     ):
         if value is not None and value < least:
             raise ConfigError(f"{key}={value} is not valid; it must be >= {least}")

@@ -6,9 +6,9 @@ file's sha256, so that the next measure reads float32 safetensors in seconds (do
     checkpoint.folder      # config.json, model.safetensors, tokenizer files, gguf.json (the file's facts)
     checkpoint.said()      # "4-bit GGUF weights (Q4_1: ...), dequantized to float32"
 
-The cache is $SINKEXP_CACHE, or ~/.cache/sinkexp, with one folder per file: gguf/<sha256>/. A folder is
-written in a temporary folder beside it and renamed into place, so a killed dequantization leaves no
-half folder and two processes never read one. Before anything is written the file is checked: its
+The cache is $SINKEXP_CACHE, or $XDG_CACHE_HOME/sinkexp (~/.cache/sinkexp), with one folder per
+file: gguf/<sha256>/. A folder is written in a temporary folder beside it and renamed into place,
+so a killed dequantization leaves no half folder and two processes never read one. Before anything is written the file is checked: its
 header and tensor table read (a truncated or corrupt file fails there), its architecture one that
 sinkexp measures (ARCHITECTURES) and every tensor type one the gguf package dequantizes. A refusal is
 a ConfigError: one line naming what is wrong and the command that fixes it.
@@ -37,7 +37,7 @@ from sinkexp.hf import quantization
 from sinkexp.hf.shipped import SHIPPED, installed, shipped_file
 from sinkexp.rundir.files import write_json
 
-CACHE_ENV = "SINKEXP_CACHE"  # where dequantized models are kept (default ~/.cache/sinkexp)
+CACHE_ENV = "SINKEXP_CACHE"  # where dequantized models are kept (default $XDG_CACHE_HOME/sinkexp, ~/.cache/sinkexp)
 FACTS = "gguf.json"  # in a cache folder: what the GGUF file was (written last, before the rename)
 # GGUF's general.architecture -> transformers' model type, for the types hf/families.py reads (a GGUF
 # "llama" whose name says mistral becomes transformers' "mistral": in FAMILIES too).
@@ -46,7 +46,11 @@ UNQUANTIZED = ("F32", "F16", "BF16")  # stored as floats: no blocks to dequantiz
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "sinkexp").expanduser()
+    """$SINKEXP_CACHE, else the user's cache folder as sinkexp's other caches find it ($XDG_CACHE_HOME,
+    else ~/.cache) / sinkexp: a test session's own folder where the tests set XDG_CACHE_HOME."""
+    return Path(
+        os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sinkexp"
+    ).expanduser()
 
 
 def is_gguf(model: str) -> bool:

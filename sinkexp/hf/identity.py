@@ -38,8 +38,9 @@ def measure_hash(cfg: MeasureConfig, model_digest: str, text_digest: str) -> str
         revision=None,
         chunk=cfg.chunk if cfg.chunk is not None and cfg.chunk < cfg.n else None,
     )
-    if not cfg.perturb:  # a key added later: the runs measured before it keep their hashes
-        del settings["perturb"]
+    for key, default in (("perturb", False), ("skip", 0), ("init", None)):  # keys added later: the runs
+        if settings[key] == default:  # measured before them keep their hashes
+            del settings[key]
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
 
 
@@ -60,7 +61,8 @@ def sweep_folder(cfg: MeasureConfig, started: str) -> Path:
     return Path(cfg.dir or f"outputs/sweeps/{cfg.name or started}").absolute()
 
 
-NAMED = ("text", "n", "seq_len", "bos", "dtype", "perturb")  # what sweep folder names show (when not default)
+# what sweep folder names show (when not default)
+NAMED = ("text", "n", "seq_len", "bos", "dtype", "perturb", "skip", "init")
 
 
 def changed_settings(cfg: MeasureConfig) -> list[str]:

@@ -21,7 +21,12 @@ chunks' values, and massive_position / massive_channel the most frequent over th
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import os
+import shutil
+import tempfile
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
@@ -36,6 +41,7 @@ from sinkexp.evaluate.tables import LOSS_COLUMNS, METRIC_COLUMNS
 from sinkexp.hf import sources
 from sinkexp.hf.capture import ATTENTION, layer_by_layer, register
 from sinkexp.hf.families import FAMILIES
+from sinkexp.hf.gguf import cache_root
 from sinkexp.model.transformer import Anatomy, LayerAnatomy
 from sinkexp.tasks.base import Batch
 
@@ -96,24 +102,71 @@ def readout(model):
     return head if not cap else lambda hidden: cap * torch.tanh(head(hidden) / cap)
 
 
-def load_checkpoint(model: str, revision: str | None, dtype: str, device: torch.device) -> tuple[Path, object]:
+def load_checkpoint(
+    model: str, revision: str | None, dtype: str, device: torch.device, init: int | None = None
+) -> tuple[Path, object]:
     """(its folder, the model loaded for measuring): the one loader of `sinkexp measure`, from the
     settings a measured run's config.yaml records: model (a folder, a hub id at `revision`, a .gguf
-    file or a shipped name, dequantized from the cache: sources.resolve), revision and dtype."""
-    folder = sources.resolve(model, revision, weights=True)
-    return folder, load_model(folder, dtype, device)
+    file or a shipped name, dequantized from the cache: sources.resolve), revision, dtype, and `init`:
+    the same architecture at random initialisation instead of its weights (initialised)."""
+    folder = sources.resolve(model, revision, weights=init is None)
+    return folder, load_model(folder, dtype, device) if init is None else initialised(folder, dtype, device, init)
 
 
 def load_model(folder, dtype: str, device: torch.device):
     """The model in eval mode, its attention through capture.ATTENTION."""
     from transformers import AutoModelForCausalLM  # lazy: transformers is the hf extra
-    from transformers.utils import logging
+
+    quiet_transformers()
+    model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation=ATTENTION, dtype=DTYPES[dtype])
+    return model.to(device).eval()
+
+
+def initialised(folder, dtype: str, device: torch.device, seed: int):
+    """The architecture of `folder`'s config.json at random initialisation, in eval mode: transformers'
+    own initialisation (`from_config`: each module's `_init_weights`, e.g. Llama's and Gemma-3's linear
+    and embedding weights N(0, initializer_range^2), their norms at the identity), drawn on the CPU
+    after torch.manual_seed(seed), the global generator restored after: the untrained value of a claim
+    on a pre-trained checkpoint (reproduce/checkpoints.py), the same weights for a seed on any machine
+    with the same torch and transformers. Kept in the cache (init_folder) once drawn, and read from
+    there after: transformers draws Gemma-3-270M's in about 40 s on 2 cores, and every analysis of
+    an untrained run loads it again."""
+    from transformers import AutoConfig, AutoModelForCausalLM  # lazy: transformers is the hf extra
+
+    quiet_transformers()
+    config = AutoConfig.from_pretrained(folder)
+    kept = init_folder(config, seed, dtype)
+    if not (kept / "config.json").is_file():
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = AutoModelForCausalLM.from_config(config, attn_implementation=ATTENTION, dtype=DTYPES[dtype])
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=kept.parent, prefix=f".{kept.name}-"))
+        model.save_pretrained(staging)
+        try:
+            os.replace(staging, kept)
+        except OSError:  # another process kept the same draw first: the same weights
+            shutil.rmtree(staging, ignore_errors=True)
+        return model.to(device).eval()
+    model = AutoModelForCausalLM.from_pretrained(kept, attn_implementation=ATTENTION, dtype=DTYPES[dtype])
+    return model.to(device).eval()
+
+
+def init_folder(config, seed: int, dtype: str) -> Path:
+    """<cache>/init/<16 hex digits over the config, seed, dtype and the torch and transformers versions>."""
+    import transformers  # lazy: transformers is the hf extra
+
+    key = json.dumps([config.to_json_string(use_diff=False), seed, dtype, torch.__version__, transformers.__version__])
+    return cache_root() / "init" / hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def quiet_transformers() -> None:
+    """ATTENTION registered; transformers' progress bars and warnings off."""
+    from transformers.utils import logging  # lazy: transformers is the hf extra
 
     register()
     logging.set_verbosity_error()
     logging.disable_progress_bar()
-    model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation=ATTENTION, dtype=DTYPES[dtype])
-    return model.to(device).eval()
 
 
 def text_batch(inputs: torch.Tensor) -> Batch:

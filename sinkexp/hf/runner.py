@@ -66,7 +66,8 @@ def build_measurement(cfg: MeasureConfig, multirun: bool, started: str) -> Measu
     checks before a run, and what load_run rebuilds a finished measure run's inputs with."""
     folder = sources.resolve(cfg.model, cfg.revision)
     config, _ = sources.check_model(folder, cfg.model, cfg.seq_len)
-    inputs = sources.sequences(sources.load_tokenizer(folder, cfg.model), config, cfg.text, cfg.n, cfg.seq_len, cfg.bos)
+    tokenizer = sources.load_tokenizer(folder, cfg.model)
+    inputs = sources.sequences(tokenizer, config, cfg.text, cfg.n, cfg.seq_len, cfg.bos, cfg.skip)
     resolve_device(cfg.device)
     digest = hf_identity.measure_hash(cfg, model_identity(folder, cfg), data_digest("text", cfg.text))
     where = hf_identity.run_dir(cfg, multirun, digest, started)
@@ -87,7 +88,7 @@ def plan_measurement(cfg: MeasureConfig, multirun: bool, started: str) -> Measur
 def open_model(job: Measurement, device: torch.device):
     """(the model's folder with its weights, the model loaded for measuring): what a measure run
     reads, and load_run of a finished one."""
-    return load_checkpoint(job.cfg.model, job.cfg.revision, job.cfg.dtype, device)
+    return load_checkpoint(job.cfg.model, job.cfg.revision, job.cfg.dtype, device, job.cfg.init)
 
 
 def utc_stamp() -> str:
@@ -121,7 +122,9 @@ def measure_into(job: Measurement, run: RunClaim) -> dict:
     began, device = time.perf_counter(), resolve_device(job.cfg.device)
     run.begin(job.written, start_meta(job, device, allocator=keep_freed_memory()))
     folder, model = open_model(job, device)
-    if job.checkpoint is not None:  # the GGUF file's digest: the cache's float32 copy is made from it
+    if job.cfg.init is not None:  # no weights read: the architecture's own initialisation (measure.initialised)
+        run.meta["model"]["weights"] = {"init": f"transformers from_config, torch.manual_seed({job.cfg.init})"}
+    elif job.checkpoint is not None:  # the GGUF file's digest: the cache's float32 copy is made from it
         run.meta["model"]["weights"] = {job.checkpoint.facts["file"]: job.checkpoint.facts["sha256"]}
         run.meta["model"]["gguf"] = job.checkpoint.record()
     else:
@@ -131,8 +134,8 @@ def measure_into(job: Measurement, run: RunClaim) -> dict:
     if job.cfg.perturb:
         metric_rows += perturbation_rows(model, job.inputs.to(device), job.step, job.cfg.chunk)
     result = summary(final_rows(metric_rows, loss_rows), job.step, NextToken.query_types, NextToken.reference)
-    if job.checkpoint is not None:
-        result["weights"] = job.checkpoint.said()
+    if weights_said(job) is not None:
+        result["weights"] = weights_said(job)[0]
     rundir_files.write_rows(job.run_dir / rundir_files.METRICS_CSV, METRIC_COLUMNS, metric_rows)
     rundir_files.write_rows(job.run_dir / rundir_files.LOSSES, LOSS_COLUMNS, loss_rows)
     rundir_files.write_arrays(job.run_dir / INPUTS, {"inputs": job.inputs.numpy()})
@@ -183,30 +186,46 @@ def claim_and_measure(job: Measurement, run: RunClaim, quiet: bool) -> bool:
         print(f"sinkexp: error: {job.run_dir}: {why}{then} ({left_behind(err, [job.run_dir])})", file=sys.stderr)
         return False
     if not quiet:
-        print(said(format_summary(result).replace("on the held-out batch", "on the measured text"), job.checkpoint))
+        print(said(format_summary(result).replace("on the held-out batch", "on the measured text"), weights_said(job)))
         print(f"run directory: {job.run_dir}")
     return True
 
 
-def said(table: str, checkpoint: gguf.Checkpoint | None) -> str:
-    """The printed table with what its weights were (a GGUF checkpoint's quantization) above it, and
-    in short on every verdict line."""
-    if checkpoint is None:
+def weights_said(job: Measurement) -> tuple[str, str] | None:
+    """(what the measured weights were, the same in short for each verdict line): the architecture at
+    random initialisation (init=), or a GGUF checkpoint's quantization; None for float weights as read."""
+    if job.cfg.init is not None:
+        return (
+            f"none trained: the architecture at random initialisation (transformers' own, torch seed {job.cfg.init})",
+            f"random initialisation, seed {job.cfg.init}",
+        )
+    return None if job.checkpoint is None else (job.checkpoint.said(), job.checkpoint.said(short=True))
+
+
+def said(table: str, weights: tuple[str, str] | None) -> str:
+    """The printed table with what its weights were (weights_said) above it, and in short on every verdict line."""
+    if weights is None:
         return table
-    tag = f" [{checkpoint.said(short=True)}]"
+    tag = f" [{weights[1]}]"
     lines = [line + tag if line.startswith(("layer ", "model: ")) else line for line in table.splitlines()]
-    return "\n".join([f"weights: {checkpoint.said()}", *lines])
+    return "\n".join([f"weights: {weights[0]}", *lines])
+
+
+def checkpoint_job(model: str, run_dir: Path, revision: str | None = None, **settings) -> Measurement:
+    """The planned measurement of one checkpoint into `run_dir` (its config hash known before it
+    runs), for claims on open checkpoints (sinkexp reproduce): `settings` are MeasureConfig's keys
+    with Python values (n=8, dtype="bfloat16"), checked as the command line's are
+    (settings.measure_config), never turned into text. ConfigError when the model is not on the
+    machine (sources.on_disk says so first) or a setting is bad."""
+    cfg = measure_config(dict(model=model, dir=str(run_dir), revision=revision or None, **settings))
+    return plan_measurement(cfg, multirun=False, started=utc_stamp())
 
 
 def measure_checkpoint(model: str, run_dir: Path, revision: str | None = None, **settings) -> Path:
-    """Measure one checkpoint into `run_dir` (nothing to do when a finished run of the same
-    settings is there) and return it; read its tables with rundir.reading.RunFiles(run_dir). For claims
-    on named open checkpoints (sinkexp reproduce): `settings` are MeasureConfig's keys with Python
-    values (n=8, dtype="bfloat16"), checked as the command line's are (settings.measure_config), never
-    turned into text. ConfigError when the model is not on the machine (sources.on_disk says so
-    first) or a setting is bad, RuntimeError when the measurement failed."""
-    cfg = measure_config(dict(model=model, dir=str(run_dir), revision=revision or None, **settings))
-    job = plan_measurement(cfg, multirun=False, started=utc_stamp())
+    """Measure one checkpoint into `run_dir` (checkpoint_job; nothing to do when a finished run of
+    the same settings is there) and return it; read its tables with rundir.reading.RunFiles(run_dir).
+    RuntimeError when the measurement failed."""
+    job = checkpoint_job(model, run_dir, revision, **settings)
     if not run_measurement(job, quiet=True):
         raise RuntimeError(f"{job.run_dir}: the measurement did not finish (FAILED says why)")
     return job.run_dir

@@ -212,14 +212,14 @@ def read_text(text: str) -> str:
     return decompressed("text", text, read_data_file("text", text)).decode("utf-8", errors="replace")
 
 
-def sequences(tokenizer, config, text: str, n: int, seq_len: int, bos: str) -> torch.Tensor:
+def sequences(tokenizer, config, text: str, n: int, seq_len: int, bos: str, skip: int = 0) -> torch.Tensor:
     """(n, seq_len) token ids: the prefix (bos_prefix), then the next seq_len - len(prefix) tokens of
-    the text, in consecutive windows from its start."""
+    the text, in consecutive windows from its start, or from its token `skip` on."""
     prefix = bos_prefix(tokenizer, config, bos)
     body = seq_len - len(prefix)
     if body < 1:
         raise ConfigError(f"seq_len={seq_len} leaves no room for text after the {len(prefix)} BOS token(s)")
-    full, need = read_text(text), n * body
+    full, need = read_text(text), n * body + skip
     chars, ids = need * 8, []
     while True:  # tokenise a growing start of the text; the last word of a cut start may tokenise differently
         ids = tokenizer(full[:chars], add_special_tokens=False)["input_ids"]
@@ -227,9 +227,10 @@ def sequences(tokenizer, config, text: str, n: int, seq_len: int, bos: str) -> t
             break
         chars *= 2
     if len(ids) < need:
+        skipped = f" after skip={skip}" if skip else ""
         raise ConfigError(
             f"text={text} is {len(ids)} tokens long for this tokenizer; n={n} sequences of seq_len="
-            f"{seq_len} need {need}: choose a smaller n or seq_len, or a longer text"
+            f"{seq_len}{skipped} need {need}: choose a smaller n, seq_len or skip, or a longer text"
         )
-    windows = torch.tensor(ids[:need], dtype=torch.long).view(n, body)
+    windows = torch.tensor(ids[skip:need], dtype=torch.long).view(n, body)
     return torch.cat([torch.tensor(prefix, dtype=torch.long).expand(n, -1), windows], dim=1)

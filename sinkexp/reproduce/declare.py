@@ -235,7 +235,7 @@ def selection_problem(paper: Paper, claim: Claim) -> str:
     """What is wrong with the settings a claim selects runs by, or its trend key ('' if nothing)."""
     own = [paper.experiment(n) for n in claim.own_experiments]
     if any(isinstance(e, Checkpoint) for e in own) and claim.where:
-        return "a claim on a checkpoint selects its one run: give no `where`"
+        return "a claim on a checkpoint reads all its runs (one, or one per draw): give no `where`"
     selections = [(claim.where, own)]
     if isinstance(claim, Paired) and claim.against == UNTRAINED and claim.against_in:
         return "against=UNTRAINED pairs each run with itself at step 0: give no against_in"

@@ -11,8 +11,6 @@ runs and resumes interrupted ones.
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -27,7 +25,7 @@ from sinkexp.machine.devices import device_kind
 from sinkexp.reproduce.declare import Experiment, Paper
 from sinkexp.reproduce.experiment import Checkpoint
 from sinkexp.reproduce.scales import trained_at
-from sinkexp.rundir.files import DONE, finished
+from sinkexp.rundir.files import DONE, copy_finished, finished
 
 
 def packed_keys(exp: Experiment, given: set[str]) -> tuple[str, ...]:
@@ -130,10 +128,7 @@ def copy_finished_runs(run_dirs: set[Path], root: Path) -> None:
         twin = finished.get(run_dir.name)
         if twin is None or run_dir.exists():
             continue
-        partial = run_dir.with_name(f".{run_dir.name}.copying")
-        shutil.rmtree(partial, ignore_errors=True)  # left by a killed copy
-        shutil.copytree(twin, partial, ignore=shutil.ignore_patterns(".lock"))
-        os.replace(partial, run_dir)
+        copy_finished(twin, run_dir)
         print(f"{run_dir}: the same config finished in {twin}; copied, not trained again")
 
 

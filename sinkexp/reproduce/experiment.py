@@ -14,8 +14,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import PurePath
 
+from sinkexp.hf.shipped import SHIPPED
 from sinkexp.reproduce.keys import DEFAULT_TASK, GRID_GROUPS
+
+INIT = "init"  # a Checkpoint's `untrained`: its architecture at random initialisation (measure's init=)
+TRAINED, UNTRAINED = "trained", "untrained"  # below a checkpoint's folder: its measurements and the untrained ones
 
 
 def override_value(value) -> str:
@@ -80,16 +85,21 @@ class Experiment:
 @dataclass(frozen=True, kw_only=True)
 class Checkpoint:
     """A named open checkpoint a paper reports on, measured (`sinkexp measure`), not trained: one
-    run, which needs the model's weights on this machine (reproduce/checkpoints.py). `untrained`
-    names the same model's untrained revision where one is published (Pythia's step0), so that a
-    claim on it can be checked for whether it could have failed."""
+    run, or one per draw (a text and a window of it), which needs the model's weights on this machine
+    (reproduce/checkpoints.py). `untrained` names the same model's untrained revision where one is
+    published (Pythia's step0), or INIT: the architecture at transformers' own random initialisation,
+    seeded with `seed`, so that a claim on it can be checked for whether it could have failed. A
+    checkpoint sinkexp ships (hf/shipped.py) is judged at scale=pretrained only (reproduce/scales.py)."""
 
     name: str  # its folder under outputs/reproduce/<paper>/
-    model: str  # the hub id, e.g. "openai-community/gpt2-xl"
+    model: str  # the hub id, e.g. "openai-community/gpt2-xl", or a shipped name ("smollm2-135m")
     revision: str | None = None
-    untrained: str | None = None  # the revision of the untrained model, if published
+    untrained: str | None = None  # the revision of the untrained model, if published; INIT: at random init
+    seed: int = 0  # with untrained=INIT: the seed of the random initialisation
     settings: dict = field(default_factory=dict)  # `sinkexp measure` keys (n, seq_len, bos, dtype, ...)
-    grid: dict = field(default_factory=dict)  # none: one run (the claims' `where` selects nothing)
+    # measure keys that vary from run to run, one run each (e.g. {"text": "kjv", "skip": 6400}); none: one run
+    draws: tuple[dict, ...] = ()
+    grid: dict = field(default_factory=dict)  # none: the claims' `where` selects nothing
     overrides: dict = field(default_factory=dict)
     cpu: dict = field(default_factory=dict)
     reach: dict = field(default_factory=dict)
@@ -102,5 +112,21 @@ class Checkpoint:
         return []
 
     @property
+    def shipped(self) -> bool:
+        return self.model in SHIPPED
+
+    @property
     def runs(self) -> int:
-        return 1
+        return max(1, len(self.draws))
+
+    def measured(self) -> list[tuple[str, dict]]:
+        """(its run's folder below the checkpoint's, its measure settings) for each run: TRAINED, or
+        TRAINED/<text>@<skip> for each draw (the run's label in claims.csv)."""
+        if not self.draws:
+            return [(TRAINED, dict(self.settings))]
+        return [(f"{TRAINED}/{draw_label(draw)}", {**self.settings, **draw}) for draw in self.draws]
+
+
+def draw_label(draw: dict) -> str:
+    """A draw's name: its text (a built-in name or a file's name) and the tokens it skips, e.g. kjv@6400."""
+    return f"{PurePath(str(draw.get('text', 'kjv'))).name}@{draw.get('skip', 0)}"

@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from sinkexp.reproduce.experiment import TRAINED, UNTRAINED
 from sinkexp.rundir.files import ATTENTION, finished
 from sinkexp.rundir.reading import RunFiles, collect, final_values, setting
 
@@ -36,13 +37,12 @@ class FinishedRun:
 
     @property
     def label(self) -> str:
-        """s<seed>/t<structure seed>: the draw, which pairs and groups runs across settings."""
-        return (
-            "/".join(
-                f"{'s' if key == 'seed' else 't'}{self.settings[key]}" for key in DRAW_KEYS if key in self.settings
-            )
-            or "run"
-        )  # a measured checkpoint: no seed
+        """s<seed>/t<structure seed>: the draw, which pairs and groups runs across settings; a measured
+        checkpoint's: its draw's folder (<text>@<skip>, experiment.Checkpoint.measured), or "run"."""
+        if self.settings.get("command") == "measure":
+            return self.path.name if self.path.parent.name in (TRAINED, UNTRAINED) else "run"
+        draw = (f"{'s' if key == 'seed' else 't'}{self.settings[key]}" for key in DRAW_KEYS if key in self.settings)
+        return "/".join(draw) or "run"
 
     def setting(self, key: str):
         return setting(self.settings, key)
@@ -85,8 +85,10 @@ class FinishedRun:
         return FinishedRun(self.path, self.settings, start, self.experiment, untrained=True)
 
     def untrained_checkpoint(self) -> "FinishedRun":
-        """The measured untrained revision beside a checkpoint's run (reproduce/checkpoints.py)."""
-        folder = self.path.parent / "untrained"
+        """The measured untrained model beside a checkpoint's run (reproduce/checkpoints.py): its
+        untrained revision, or its architecture at random initialisation, for the same draw."""
+        draw = self.path.parent.name == TRAINED  # <checkpoint>/trained/<draw>: <checkpoint>/untrained/<draw>
+        folder = self.path.parent.parent / UNTRAINED / self.path.name if draw else self.path.parent / UNTRAINED
         if not finished(folder):
             raise MissingValue(f"no untrained revision of {self.settings.get('model')} was measured")
         table, finals = collect(folder)
@@ -136,6 +138,8 @@ class FinishedRun:
         key = (fn.__name__, args)
         if key not in self.analyses:
             self.analyses[key] = fn(self.loaded, *args)
+            if self.settings.get("command") == "measure":  # a real LM (0.5-1 GB): loaded again if asked again,
+                self.__dict__.pop("loaded", None)  # not held for every run a paper's claims read
         return self.analyses[key]
 
     def final(self, metric: str, layer: int = -1, query_type: str = "all") -> float:

@@ -80,6 +80,7 @@ class Result:
             "paper": paper.name,
             "declaration": paper.digest,
             "claim": self.claim.name,
+            "model": models(paper, self.claim),
             "kind": self.claim.kind,
             "statement": self.claim.statement,
             "source": self.claim.source,
@@ -101,6 +102,12 @@ class Result:
             "excluded": labelled(self.excluded),
             **provenance(self.runs),
         }
+
+
+def models(paper: Paper, claim: Claim) -> str:
+    """The checkpoints a claim reads ("; " between several), empty for a claim on trained runs."""
+    read = map(paper.experiment, claim.experiments)
+    return "; ".join(dict.fromkeys(exp.model for exp in read if hasattr(exp, "model")))
 
 
 def labelled(values: dict[str, float]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -152,12 +153,18 @@ def payload_transfer(key: str, layer: int) -> Measure:
 
 def bos_removed(key: str) -> Measure:
     """`first_attn` or `loss` with BOS removed at inference over its value with BOS
-    (sinkexp.analysis.interventions.without_bos)."""
+    (sinkexp.analysis.interventions.without_bos; on a measured LM, its first position removed:
+    lm_interventions.first_token_removed, on its first analysis.spike.ABLATED sequences)."""
 
     def ratio(run: FinishedRun) -> float:
         # lazy: pulls in torch (~2.4 s); --list and the declarations load measures.py without it
         from sinkexp.analysis.interventions import without_bos
+        from sinkexp.analysis.lm_interventions import first_token_removed
+        from sinkexp.analysis.spike import on_first
 
+        if measured(run):
+            values = run.analysis(on_first, first_token_removed)
+            return values[f"{key}_no_first"] / values[f"{key}_first"]
         values = run.analysis(without_bos)
         return values[f"{key}_no_bos"] / values[f"{key}_bos"]
 
@@ -167,19 +174,106 @@ def bos_removed(key: str) -> Measure:
 def perturbation_spread() -> Measure:
     """Barbero et al.'s perturbation (sinkexp.analysis.perturbation): the relative change of the
     representations after a one-token change, averaged over the layers, with BOS removed at inference
-    over with BOS (> 1: the change spreads more without the sink)."""
+    over with BOS (> 1: the change spreads more without the sink); on a measured LM, on its first
+    analysis.spike.ABLATED sequences."""
 
     def ratio(run: FinishedRun) -> float:
         # lazy: pulls in torch (~2.4 s); --list and the declarations load measures.py without it
-        from sinkexp.analysis.perturbation import perturbation
+        from sinkexp.analysis.perturbation import measured_perturbation, perturbation
+        from sinkexp.analysis.spike import on_first
 
-        values = run.analysis(perturbation)
+        values = run.analysis(on_first, measured_perturbation) if measured(run) else run.analysis(perturbation)
         layers = [key.removeprefix("change_bos_") for key in values if key.startswith("change_bos_")]
         return sum(values[f"change_no_bos_{L}"] for L in layers) / sum(values[f"change_bos_{L}"] for L in layers)
 
     return Measure(
         "perturb_change without BOS / with BOS (at inference, mean over layers)", ratio, family=("perturbation",)
     )
+
+
+def measured(run: FinishedRun) -> bool:
+    """Whether the run is a `sinkexp measure` run (a checkpoint), not a trained one."""
+    return run.settings.get("command") == "measure"
+
+
+def peak(run: FinishedRun) -> int:
+    """The layer of the run's largest massive_ratio (where its spike is)."""
+    layers = sorted(set(run.finals["layer"]) - {-1})
+    return max(layers, key=lambda layer: run.final("massive_ratio", layer))
+
+
+def largest_spike() -> Measure:
+    """The largest massive_ratio over layers; its detail, the layer and the entry's position and channel."""
+
+    def detail(run: FinishedRun) -> str:
+        layer = peak(run)
+        where = (int(run.final(key, layer)) for key in ("massive_position", "massive_channel"))
+        return "layer {}, position {}, channel {}".format(layer, *where)
+
+    return replace(final("massive_ratio", "max"), detail=detail)
+
+
+def at_peak(metric: str) -> Measure:
+    """`metric` at the layer of the largest massive_ratio (e.g. massive_at_sink: does the spike sit at the sink?)."""
+    return Measure(
+        f"{metric}[the layer of the largest massive_ratio, all]",
+        lambda run: run.final(metric, peak(run)),
+        (metric, "massive_ratio"),
+    )
+
+
+def layer_ratio(numerator: str, denominator: str) -> Measure:
+    """The mean over layers of numerator / denominator (final values, mean over heads), e.g. the sink's
+    residual norm over the other positions'."""
+
+    def mean(run: FinishedRun) -> float:
+        layers = sorted(set(run.finals["layer"]) - {-1})
+        return statistics.fmean(run.final(numerator, layer) / run.final(denominator, layer) for layer in layers)
+
+    return Measure(f"mean over layers of {numerator} / {denominator}", mean, (numerator, denominator))
+
+
+SPIKE = {  # spike_anatomy's keys (analysis/spike.py) a claim reads, and what each is
+    "step_up": "largest share of the spike one MLP of the first half of the blocks writes",
+    "step_down": "share of the spike gone from the last block's output",
+    "state_cos": "cosine of the spike token's state with its mean over sequences (peak layer)",
+}
+
+
+def spike(key: str) -> Measure:
+    """A number of the spike's anatomy (sinkexp.analysis.spike.spike_anatomy) on a measured LM; its
+    detail, the blocks and the position where the spike rises, peaks and falls."""
+
+    def anatomy(run: FinishedRun) -> dict:
+        # lazy: pulls in torch (~2.4 s); --list and the declarations load measures.py without it
+        from sinkexp.analysis.spike import spike_anatomy
+
+        return run.analysis(spike_anatomy)
+
+    def detail(run: FinishedRun) -> str:
+        a = anatomy(run)
+        return (
+            f"up at block {a['up_block']}, peak at layer {a['peak_layer']} (position {a['position']}, channel "
+            f"{a['channel']}; at position 0 in {a['at_first']:.0%}), down most at {a['down_blocks']}, other "
+            f"positions' cosine {a['rest_cos']:.2f}"
+        )
+
+    return Measure(SPIKE[key], lambda run: anatomy(run)[key], family=("spike anatomy",), detail=detail)
+
+
+def massive_ablation(name: str) -> Measure:
+    """Loss with the massive activations of the spike's step-up block (analysis.spike: its up_block)
+    set to zero (`massive_zero`) or to their mean (`massive_mean`) over the unchanged loss, on the
+    run's first analysis.spike.ABLATED sequences."""
+
+    def ratio(run: FinishedRun) -> float:
+        # lazy: pulls in torch (~2.4 s); --list and the declarations load measures.py without it
+        from sinkexp.analysis.spike import massive_ablation as ablated
+        from sinkexp.analysis.spike import spike_anatomy
+
+        return run.analysis(ablated, run.analysis(spike_anatomy)["up_block"])[name]
+
+    return Measure(f"loss with {name} at the spike's step-up block / loss [all]", ratio, family=("intervention",))
 
 
 def curve(run: FinishedRun, metric: str, query_type: str = "all", layer: int = 0, head: int = 0) -> pd.Series:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from sinkexp.config.settings import ReproduceSettings
+from sinkexp.errors import ConfigError
 from sinkexp.machine import preemption
 from sinkexp.reproduce.checkpoints import measure_checkpoints, planned_runs
 from sinkexp.reproduce.declare import Paper
@@ -41,6 +42,9 @@ def reproduce(
     from sinkexp.reproduce.pool import run_pool
 
     preemption.stop_on_signals()  # torch is loaded: a signal now raises, for the pool's and the runs' boundaries
+    if not any(judged_at(paper, settings.scale) for paper in papers):  # e.g. scale=pretrained: no checkpoint
+        names = ", ".join(paper.name for paper in papers)
+        raise ConfigError(f"scale={settings.scale}: {names} judge no claim at this scale")
     planned = plan_papers(papers, settings, root, pack)  # planned once: the pool, the estimate and the claims read it
     plans = planned.plans
     claimed = {(paper.name, exp.name): set() for paper in papers for exp in paper.experiments}  # not trained: none
@@ -54,7 +58,7 @@ def reproduce(
     elif plans:  # every job through one pool, one progress line (none: checkpoints only, nothing to train)
         predicted = estimate(planned)
         seconds = run_pool(plans, root, settings, predicted[1]["job_seconds"])  # for the time left
-    missing = measure_checkpoints(papers, root, weights)
+    missing = measure_checkpoints(papers, root, weights, settings.scale)
     for paper in papers:
         for name, path in figures(paper, root).items():
             reports[paper.name, name] = path

@@ -1,14 +1,19 @@
 """A claim judged at several sizes: claims.csv's `scale` column, one row per claim and scale it was
 run at (cpu: the CPU sizes; reach: the sizes at which the experiment's effect forms on 2 cores;
-paper: the source's). The verdict that counts is the one at the largest scale run; the CPU
-verdicts stay beside it (docs/reproduce.md, "Scales").
+pretrained: the pre-trained checkpoints, measured, not trained; paper: the source's). The verdict
+that counts is the one at the largest scale run; the CPU verdicts stay beside it (docs/reproduce.md,
+"Scales").
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from sinkexp.config.schema import SCALES  # smallest to largest (reproduce/experiment.py: each one's sizes)
+from sinkexp.config.schema import SCALES as SIZES  # the scale config group's, smallest to largest
+from sinkexp.reproduce.declare import Paper
+
+PRETRAINED = "pretrained"  # the claims on checkpoints (experiment.Checkpoint), the shipped ones' only scale: no size
+CLAIM_SCALES = (*SIZES[:-1], PRETRAINED, SIZES[-1])  # claims.csv's scales, smallest to largest: below the papers' sizes
 
 
 def with_scale(rows: pd.DataFrame) -> pd.DataFrame:
@@ -22,20 +27,44 @@ def reach_sized(paper) -> set[str]:
     return {exp.name for exp in paper.experiments if getattr(exp, "reach", None)}
 
 
+def checkpoint_claim(paper, claim) -> bool:
+    """Whether every experiment `claim` reads is a checkpoint (measured, not trained)."""
+    return all(hasattr(paper.experiment(name), "model") for name in claim.experiments)
+
+
+def shipped_claim(paper, claim) -> bool:
+    """Whether `claim` reads a checkpoint sinkexp ships (hf/shipped.py): judged at scale=pretrained only."""
+    return any(getattr(paper.experiment(name), "shipped", False) for name in claim.experiments)
+
+
 def judged_at(paper, scale: str) -> set[str]:
     """The claims of `paper` a run at `scale` judges: at reach, those whose experiments all declare a
-    reach size (the others would repeat the CPU verdict at the CPU sizes); at cpu and paper, all."""
+    reach size (the others would repeat the CPU verdict at the CPU sizes); at pretrained, those on
+    checkpoints alone; at cpu and paper, all but those on the shipped checkpoints, whose one scale is
+    pretrained."""
+    if scale == PRETRAINED:
+        return {claim.name for claim in paper.claims if checkpoint_claim(paper, claim)}
+    claims = [claim for claim in paper.claims if not shipped_claim(paper, claim)]
     if scale != "reach":
-        return {claim.name for claim in paper.claims}
+        return {claim.name for claim in claims}
     sized = reach_sized(paper)
-    return {claim.name for claim in paper.claims if set(claim.experiments) <= sized}
+    return {claim.name for claim in claims if set(claim.experiments) <= sized}
+
+
+def measured_at(paper, scale: str) -> list:
+    """The checkpoints of `paper` the claims judged at `scale` read, in declaration order."""
+    judged = [paper.claim(name) for name in judged_at(paper, scale)]
+    read = {name for claim in judged for name in claim.experiments}
+    return [exp for exp in paper.experiments if hasattr(exp, "model") and exp.name in read]
 
 
 def trained_at(paper, scale: str) -> set[str]:
     """The experiments of `paper` a run at `scale` trains: at reach, those with a reach size, and
     those without only where a judged claim reads them, or a claim it names (premises, contrasts,
     `reached`), through their names in turn: the others' runs would feed only verdicts the CPU sizes
-    give already. At cpu and paper, all."""
+    give already. At pretrained none (checkpoints are measured); at cpu and paper, all."""
+    if scale == PRETRAINED:
+        return set()
     if scale != "reach":
         return {exp.name for exp in paper.experiments}
     named = judged_at(paper, scale)
@@ -48,14 +77,14 @@ def trained_at(paper, scale: str) -> set[str]:
 def at_largest(rows: pd.DataFrame) -> pd.DataFrame:
     """Each claim's row at the largest scale it was run at, in the rows' order."""
     rows = with_scale(rows)
-    rank = rows["scale"].map(SCALES.index)
+    rank = rows["scale"].map(CLAIM_SCALES.index)
     return rows[rank == rank.groupby([rows["paper"], rows["claim"]]).transform("max")]
 
 
 def side_by_side(claims: pd.DataFrame) -> list[str]:
     """One paper's claims with their verdict at each scale run (a markdown table; -: not run there)."""
     claims = with_scale(claims)
-    scales = [scale for scale in SCALES if (claims["scale"] == scale).any()]
+    scales = [scale for scale in CLAIM_SCALES if (claims["scale"] == scale).any()]
     verdict = {(row["claim"], row["scale"]): row["verdict"] for _, row in claims.iterrows()}
     lines = ["| claim | kind | " + " | ".join(f"at {scale}" for scale in scales) + " |"]
     lines.append("|---|---|" + "---|" * len(scales))
@@ -63,3 +92,22 @@ def side_by_side(claims: pd.DataFrame) -> list[str]:
         cells = [verdict.get((row["claim"], scale), "-") for scale in scales]
         lines.append(f"| {row['claim']} | {row['kind']} | " + " | ".join(cells) + " |")
     return lines
+
+
+def unrecorded(rows: pd.DataFrame, papers: list[Paper]) -> str:
+    """'' when `rows` (a claims.csv) hold a CPU-scale row for every claim of `papers` judged at cpu
+    (all but those on the shipped checkpoints, judged at scale=pretrained only: judged_at) and
+    none for a claim they no longer declare; else one sentence naming the claims and the command that
+    writes them."""
+    cpu = with_scale(rows)
+    recorded = set(zip(*(cpu.loc[cpu["scale"] == "cpu", column] for column in ("paper", "claim"))))
+    declared = {(paper.name, name) for paper in papers for name in judged_at(paper, "cpu")}
+    for pairs, state, does in (
+        (declared - recorded, "no row for", "runs their experiments and writes their rows"),
+        (recorded - declared, "rows for the undeclared", "rewrites their papers' rows"),
+    ):
+        if pairs:
+            names = ", ".join(f"{paper}/{claim}" for paper, claim in sorted(pairs))
+            command = f"sinkexp reproduce {' '.join(sorted({paper for paper, _ in pairs}))} --docs docs"
+            return f"docs/claims.csv has {state} {names}: `{command}` {does}."
+    return ""

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from sinkexp.config.schema import SCALES
 from sinkexp.report.runs import write_report as report_folder
 from sinkexp.reproduce.declare import Paper
-from sinkexp.reproduce.scales import at_largest, side_by_side, with_scale
+from sinkexp.reproduce.scales import CLAIM_SCALES, PRETRAINED, at_largest, side_by_side, with_scale
 from sinkexp.reproduce.verdicts import VERDICTS
 from sinkexp.rundir.files import write_csv, write_text
 
@@ -213,7 +212,8 @@ def results_page(rows: pd.DataFrame) -> str:
 
 def headline(rows: pd.DataFrame) -> str:
     """One line: the verdicts by kind, and the paper claims' verdicts per paper; each claim at the
-    largest scale it was run at, the CPU sizes' counts beside them where a larger scale was run."""
+    largest scale it was run at, the CPU sizes' counts beside them where a larger scale was run, and
+    the pre-trained checkpoints' counts and models where scale=pretrained was run."""
     rows = with_scale(rows)
     largest = at_largest(rows)
     papers = largest[largest["kind"] == "paper"]
@@ -223,8 +223,22 @@ def headline(rows: pd.DataFrame) -> str:
     cpu = rows[rows["scale"] == "cpu"]
     return (
         f"**{passing(largest)}**, each claim at the largest scale it was run at (at the CPU sizes alone: "
-        f"{passing(cpu)}) (paper claims by paper: {by_paper})."
+        f"{passing(cpu)}) (paper claims by paper: {by_paper}).{pretrained_counts(rows)}"
     )
+
+
+def pretrained_counts(rows: pd.DataFrame) -> str:
+    """' On pre-trained checkpoints (...): <counts by kind>' where scale=pretrained was run: the claims
+    on checkpoints measured here and on which models, then how many wait for weights not here."""
+    pretrained = rows[rows["scale"] == PRETRAINED]
+    if not len(pretrained):
+        return ""
+    absent = pretrained["why"].map(text).str.startswith("needs ")
+    measured = pretrained[~absent]
+    cells = measured["model"].map(text) if "model" in measured else pd.Series(dtype=str)
+    models = ", ".join(dict.fromkeys(model for cell in cells for model in cell.split("; ") if model))
+    waiting = f"; {absent.sum()} more on named checkpoints whose weights are not here (not run)" if absent.any() else ""
+    return f" On pre-trained checkpoints (scale=pretrained; {models or 'none measured'}): {passing(measured)}{waiting}."
 
 
 FINDINGS = "findings.md"  # a paper's generated findings table (Paper.findings), beside its claims.csv
@@ -258,7 +272,7 @@ def write_docs(docs: Path, rows: pd.DataFrame | None = None) -> Path:
                 pd.MultiIndex.from_frame(rows[["paper", "scale"]])
             )
             both = pd.concat([kept[~replaced], rows], ignore_index=True)
-            both = both.sort_values("scale", key=lambda scale: scale.map(SCALES.index), kind="stable")
+            both = both.sort_values("scale", key=lambda scale: scale.map(CLAIM_SCALES.index), kind="stable")
             rows = pd.concat([both[both["paper"] == paper] for paper in order], ignore_index=True)
         write_csv(docs / CLAIMS, rows)
     rows = read_claims(docs / CLAIMS)
@@ -271,20 +285,3 @@ def write_docs(docs: Path, rows: pd.DataFrame | None = None) -> Path:
         )
         write_text(readme, text)
     return docs / RESULTS
-
-
-def unrecorded(rows: pd.DataFrame, papers: list[Paper]) -> str:
-    """'' when `rows` (a claims.csv) hold a CPU-scale row for every claim of `papers` and none for a
-    claim they no longer declare; else one sentence naming the claims and the command that writes them."""
-    cpu = with_scale(rows)
-    recorded = set(zip(*(cpu.loc[cpu["scale"] == "cpu", column] for column in ("paper", "claim"))))
-    declared = {(paper.name, claim.name) for paper in papers for claim in paper.claims}
-    for pairs, state, does in (
-        (declared - recorded, "no row for", "runs their experiments and writes their rows"),
-        (recorded - declared, "rows for the undeclared", "rewrites their papers' rows"),
-    ):
-        if pairs:
-            names = ", ".join(f"{paper}/{claim}" for paper, claim in sorted(pairs))
-            command = f"sinkexp reproduce {' '.join(sorted({paper for paper, _ in pairs}))} --docs docs"
-            return f"docs/claims.csv has {state} {names}: `{command}` {does}."
-    return ""

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -163,6 +164,15 @@ def finished(path: Path, digest: str | None = None) -> bool:
         return digest is None or read_json(Path(path) / META).get("config_hash") == digest
     except (OSError, ValueError):
         return False
+
+
+def copy_finished(source: Path, path: Path) -> None:
+    """Copy the finished run in `source` to `path` (which does not exist yet) atomically: a temporary
+    sibling (one a killed copy left is replaced), renamed; the lock file stays behind."""
+    partial = Path(path).with_name(f".{Path(path).name}.copying")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(source, partial, ignore=shutil.ignore_patterns(LOCK))
+    os.replace(partial, path)
 
 
 def take_lock(path: Path) -> int:

@@ -53,8 +53,15 @@ def mse(pred: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return (pred - targets).pow(2).mean(-1)
 
 
-# Data files sinkexp ships (sinkexp/data/), named by a word instead of a path in a task's config.
-BUILT_IN = {"kjv": "kjv.txt.xz"}
+# Data files sinkexp ships (sinkexp/data/), named by a word instead of a path in a task's config: the KJV,
+# task=lm's corpus, and the text samples `sinkexp measure text=NAME` and the claims on pre-trained
+# checkpoints read (scripts/build_texts.py says what each is and its licence)
+BUILT_IN = {
+    "kjv": "kjv.txt.xz",
+    "argparse": "argparse.py.xz",
+    "sinkexp-docs": "sinkexp-docs.md.xz",
+    "sinkexp-code": "sinkexp-code.py.xz",
+}
 
 
 def data_path(value: str) -> str:

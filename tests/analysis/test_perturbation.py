@@ -56,3 +56,30 @@ def test_the_claims_measure_is_the_ratio_of_the_layer_means_without_and_with_bos
         (untrained["change_no_bos_0"] + untrained["change_no_bos_1"])
         / (untrained["change_bos_0"] + untrained["change_bos_1"])
     )
+
+
+def test_on_a_measured_lm_the_spread_is_read_off_its_hidden_states(tmp_path):
+    """On a measured tiny Llama: measured_perturbation's per-layer values are evaluate/perturbation.py's
+    spread of the decoder's own hidden states (output_hidden_states), with its first position and without."""
+    pytest.importorskip("transformers")
+    from hf_models import tiny
+
+    from sinkexp.analysis.perturbation import measured_perturbation
+    from sinkexp.evaluate.perturbation import spread
+    from sinkexp.hf.runner import measure_checkpoint
+
+    run = load_run(measure_checkpoint(str(tiny("llama", tmp_path / "tiny")), tmp_path / "run", n=4, seq_len=12))
+    values = measured_perturbation(run)
+    at = perturbed_position(run.inputs.shape[1])
+    for name, inputs, position in (("bos", run.inputs, at), ("no_bos", run.inputs[:, 1:], at - 1)):
+        with torch.no_grad():
+            clean, changed = (
+                run.model.base_model(input_ids=x, output_hidden_states=True).hidden_states[1:]
+                for x in (inputs, swap_token(inputs, position))
+            )
+        layers = len(clean)
+        for layer in range(layers - 1):  # the last hidden state is after the final norm: not a block's output
+            change, reach = spread(clean[layer], changed[layer], position)
+            assert values[f"change_{name}_{layer}"] == pytest.approx(change, rel=1e-4)
+            assert values[f"reach_{name}_{layer}"] == pytest.approx(reach, rel=1e-4)
+        assert f"change_{name}_{layers - 1}" in values and f"change_{name}_{layers}" not in values

@@ -155,3 +155,54 @@ def test_perturbation_rows_are_the_metric_of_the_hidden_states_in_any_chunking(k
     chunked = hf_measure.perturbation_rows(model, inputs, 5, chunk=2)
     assert [row[:5] for row in chunked] == [(5, layer, -1, "all", metric) for layer, metric in rows]
     assert [row[5] for row in chunked] == pytest.approx(list(rows.values()))
+
+
+def test_init_measures_the_architecture_at_its_own_seeded_random_initialisation(tmp_path, monkeypatch):
+    """init=S: transformers' initialisation of the folder's config after torch.manual_seed(S), the
+    same weights for the same seed, none of the folder's; the global generator is left as it was.
+    Drawn once, then read from the cache: the second load of seed 0 draws nothing."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    monkeypatch.setenv("SINKEXP_CACHE", str(tmp_path / "cache"))
+    folder = tiny("llama", tmp_path / "llama", seed=3)
+    config = AutoConfig.from_pretrained(folder)
+    cpu = torch.device("cpu")
+    torch.manual_seed(7)
+    expected_next = torch.rand(1)
+    torch.manual_seed(7)
+    first = hf_measure.initialised(folder, "float32", cpu, 0).state_dict()
+    assert torch.equal(torch.rand(1), expected_next)  # the caller's generator untouched
+    assert len(list((tmp_path / "cache" / "init").glob("*/config.json"))) == 1
+    with monkeypatch.context() as drawing:  # from the cache: nothing drawn
+        drawing.setattr(AutoModelForCausalLM, "from_config", lambda *_, **__: pytest.fail("drawn again"))
+        again = hf_measure.initialised(folder, "float32", cpu, 0).state_dict()
+    other = hf_measure.initialised(folder, "float32", cpu, 1).state_dict()
+    trained = AutoModelForCausalLM.from_pretrained(folder).state_dict()
+    torch.manual_seed(0)  # what from_config draws after the seed: transformers' own initialisation
+    direct = AutoModelForCausalLM.from_config(config).state_dict()
+    weights = [name for name in first if name.endswith("proj.weight")]
+    assert all(torch.equal(first[name], again[name]) and torch.equal(first[name], direct[name]) for name in first)
+    assert all(not torch.equal(first[name], other[name]) for name in weights)
+    assert all(not torch.equal(first[name], trained[name]) for name in weights)
+    _, model = hf_measure.load_checkpoint(str(folder), None, "float32", cpu, init=0)
+    assert all(torch.equal(value, first[name]) for name, value in model.state_dict().items())
+
+
+def test_earlier_runs_keep_their_hashes_and_a_later_key_set_changes_it():
+    """hf/identity.measure_hash: keys added after runs were measured leave their hashes, change it where set."""
+    import dataclasses
+    import hashlib
+    import json
+
+    from sinkexp.config.settings import MeasureConfig
+    from sinkexp.hf.identity import UNHASHED, measure_hash
+
+    cfg = MeasureConfig(model="m")  # the hash as written before the keys existed: every setting but UNHASHED
+    later = ("perturb", "skip", "init")  # keys added after runs were measured: at their defaults, not hashed
+    before = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in (*UNHASHED, *later)}
+    before.update(model="d", text="t", revision=None, chunk=None)
+    digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:8]
+    later_set = (("perturb", True), ("skip", 64), ("init", 0))
+    changed = [dataclasses.replace(cfg, **{key: value}) for key, value in later_set]
+    assert measure_hash(cfg, "d", "t") == digest
+    assert len({digest, *(measure_hash(c, "d", "t") for c in changed)}) == 4

@@ -63,3 +63,26 @@ def test_load_run_and_intervene_read_a_measured_run_and_export_refuses_it_in_one
 def test_a_checkpoint_of_unknown_step_says_so(measured):
     *_, printed = measured
     assert "loss at an unknown training step on the measured text" in printed and "step -1" not in printed
+
+
+def test_a_measure_at_random_initialisation_says_so_and_loads_back_as_measured(tmp_path):
+    """init=0 (the untrained value of a claim on a pre-trained checkpoint): its own config hash and
+    folder beside the trained measurement, every table and meta.json saying no weights were read,
+    and load_run rebuilding the same initialised model."""
+    import json
+
+    import torch
+
+    from sinkexp.hf.measure import initialised
+
+    folder = tiny("gpt2", tmp_path / "g2")
+    result = sinkexp("measure", str(folder), "init=0", "skip=64", "n=4", "seq_len=16", "dir=i", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("weights: none trained: the architecture at random initialisation")
+    assert "model: sink rate over all heads" in result.stdout and "[random initialisation, seed 0]" in result.stdout
+    meta = json.loads((tmp_path / "i" / "meta.json").read_text())
+    assert meta["model"]["weights"] == {"init": "transformers from_config, torch.manual_seed(0)"}
+    run = load_run(tmp_path / "i")
+    expected = initialised(folder, "float32", torch.device("cpu"), 0).state_dict()
+    assert all(torch.equal(value, expected[name]) for name, value in run.model.state_dict().items())
+    assert (run.cfg.init, run.cfg.skip) == (0, 64)

@@ -68,3 +68,24 @@ def test_a_ratio_over_the_against_runs_spread():
     result = judge(claim, runs, table)
     assert result.values == pytest.approx({"s0": 1.3 / 1.2, "s1": 1.1 / 1.2, "s2": 1.0 / 1.2})
     assert result.failing == pytest.approx({"s0": 1.3 / 1.2})
+
+
+def test_the_spike_measures_read_the_layer_of_the_largest_massive_ratio():
+    """Hand-set final values of two layers: the largest massive_ratio is layer 1's (ratio 300, at
+    position 0, channel 7), whose massive_at_sink is 0.9; the residual norms' ratio is averaged over
+    the layers (4 / 2 and 9 / 3: 2.5)."""
+    from sinkexp.reproduce.measures import at_peak, largest_spike, layer_ratio
+
+    values = {
+        0: {"massive_ratio": 50, "massive_position": 3, "massive_channel": 1, "massive_at_sink": 0.1},
+        1: {"massive_ratio": 300, "massive_position": 0, "massive_channel": 7, "massive_at_sink": 0.9},
+    }
+    norms = {0: (4.0, 2.0), 1: (9.0, 3.0)}
+    rows = [(layer, metric, value) for layer, metrics in values.items() for metric, value in metrics.items()]
+    rows += [(layer, name, value) for layer, pair in norms.items() for name, value in zip(("sink", "rest"), pair)]
+    finals = pd.DataFrame(rows, columns=["layer", "metric", "value"]).assign(query_type="all")
+    finals["metric"] = finals["metric"].replace({"sink": "resid_norm_sink", "rest": "resid_norm_rest"})
+    run = FinishedRun(Path("r"), {"seed": 0}, finals)
+    assert largest_spike().of(run) == 300 and largest_spike().detail(run) == "layer 1, position 0, channel 7"
+    assert at_peak("massive_at_sink").of(run) == 0.9
+    assert layer_ratio("resid_norm_sink", "resid_norm_rest").of(run) == pytest.approx(2.5)

@@ -135,3 +135,48 @@ def test_results_md_names_what_the_runs_recorded_after_the_csv_round_trip(plumbe
     assert recorded and "None" not in recorded  # meta.json's device.torch_threads, "1" on the CPU
     write_docs(tmp_path, rows)  # read back from claims.csv, where a column of "1" is a column of 1.0
     assert f"- torch threads: {', '.join(recorded)}\n" in (tmp_path / "results.md").read_text()
+
+
+def test_the_pretrained_scale_judges_the_checkpoints_claims_and_trains_nothing():
+    """scale=pretrained judges the claims on checkpoints alone (the named ones too, not run without
+    their weights) and trains nothing; a checkpoint sinkexp ships is judged there only."""
+    from dataclasses import replace
+
+    from sinkexp.reproduce.declare import Checkpoint, Paper
+    from sinkexp.reproduce.papers import PAPERS
+    from sinkexp.reproduce.scales import measured_at
+
+    paper = plumbing_paper()
+    named, shipped = Checkpoint(name="named", model="org/named"), Checkpoint(name="shipped", model="smollm2-135m")
+    both = Paper(
+        name="p",
+        title="t",
+        experiments=(*paper.experiments, named, shipped),
+        claims=(
+            *paper.claims,
+            replace(paper.claims[0], name="on_named", experiment="named", where={}),
+            replace(paper.claims[0], name="on_shipped", experiment="shipped", where={}),
+        ),
+    )
+    assert judged_at(both, "pretrained") == {"on_named", "on_shipped"} and trained_at(both, "pretrained") == set()
+    assert judged_at(both, "cpu") == {"possible", "impossible", "paired", "on_named"}  # shipped: pretrained only
+    assert [exp.name for exp in measured_at(both, "pretrained")] == ["named", "shipped"]
+    assert [exp.name for exp in measured_at(both, "cpu")] == ["named"]
+    for name in ("gu2025", "sun2026", "barbero2025", "guo2024"):  # the shipped models' claims, at pretrained only
+        real = PAPERS[name]
+        on_shipped = {c.name for c in real.claims if c.name.startswith(("smollm2_", "gemma3_"))}
+        assert on_shipped and on_shipped <= judged_at(real, "pretrained")
+        assert not on_shipped & (judged_at(real, "cpu") | judged_at(real, "reach"))
+
+
+def test_the_headline_counts_the_pretrained_rows_and_names_their_models(plumbed):
+    rows = two_scales(plumbed)
+    pretrained = rows.iloc[:2].assign(scale="pretrained", claim=["on_smol", "on_named"], verdict=["holds", "not run"])
+    pretrained = pretrained.assign(model=["smollm2-135m", "org/named"], why=["", "needs the weights of org/named"])
+    line = headline(pd.concat([rows.assign(model=""), pretrained], ignore_index=True))
+    assert line.endswith(
+        f" On pre-trained checkpoints (scale=pretrained; smollm2-135m): {pretrained['kind'].iloc[0]} claims: 1 hold, "
+        "0 contradicted, 0 not reached, 0 cannot fail; "
+        "1 more on named checkpoints whose weights are not here (not run)."
+    )
+    assert "pre-trained" not in headline(rows)

@@ -11,7 +11,8 @@ from plumbing import claim, plumbing_paper
 from sinkexp.reproduce import main
 from sinkexp.reproduce.declare import Paper, at_least
 from sinkexp.reproduce.papers import PAPERS
-from sinkexp.reproduce.write import headline, read_claims, results_page, unrecorded, write_docs
+from sinkexp.reproduce.scales import unrecorded
+from sinkexp.reproduce.write import headline, read_claims, results_page, write_docs
 
 REPO = Path(__file__).parents[2]
 

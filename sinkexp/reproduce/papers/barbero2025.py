@@ -77,6 +77,9 @@ from sinkexp.reproduce.declare import (
 from sinkexp.reproduce.finished import FinishedRun
 from sinkexp.reproduce.measures import bos_removed, curve, final, first_step, perturbation_spread
 from sinkexp.reproduce.papers.ladder import LM_REACH, LM_REACH_AT_ITS_LENGTH
+from sinkexp.reproduce.papers.shipped import BEYOND as CHECKPOINT_BEYOND
+from sinkexp.reproduce.papers.shipped import BEYOND_NOTE as CHECKPOINT_NOTE
+from sinkexp.reproduce.papers.shipped import FIRST, GEMMA3, SMOLLM2, WEIGHTS
 
 LENGTHS = (16, 32, 64, 128, 256)
 TOKENS_PER_STEP = 8192
@@ -131,6 +134,7 @@ PAPER = Paper(
         Experiment(name="lm_no_bos", overrides={**LM, "task.bos": False}, grid=LM_SEEDS, reach=LM_REACH),
         Experiment(name="lm_depth", overrides=LM, grid={"model.n_layers": (2, 4, 8), **LM_SEEDS}),
         Checkpoint(name="llama31_405b", model="meta-llama/Llama-3.1-405B", settings={"dtype": "bfloat16"}),
+        GEMMA3, SMOLLM2,   # the shipped checkpoints, at scale=pretrained
     ),
     claims=(
         Value(name="trigger_sinks_on_bos", kind="extension",
@@ -250,5 +254,34 @@ PAPER = Paper(
                    "own figure and epsilon are not in the summary sinkexp has: epsilon 0.3 is the paper's default "
                    "(Sec. 2). The text is sinkexp's (100 x 64 tokens of the KJV; the paper's prompts are not "
                    "located)."),
+        # Gemma-3-270M, pre-trained with BOS first (its tokenizer puts <bos> in front of every text), and
+        # SmolLM2-135M, whose tokenizer puts nothing there: Table 2's two regimes on released models
+        Value(name="gemma3_sinks_on_bos", kind="paper", statement="Gemma-3-270M, pre-trained with BOS first, sinks "
+              "on it (sink rate over all heads at alpha_s > 0.3 >= 0.1).", source="Sec. 5, Table 2",
+              paper_value="sink on BOS", experiment="gemma3", measure=LM_SINK_RATE, criterion=at_least(0.1),
+              forms=True, note="The rate threshold is sinkexp's. " + WEIGHTS),
+        Paired(name="gemma3_sink_leaves_with_bos", kind="paper", requires="gemma3_sinks_on_bos", **CHECKPOINT_BEYOND,
+               statement="Without BOS at inference Gemma-3-270M's first position no longer draws the attention.",
+               source="Sec. 5, Table 2", paper_value="sink gone", experiment="gemma3",
+               measure=bos_removed("first_attn"), criterion=at_most(1.0, by="direction"),
+               note=CHECKPOINT_NOTE + "A fall. " + FIRST + WEIGHTS),
+        Paired(name="gemma3_loss_rises_without_bos", kind="paper", requires="gemma3_sinks_on_bos", **CHECKPOINT_BEYOND,
+               statement="Without BOS at inference Gemma-3-270M performs much worse.", source="Sec. 5, Table 2",
+               paper_value="large drop", experiment="gemma3", measure=bos_removed("loss"),
+               criterion=at_least(1.0, by="direction"), note=CHECKPOINT_NOTE + "A rise. " + FIRST + WEIGHTS),
+        Paired(name="gemma3_perturbation_stays_local_with_bos", kind="paper", requires="gemma3_sinks_on_bos",
+               **CHECKPOINT_BEYOND, statement="A one-token change moves Gemma-3-270M's representations less with its "
+               "BOS sink than with BOS removed at inference.", source="Sec. 3-4, Fig. 2 (Gemma 7B)",
+               paper_value="local with BOS, spreads without", experiment="gemma3", measure=PERTURBATION,
+               criterion=at_least(1.0, by="direction"),
+               note=CHECKPOINT_NOTE + "A rise; the changed token and the measure are sinkexp's (the LM claim's). "
+                    + FIRST + WEIGHTS),
+        Value(name="smollm2_first_token_sinks", kind="paper", statement="SmolLM2-135M, given no fixed first token "
+              "(its tokenizer puts no BOS in front of a text), sinks on its first token (sink rate over all heads "
+              "at alpha_s > 0.3 >= 0.1).", source="Sec. 5, Table 2", paper_value="a sink on the first token",
+              experiment="smollm2", measure=LM_SINK_RATE, criterion=at_least(0.1), forms=True,
+              note="Position 0 is an ordinary token of the text, a different one in every window. How SmolLM2's "
+                   "pre-training packed its documents is not read here; the rate threshold is sinkexp's. "
+                   + WEIGHTS),
     ),
 )

@@ -10,12 +10,23 @@ runs on the Tiny-Shakespeare bigram table at d = 256, L = 256, batch 512, weight
 SGD at lr 0.03; 1L-dynamics.sh sets lr 3e-4 but trains 10 steps); sinkexp's runs are on synthetic
 tables, two structure seeds x three model seeds. CPU sizes (sinkexp's): d = 64, L = 64, batch 128;
 one layer 1000 steps, three layers 400.
+
+The paper also makes its claims of pre-trained LLMs (abstract; Sec. 1 and its LLM sections, Llama
+and OLMo): sink tokens draw the attention (attention sinks), have much smaller value states
+(value-state drains) and much larger residual-state norms (residual-state peaks) than the other
+tokens. Those are judged at `scale=pretrained` on the checkpoints sinkexp ships (papers/shipped.py),
+as the paper's own claims: the sink (position 0, where the heads sink) against the other positions,
+per layer (`value_norm_ratio`, ||W_O v|| of the sink over the others', mean over heads; the residual
+norms' ratio), averaged over the layers. The paper's LLM figures give no magnitude sinkexp could
+read, so the drain and the peak are the source's direction beyond the untrained spread (each draw
+against the same draw on the randomly initialised architecture).
 """
 import math
 
 from sinkexp.reproduce.declare import Condition, Experiment, Measure, Paired, Paper, Value, at_least, at_most
 from sinkexp.reproduce.finished import FinishedRun
-from sinkexp.reproduce.measures import curve, excess_loss, final, first_step
+from sinkexp.reproduce.measures import curve, excess_loss, final, first_step, layer_ratio
+from sinkexp.reproduce.papers.shipped import BEYOND, BEYOND_NOTE, GEMMA3, NAMES, SMOLLM2, WEIGHTS
 
 DRAWS = {"seed": (0, 1, 2), "task.structure_seed": (0, 1)}
 SOFTMAX, RELU = {"attn.name": "softmax"}, {"attn.name": "relu"}
@@ -37,6 +48,31 @@ def value_norm_fall(run: FinishedRun) -> float:
     return float(norm.iloc[-1] / norm[int(formed)]) if math.isfinite(formed) else math.nan
 
 
+LLMS = "abstract; Sec. 1 and the pre-trained LLM sections (Llama 2, OLMo)"
+
+
+def extreme_tokens(name: str) -> tuple:
+    """The three extreme-token phenomena on a checkpoint sinkexp ships (scale=pretrained)."""
+    model, sinks = NAMES[name], f"{name}_sinks"
+    return (
+        Value(name=sinks, kind="paper", statement=f"{model} has attention sinks: its heads sink on the first "
+              "position (sink rate over all heads at alpha_s > 0.3 >= 0.1).", source=LLMS,
+              paper_value="sink tokens draw disproportionate attention", experiment=name,
+              measure=final("sink_rate@0.3", -1), criterion=at_least(0.1), forms=True,
+              note="The rate threshold is sinkexp's. " + WEIGHTS),
+        Paired(name=f"{name}_value_drain", kind="paper", requires=sinks, **BEYOND, statement=f"{model}'s sink token "
+               "has a smaller value state than the other tokens (a value-state drain).", source=LLMS,
+               paper_value="significantly smaller value states", experiment=name,
+               measure=final("value_norm_ratio", "mean"), criterion=at_most(1.0, by="direction"),
+               note=BEYOND_NOTE + "A fall. " + WEIGHTS),
+        Paired(name=f"{name}_residual_peak", kind="paper", requires=sinks, **BEYOND, statement=f"{model}'s sink "
+               "token has a larger residual-state norm than the other tokens (a residual-state peak).", source=LLMS,
+               paper_value="much larger residual-state norms", experiment=name,
+               measure=layer_ratio("resid_norm_sink", "resid_norm_rest"), criterion=at_least(1.0, by="direction"),
+               note=BEYOND_NOTE + "A rise. " + WEIGHTS),
+    )
+
+
 PAPER = Paper(
     name="guo2024",
     title="Guo et al. 2024, Bigram-Backcopy (arXiv 2410.13835)",
@@ -47,6 +83,7 @@ PAPER = Paper(
                    reach=THREE_LAYERS_REACH),
         Experiment(name="three_layers_sgd", overrides={**THREE_LAYERS, "train.optim": "sgd", "train.lr": 0.03},
                    grid=DRAWS, cpu=THREE_LAYERS_CPU, reach=THREE_LAYERS_REACH),
+        SMOLLM2, GEMMA3,   # the shipped checkpoints, at scale=pretrained
     ),
     claims=(
         Value(name="backcopy_learned", kind="paper",
@@ -87,5 +124,6 @@ PAPER = Paper(
                compare="ratio", among=LEARNED,
                note="Counted among the Adam runs that learned back-copy; SGD's must have learned too (sgd_learned); "
                     "the factor 2 is sinkexp's."),
+        *extreme_tokens("smollm2"), *extreme_tokens("gemma3"),
     ),
 )

@@ -56,6 +56,7 @@ sinkexp's 10%.
 """
 from sinkexp.reproduce.declare import Experiment, Paired, Paper, Trend, Value, at_least, at_most, between
 from sinkexp.reproduce.measures import excess_loss, final, loss_ratio
+from sinkexp.reproduce.papers import sun2026_pretrained
 from sinkexp.reproduce.papers.ladder import LM_REACH
 
 DRAWS = {"seed": (0, 1, 2), "task.structure_seed": (0, 1)}
@@ -105,6 +106,7 @@ PAPER = Paper(
         Experiment(name="lm_weight_decay", overrides=LM, grid={"train.weight_decay": (0.0, 0.1, 1.0), **LM_SEEDS}),
         Experiment(name="lm_gated", overrides={**LM, "attn": "gated", "attn.gate": "elementwise"}, grid=LM_SEEDS,
                    reach=LM_REACH),
+        *sun2026_pretrained.EXPERIMENTS,   # the shipped checkpoints, at scale=pretrained
     ),
     claims=(
         Value(name="pre_norm_spikes", kind="extension",
@@ -238,5 +240,6 @@ PAPER = Paper(
                note="The paper gives no figure: the ratio to the pre-norm LM of the same seed over the pre-norm "
                     "runs' max / min (docs/reproduce.md, 'Thresholds'); sinkexp's 10% is no longer the criterion. "
                     + GATE_NOTE),
+        *sun2026_pretrained.CLAIMS,
     ),
 )
