@@ -8,10 +8,10 @@ file's sha256, so that the next measure reads float32 safetensors in seconds (do
 
 The cache is $SINKEXP_CACHE, or $XDG_CACHE_HOME/sinkexp (~/.cache/sinkexp), with one folder per
 file: gguf/<sha256>/. A folder is written in a temporary folder beside it and renamed into place,
-so a killed dequantization leaves no half folder and two processes never read one. Before anything is written the file is checked: its
-header and tensor table read (a truncated or corrupt file fails there), its architecture one that
-sinkexp measures (ARCHITECTURES) and every tensor type one the gguf package dequantizes. A refusal is
-a ConfigError: one line naming what is wrong and the command that fixes it.
+so a killed dequantization leaves no half folder and two processes never read one. Before anything
+is written the file is checked: its header and tensor table read (a truncated or corrupt file fails
+there), its architecture one that sinkexp measures (ARCHITECTURES) and every tensor type one the gguf
+package dequantizes. A refusal is a ConfigError: one line naming what is wrong and the command that fixes it.
 """
 
 from __future__ import annotations
