@@ -14,7 +14,7 @@ from sinkexp.errors import ConfigError
 from sinkexp.machine import preemption
 from sinkexp.reproduce.checkpoints import measure_checkpoints, planned_runs
 from sinkexp.reproduce.declare import Paper
-from sinkexp.reproduce.scales import judged_at
+from sinkexp.reproduce.scales import judged_at, trained_at
 from sinkexp.reproduce.verdicts import check_claims
 from sinkexp.reproduce.write import figures, passing, table_text, write_claims_report, write_findings
 
@@ -42,7 +42,8 @@ def reproduce(
     from sinkexp.reproduce.pool import run_pool
 
     preemption.stop_on_signals()  # torch is loaded: a signal now raises, for the pool's and the runs' boundaries
-    if not any(judged_at(paper, settings.scale) for paper in papers):  # e.g. scale=pretrained: no checkpoint
+    if not any(judged_at(paper, settings.scale) or trained_at(paper, settings.scale) for paper in papers):
+        # nothing to do: e.g. scale=pretrained for papers without a checkpoint
         names = ", ".join(paper.name for paper in papers)
         raise ConfigError(f"scale={settings.scale}: {names} judge no claim at this scale")
     planned = plan_papers(papers, settings, root, pack)  # planned once: the pool, the estimate and the claims read it

@@ -76,7 +76,7 @@ def test_a_checkpoint_with_draws_is_measured_per_draw_beside_its_random_initiali
         )
         for name in ("first", "second")
     ]
-    rows = reproduce(papers[:1], [], root=tmp_path / "out", weights=weights).set_index("claim")
+    rows = reproduce(papers[:1], decided([]), root=tmp_path / "out", weights=weights).set_index("claim")
     labels = ["kjv@0", "kjv@200", "argparse@0", "argparse@200"]
     assert rows.loc["sinks", "values"] == " ".join(f"{label}=1" for label in sorted(labels))
     assert rows.loc["sinks", "verdict"] == "holds" and rows.loc["sinks", "model"] == "org/tiny"
@@ -86,7 +86,7 @@ def test_a_checkpoint_with_draws_is_measured_per_draw_beside_its_random_initiali
     config = RunFiles(folder / "untrained" / "argparse@200").config
     assert (config["init"], config["skip"], config["text"]) == (3, 200, "argparse")
     capsys.readouterr()
-    again = reproduce(papers[1:], [], root=tmp_path / "out", weights=weights).set_index("claim")
+    again = reproduce(papers[1:], decided([]), root=tmp_path / "out", weights=weights).set_index("claim")
     assert again.loc["sinks", "values"] == rows.loc["sinks", "values"]
     assert capsys.readouterr().out.count("copied, not measured again") == 2 * len(labels)
     assert pd.read_csv(tmp_path / "out" / "second" / "claims.csv")["model"].tolist() == ["org/tiny"]
@@ -97,4 +97,4 @@ def test_a_scale_that_judges_no_claim_of_the_papers_is_refused(tmp_path):
     from sinkexp.reproduce.papers import PAPERS
 
     with pytest.raises(ConfigError, match="scale=pretrained: ladder judge no claim at this scale"):
-        reproduce([PAPERS["ladder"]], ["scale=pretrained"], root=tmp_path)
+        reproduce([PAPERS["ladder"]], decided(["scale=pretrained"]), root=tmp_path)
