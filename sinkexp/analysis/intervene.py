@@ -111,7 +111,7 @@ def print_measured(run, layers, seed: int) -> None:
     massive = lm_interventions.find_massive(run, layers, seed)
     N, T = run.inputs.shape
     weights = quantization.of_run(RunFiles(run.path).config)
-    said = f" ({quantization.said(weights, short=True)})" if weights else ""
+    said = f" ({quantization.short(weights['file_type'])})" if weights else ""
     print(f"{run.path}: {run.cfg.model}{said}, {N} sequences of {T} tokens; the sink is position 0")
     table = lm_interventions.lm_interventions(run, layers, seed=seed, massive=massive)
     every = {**DEFINITIONS, **lm_interventions.DEFINITIONS}

@@ -17,11 +17,19 @@ def bits(kind: str) -> int:
     return int(found.group(1)) if found else 32
 
 
-def said(quantization: dict, short: bool = False) -> str:
-    """The weights in words, from {file_type, tensor_types} (short: for a verdict line or a title)."""
+FILE_TYPE = "measured.gguf.quantization.file_type"  # its key among a run's flat settings (rundir/reading.py)
+
+
+def short(kind: str) -> str:
+    """A file type in words, for a verdict line or a title: '4-bit Q4_1 weights, dequantized'."""
+    return f"{bits(kind)}-bit {kind} weights, dequantized"
+
+
+def said(quantization: dict, short_form: bool = False) -> str:
+    """The weights in words, from {file_type, tensor_types} (short_form: `short`)."""
     kind = quantization["file_type"]
-    if short:
-        return f"{bits(kind)}-bit {kind} weights, dequantized"
+    if short_form:
+        return short(kind)
     counts = ", ".join(f"{n} {name}" for name, n in quantization["tensor_types"].items())
     return f"{bits(kind)}-bit GGUF weights ({kind}; tensors: {counts}), dequantized to float32"
 

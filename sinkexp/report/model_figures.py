@@ -21,7 +21,6 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from omegaconf import OmegaConf
 
 from sinkexp.hf import quantization
 from sinkexp.report.maps import attention_panel, colour_scale
@@ -140,9 +139,10 @@ def draw_measured(run: Path, label: str, name: str, out: Path, heads=None, save=
     """A measured run's figures into `out` (name: the setting in file names), each written by
     `save(fig, path)`; those whose files the run lacks (measured before hf/record.py) are left out.
     Titles name the measured model (and its quantization) and the rest of the setting."""
-    model = Path(str(read_settings(run).get("model", run.name))).name
-    weights = quantization.of_run(OmegaConf.load(run / rundir_files.CONFIG))
-    model += f" ({quantization.said(weights, short=True)})" if weights else ""
+    settings = read_settings(run)
+    model = Path(str(settings.get("model", run.name))).name
+    kind = settings.get(quantization.FILE_TYPE)
+    model += f" ({quantization.short(kind)})" if kind else ""
     setting = [part for part in label.split(", ") if label != "all runs" and not part.startswith("model=")]
     label = ", ".join([model, *setting])  # the model once: the title begins with it
     drawn = [plot_first_token(run, label, out / f"first_token_{name}.png", save)]

@@ -198,11 +198,10 @@ def report(root: Path, out: Path | None = None, save: Saver = Saver(), head_maps
 def quantized(runs: pd.DataFrame) -> dict[str, str]:
     """{model: its GGUF file type} of the measured runs whose weights came from a GGUF (config.yaml's
     measured.gguf, hf/quantization.py), so that the report says they were dequantized."""
-    column = "measured.gguf.quantization.file_type"
-    if column not in runs:
+    if quantization.FILE_TYPE not in runs:
         return {}
-    chosen = runs[runs[column].notna()]
-    return dict(zip(chosen["model"].map(str), chosen[column].map(str)))
+    chosen = runs[runs[quantization.FILE_TYPE].notna()]
+    return dict(zip(chosen["model"].map(str), chosen[quantization.FILE_TYPE].map(str)))
 
 
 def headline(summary: pd.DataFrame) -> pd.DataFrame:
