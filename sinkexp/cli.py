@@ -7,6 +7,9 @@
     sinkexp measure [-m] MODEL [KEY=VALUE]            the same metrics on Hugging Face checkpoints (sinkexp/hf/)
     sinkexp export RUN_DIR [OUT]                      a finished model=llama run as a LlamaForCausalLM folder
 
+Each command is declared once, in sinkexp/commands/ (COMMANDS): its parser, usage line, --help and
+completion are generated from that declaration (config/arguments.py, config/helptext.py).
+
 `train` checks every override first (every combination of a sweep; jobs/plan.py), so a typo, a
 wrong type or an impossible setting ends with one line naming the key and its valid choices, exit
 code 2, and no directory written. Only then does Hydra run the job(s); the exit code is 1 when a
@@ -25,7 +28,7 @@ from omegaconf import OmegaConf
 from sinkexp import __version__
 from sinkexp.commands import COMMANDS
 from sinkexp.config.arguments import Command, read
-from sinkexp.config.helptext import words
+from sinkexp.config.helptext import help_text, words
 from sinkexp.config.schedule import SCHEDULES
 from sinkexp.config.schema import OPTIMIZERS, group_options
 from sinkexp.config.settings import TrainFlags
@@ -41,6 +44,11 @@ OPTIONS = """options:
   --version                  print the version
   -sc install=bash|zsh|fish  print a shell-completion script for sinkexp's commands and their keys
                              (eval "$(sinkexp -sc install=bash)")"""
+
+
+def help_header() -> str:
+    """train's usage line, flags and examples, generated from its declaration as every command's are."""
+    return help_text(COMMANDS["train"])
 
 
 def help_groups() -> str:
@@ -81,7 +89,8 @@ def train(argv: list[str]) -> int:
         )
         return 2
     if given.help or args.hydra_help or args.info or args.shell_completion or args.cfg:
-        for name, text in (("sinkexp_help_groups", help_groups), ("sinkexp_help_choices", help_choices)):
+        resolvers = (help_header, help_groups, help_choices)  # what train's help template (configs/config.yaml) asks
+        for name, text in ((f"sinkexp_{resolver.__name__}", resolver) for resolver in resolvers):
             OmegaConf.register_new_resolver(name, text, replace=True)
         # Shell completion registers itself for basename(argv[0]): the command, not "sinkexp train".
         hydra_main(argv, prog="sinkexp" if args.shell_completion else "sinkexp train")

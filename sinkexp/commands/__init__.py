@@ -5,8 +5,9 @@ COMMANDS declares the six, once each: name, summary, description, positional arg
 (a `flags` dataclass), KEY=VALUE keys (a `keys` dataclass), whether -m sweeps, examples, and the
 module whose main(argv) runs it. Their parser, usage line, --help and completion are generated from
 the declaration (config/arguments.py, config/helptext.py); the dataclasses are in
-config/settings.py. `train`'s keys are its Hydra config's, so its --help and their completion are
-Hydra's (from the config); its flags are declared here as the others' are.
+config/settings.py. `train`'s keys are its Hydra config's, so their completion is Hydra's and its
+--help is Hydra's help template (configs/config.yaml), whose header is the generated help of its
+declaration (usage, flags, examples) and the rest the config's groups, choices and keys.
 """
 
 from __future__ import annotations
@@ -33,9 +34,14 @@ COMMANDS = {
     "train": Command(
         "train",
         "train one model, or sweep with -m (sinkexp train --help lists the options)",
+        "Train one model (or a sweep with -m) and write its run directory.",
         flags=TrainFlags,
-        overrides="any key of the config (sinkexp train --help lists them, with every group's options)",
+        overrides="any key of the config below (a group's option: attn=relu; a key: model.n_heads=4)",
         sweeps=True,
+        examples=(
+            "sinkexp train task=trigger attn=relu model.n_layers=2 seed=1",
+            "sinkexp train -m task=trigger attn=softmax,relu seed=0,1",
+        ),
     ),
     "report": Command(
         "report",

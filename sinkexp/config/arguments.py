@@ -64,6 +64,7 @@ class Flag:
     const: Any = None  # not None: the value may be left out, meaning const (train's --info)
     negatable: bool = False  # --X and --no-X, None when neither is given (reproduce's --pack)
     hidden: bool = False  # parsed, never shown (a refused old name)
+    in_usage: bool = True  # False: in --help's flags, left off the usage line (train's flags for Hydra's own uses)
     default: Any = None  # what --help says it is when not given (None, False: nothing)
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
@@ -129,6 +130,7 @@ def flag_of(field: dataclasses.Field, hint: Any) -> Flag:
         const=about.get("const"),
         negatable=about.get("negatable", False),
         hidden=about.get("hidden", False),
+        in_usage=about.get("usage", True),
         default=None if field.default is dataclasses.MISSING else field.default,
     )
 
@@ -256,7 +258,11 @@ def usage(command: Command) -> str:
     words = [f"usage: sinkexp {command.name}", *(["[-m]"] if command.sweeps else [])]
     words += [f"[{a.metavar}]" if a.optional else a.metavar for a in arguments(command)]
     words += ["[KEY=VALUE ...]"] if command.takes_keys else []
-    words += [f"[{flag.shown}]" for flag in declared_flags(command)[1:] if flag is not SWEEP and not flag.hidden]
+    words += [
+        f"[{flag.shown}]"
+        for flag in declared_flags(command)[1:]
+        if flag is not SWEEP and flag.in_usage and not flag.hidden
+    ]
     return " ".join(words)
 
 

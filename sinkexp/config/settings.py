@@ -33,7 +33,8 @@ def about(help: str, default: Any = MISSING, **more) -> Any:
     """A field with its default and what --help and completion say of it (config/arguments.py reads
     them): `choices`, `metavar`, `positional` (an argument rather than a --flag or a key, or, for a
     key, either), `short` (a flag's other spellings: ("-c",)), `const` (a flag's value when it is
-    given without one), `negatable` (--X and --no-X), `hidden` (parsed, never shown), and
+    given without one), `negatable` (--X and --no-X), `hidden` (parsed, never shown), `usage`
+    (False: in --help's flags, left off the usage line), and
     `instead_of` (another command's keys for it, which an unknown-key error points from)."""
     return field(default=default, metadata={"help": help, **more})
 
@@ -158,19 +159,21 @@ class ReproduceFlags:
 class TrainFlags:
     """`sinkexp train`'s flags: Hydra's app flags (`hydra.main`'s), spelled as it spells them. The
     command decides on -m and on whether Hydra prints rather than trains, then hands the line to
-    Hydra; its keys are the config's, and so is its --help (Hydra's, from the config)."""
+    Hydra; its keys are the config's. Those of Hydra's own uses are left off the usage line."""
 
     cfg: Optional[str] = about("print the composed config instead of training", None, short=("-c",), choices=HYDRA_CFG)
     info: Optional[str] = about("print Hydra's information", None, short=("-i",), choices=HYDRA_INFO, const="all")
-    resolve: bool = about("with --cfg: resolve the interpolations", False)
-    package: Optional[str] = about("with --cfg: the config package to print", None, short=("-p",))
-    run: bool = about("a single run (the default without -m)", False, short=("-r",))
-    hydra_help: bool = about("Hydra's own help", False)
-    shell_completion: bool = about("a completion script: -sc install=bash|zsh|fish", False, short=("-sc",))
-    config_path: Optional[str] = about("Hydra's config path", None, short=("-cp",))
-    config_name: Optional[str] = about("Hydra's config name", None, short=("-cn",))
-    config_dir: Optional[str] = about("a config directory added to Hydra's search path", None, short=("-cd",))
-    experimental_rerun: Optional[str] = about("Hydra's rerun of a pickled config", None, metavar="FILE")
+    resolve: bool = about("with --cfg: resolve the interpolations", False, usage=False)
+    package: Optional[str] = about("with --cfg: the config package to print", None, short=("-p",), usage=False)
+    run: bool = about("a single run (the default without -m)", False, short=("-r",), usage=False)
+    hydra_help: bool = about("Hydra's own help", False, usage=False)
+    shell_completion: bool = about("a completion script: -sc install=bash|zsh|fish", False, short=("-sc",), usage=False)
+    config_path: Optional[str] = about("Hydra's config path", None, short=("-cp",), usage=False)
+    config_name: Optional[str] = about("Hydra's config name", None, short=("-cn",), usage=False)
+    config_dir: Optional[str] = about(
+        "a config directory added to Hydra's search path", None, short=("-cd",), usage=False
+    )
+    experimental_rerun: Optional[str] = about("Hydra's rerun of a pickled config", None, metavar="FILE", usage=False)
 
 
 @dataclass(frozen=True)

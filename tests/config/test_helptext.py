@@ -33,6 +33,7 @@ def test_help_is_each_argument_flag_and_key_with_its_meaning():
         "    --dpi N             pixels (default 120)",
         "    --pack|--no-pack    pack",
         "    --info [all|config], -i  print",
+        "    --rare              in --help only",
         "keys (KEY=DEFAULT):",
         "    model=null          a model",
         "    n=100               sequences",
@@ -43,7 +44,7 @@ def test_help_is_each_argument_flag_and_key_with_its_meaning():
 
 
 def test_completion_offers_the_values_flags_and_keys_but_not_a_hidden_flag():
-    assert words(TOY) == ["a", "b", "--help", "-m", "--layer", "--dpi", "--pack", "--no-pack", "--info"] + [
+    assert words(TOY) == ["a", "b", "--help", "-m", "--layer", "--dpi", "--pack", "--no-pack", "--info", "--rare"] + [
         "model=",
         "n=",
         "perturb=",

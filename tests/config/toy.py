@@ -16,6 +16,7 @@ class Flags:
     pack: Optional[bool] = about("pack", None, negatable=True)
     info: Optional[str] = about("print", None, short=("-i",), choices=("all", "config"), const="all")
     old: bool = about("an old name", False, hidden=True)
+    rare: bool = about("in --help only", False, usage=False)
 
 
 @dataclass
