@@ -7,6 +7,9 @@
     sinkexp measure [-m] MODEL [KEY=VALUE]            the same metrics on Hugging Face checkpoints (sinkexp/hf/)
     sinkexp export RUN_DIR [OUT]                      a finished model=llama run as a LlamaForCausalLM folder
 
+Each command is declared once, in sinkexp/commands/ (COMMANDS): its parser, usage line, --help and
+completion are generated from that declaration (config/arguments.py, config/helptext.py).
+
 `train` checks every override first (every combination of a sweep; jobs/plan.py), so a typo, a
 wrong type or an impossible setting ends with one line naming the key and its valid choices, exit
 code 2, and no directory written. Only then does Hydra run the job(s); the exit code is 1 when a
@@ -15,22 +18,20 @@ run did not finish. torch is imported only where needed, so `sinkexp --help` ans
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import importlib
 import os
 import re
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from omegaconf import OmegaConf
 
 from sinkexp import __version__
-from sinkexp.config.arguments import flags_of, options, repeated
+from sinkexp.commands import COMMANDS
+from sinkexp.config.arguments import Command, read
+from sinkexp.config.helptext import help_text, words
 from sinkexp.config.schedule import SCHEDULES
 from sinkexp.config.schema import OPTIMIZERS, group_options
-from sinkexp.config.settings import ExportConfig, InterveneConfig, MeasureConfig
+from sinkexp.config.settings import TrainFlags
 from sinkexp.errors import ConfigError
 from sinkexp.hf import require_transformers
 from sinkexp.machine import preemption
@@ -43,6 +44,11 @@ OPTIONS = """options:
   --version                  print the version
   -sc install=bash|zsh|fish  print a shell-completion script for sinkexp's commands and their keys
                              (eval "$(sinkexp -sc install=bash)")"""
+
+
+def help_header() -> str:
+    """train's usage line, flags and examples, generated from its declaration as every command's are."""
+    return help_text(COMMANDS["train"])
 
 
 def help_groups() -> str:
@@ -60,24 +66,6 @@ def help_choices() -> str:
     return "".join(f"{key}: {', '.join(registry)}\n" for key, registry in choices.items())
 
 
-def train_arguments() -> argparse.ArgumentParser:
-    """`sinkexp train`'s flags, spelled as Hydra's app (`hydra.main`) spells them: what this command
-    decides on (-m, and whether Hydra prints rather than trains); hydra_main reads the rest itself."""
-    parser = argparse.ArgumentParser(prog="sinkexp train", add_help=False)
-    parser.add_argument("overrides", nargs="*")
-    for flags in (("-h", "--help"), ("--hydra-help",), ("-m", "--multirun"), ("-sc", "--shell-completion")):
-        parser.add_argument(*flags, action="store_true")
-    parser.add_argument("-r", "--run", action="store_true")
-    parser.add_argument("--resolve", action="store_true")
-    parser.add_argument("-c", "--cfg", choices=("job", "hydra", "all"))
-    info = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
-    parser.add_argument("-i", "--info", nargs="?", const="all", choices=info)
-    for flags in (("-p", "--package"), ("-cp", "--config-path"), ("-cn", "--config-name"), ("-cd", "--config-dir")):
-        parser.add_argument(*flags)
-    parser.add_argument("--experimental-rerun")
-    return parser
-
-
 def train(argv: list[str]) -> int:
     """`sinkexp train`: plan (every job checked: one line and exit 2 on a bad value), then launch."""
     # lazy: launch and plan import torch
@@ -88,21 +76,27 @@ def train(argv: list[str]) -> int:
     preemption.stop_on_signals()  # torch is loaded: a signal now raises, for the run's boundary to mark it
 
     argv = [as_hydra_override(arg) for arg in argv]
-    args = train_arguments().parse_args(argv)
-    if args.multirun and (args.cfg or args.info):
+    try:
+        given = read(COMMANDS["train"], argv)
+    except ConfigError as err:
+        print(f"sinkexp: error: {err}", file=sys.stderr)
+        return 2
+    args = given.flags or TrainFlags()  # --help: Hydra's, nothing else read
+    if given.multirun and (args.cfg or args.info):
         print(
             "sinkexp: error: -m cannot be combined with --cfg/--info; drop -m to print the composed config",
             file=sys.stderr,
         )
         return 2
-    if args.help or args.hydra_help or args.info or args.shell_completion or args.cfg:
-        for name, text in (("sinkexp_help_groups", help_groups), ("sinkexp_help_choices", help_choices)):
+    if given.help or args.hydra_help or args.info or args.shell_completion or args.cfg:
+        resolvers = (help_header, help_groups, help_choices)  # what train's help template (configs/config.yaml) asks
+        for name, text in ((f"sinkexp_{resolver.__name__}", resolver) for resolver in resolvers):
             OmegaConf.register_new_resolver(name, text, replace=True)
         # Shell completion registers itself for basename(argv[0]): the command, not "sinkexp train".
         hydra_main(argv, prog="sinkexp" if args.shell_completion else "sinkexp train")
         return 0
     try:
-        planned = plan(args.overrides, args.multirun)
+        planned = plan(given.keys, given.multirun)
     except ConfigError as err:
         print(f"sinkexp: error: {err}", file=sys.stderr)
         return 2
@@ -113,81 +107,22 @@ def complete(argv: list[str]) -> int:
     """`sinkexp -sc install=bash` / `query=bash`: completion of every command and its keys.
 
     The installed script (Hydra's) calls `sinkexp -sc query=bash` with the whole line in COMP_LINE:
-    the command's name, then what its `Command.words` offer; after `train`, Hydra's completion
+    the command's name, then what its declaration offers (config/helptext.py words); after `train`, Hydra's completion
     of its overrides, the `train` word dropped from the line so that Hydra sees only the overrides.
     """
     line = os.environ.get("COMP_LINE")
     if line is not None:
-        words = line.split()[1:]
-        typed, current = (words, "") if line.endswith(" ") else (words[:-1], words[-1] if words else "")
+        said = line.split()[1:]
+        typed, current = (said, "") if line.endswith(" ") else (said[:-1], said[-1] if said else "")
         if not typed or typed[0] != "train":
             known = typed and typed[0] in COMMANDS
-            offered = list(COMMANDS) if not typed else COMMANDS[typed[0]].words() if known else []
+            offered = list(COMMANDS) if not typed else words(COMMANDS[typed[0]]) if known else []
             print(" ".join(word for word in offered if word.startswith(current)))
             return 0
         os.environ["COMP_LINE"] = re.sub(r"^(\s*\S+)\s+train(?=\s|$)", r"\1", line)
     return train(argv)
 
 
-def measure_words() -> list[str]:
-    return ["-m", *(f"{field.name}=" for field in dataclasses.fields(MeasureConfig))]
-
-
-def flags_from(schema: type, name: str) -> Callable[[], list[str]]:
-    return lambda: options(flags_of(schema, f"sinkexp {name}", ""))
-
-
-def parser_flags(module: str, named: Callable[[], list[str]] = list) -> Callable[[], list[str]]:
-    return lambda: [*named(), *options(importlib.import_module(module).parser())]
-
-
-def papers() -> list[str]:
-    return list(importlib.import_module("sinkexp.reproduce.papers").PAPERS)
-
-
-@dataclass(frozen=True)
-class Command:
-    """One command, declared once: what runs it, its line in `sinkexp --help`, and what completion
-    offers after its name (train's: Hydra's own, from its config)."""
-
-    module: str | None  # whose main(argv) runs it, imported only when it runs (None: train, here)
-    summary: str
-    words: Callable[[], list[str]] = list
-    needs_transformers: bool = False  # the hf extra (sinkexp/hf/), checked before the module is imported
-    loads_torch_later: bool = False  # reproduce: torch only when it trains or estimates (reproduce/run.py)
-
-
-COMMANDS = {
-    "train": Command(None, "train one model, or sweep with -m (sinkexp train --help lists the options)"),
-    "report": Command(
-        "sinkexp.report.runs",
-        "collect the runs below a directory into summary.csv and figures (sinkexp report DIR; --list: one line each)",
-        parser_flags("sinkexp.report.runs"),
-    ),
-    "reproduce": Command(
-        "sinkexp.reproduce.command",
-        "run a paper's experiments and check its claims (sinkexp reproduce PAPER|all|--list)",
-        parser_flags("sinkexp.reproduce.command", papers),
-        loads_torch_later=True,
-    ),
-    "intervene": Command(
-        "sinkexp.analysis.intervene",
-        "causal interventions on a finished run's sink (sinkexp intervene RUN_DIR [--layer L])",
-        flags_from(InterveneConfig, "intervene"),
-    ),
-    "measure": Command(
-        "sinkexp.commands.measure",
-        "sinkexp's metrics on a Hugging Face causal LM (sinkexp measure MODEL; needs pip install -e .[hf])",
-        measure_words,
-        needs_transformers=True,
-    ),
-    "export": Command(
-        "sinkexp.hf.export",
-        "a finished model=llama run as a Hugging Face LlamaForCausalLM folder (sinkexp export RUN_DIR [OUT])",
-        flags_from(ExportConfig, "export"),
-        needs_transformers=True,
-    ),
-}
 USAGE = "\n".join(
     ["usage: sinkexp <command> [args]", "commands:", *(f"  {name:<10} {c.summary}" for name, c in COMMANDS.items())]
     + [OPTIONS]
@@ -221,9 +156,6 @@ def invoke(argv: list[str]) -> int:
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
         print(f"sinkexp: error: unknown command {command!r}; choose one of: {', '.join(COMMANDS)}", file=sys.stderr)
-        return 2
-    if repeated(rest):  # Hydra and argparse would each keep the last silently
-        print(f"sinkexp: error: {repeated(rest)}", file=sys.stderr)
         return 2
     return train(rest) if command == "train" else run_command(COMMANDS[command], rest)
 

@@ -14,8 +14,9 @@ from sinkexp.analysis import interventions, lm_interventions
 from sinkexp.analysis.interventions import COLUMNS, DEFINITIONS, ROWS
 from sinkexp.analysis.load import load_run
 from sinkexp.analysis.measured import MeasuredRun
-from sinkexp.config.arguments import flags_of, settings
-from sinkexp.config.settings import InterveneConfig
+from sinkexp.commands import COMMANDS
+from sinkexp.config.arguments import read
+from sinkexp.config.helptext import help_text
 from sinkexp.errors import ConfigError
 from sinkexp.hf import quantization
 from sinkexp.rundir.faults import run_file_error
@@ -25,14 +26,15 @@ from sinkexp.rundir.reading import FINISHED, RunFiles, run_status
 def main(argv: list[str]) -> int:
     """`sinkexp intervene RUN_DIR [--layer L ...] [--seed N] [--unfinished]`: the table for a
     finished run, or with --unfinished for an unfinished one at its last checkpoint (the step said)."""
-    measured = "\n".join(f"  {name}  {text}" for name, text in lm_interventions.DEFINITIONS.items())
-    epilog = f"{legend(DEFINITIONS)}\non a sinkexp measure run, also (and {lm_interventions.KL}):\n{measured}"
-    parser = flags_of(InterveneConfig, "sinkexp intervene", interventions.__doc__.split("\n\n")[0], epilog)
     try:
-        args = settings(parser, InterveneConfig, argv)
+        given = read(COMMANDS["intervene"], argv)
     except ConfigError as err:
         print(f"sinkexp: error: {err}", file=sys.stderr)
         return 2
+    if given.help:
+        print(help_page())
+        return 0
+    args = given.flags
     try:
         run = load_run(args.run)
         state, reason = run_status(run.path)
@@ -44,15 +46,15 @@ def main(argv: list[str]) -> int:
     if isinstance(run, MeasuredRun) or args.sequences is not None:
         return intervene_measured(run, args)
     if state not in FINISHED:
-        read = f"its last checkpoint, step {run.step} of train.steps={run.cfg.train.steps}"
+        reading = f"its last checkpoint, step {run.step} of train.steps={run.cfg.train.steps}"
         if not args.unfinished:
             print(
                 f"sinkexp: error: {run.path} has not finished ({why}); finish it with the sinkexp train command "
-                f"that started it, or pass --unfinished to read {read}",
+                f"that started it, or pass --unfinished to read {reading}",
                 file=sys.stderr,
             )
             return 2
-        print(f"{run.path} has not finished ({why}): reading {read}")
+        print(f"{run.path} has not finished ({why}): reading {reading}")
     n_layers = len(run.model.blocks)
     layers = range(n_layers) if args.layer is None else args.layer
     bad = [layer for layer in layers if not 0 <= layer < n_layers]
@@ -61,6 +63,15 @@ def main(argv: list[str]) -> int:
         return 2
     print_interventions(run, layers, args.seed)
     return 0
+
+
+def help_page() -> str:
+    """The command's generated --help, then what the interventions are and what each row changes
+    (interventions.py's docstring and DEFINITIONS, lm_interventions.py's for a measured run)."""
+    measured = "\n".join(f"  {name}  {text}" for name, text in lm_interventions.DEFINITIONS.items())
+    about = interventions.__doc__.split("\n\n")[0]
+    also = f"on a sinkexp measure run, also (and {lm_interventions.KL}):\n{measured}"
+    return f"{help_text(COMMANDS['intervene'])}\n\n{about}\n{legend(DEFINITIONS)}\n{also}"
 
 
 def print_table(

@@ -14,6 +14,7 @@ needs the model (the text long enough for it, a token of its tokenizer) is check
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, replace
+from pathlib import Path
 from typing import Any, List, Optional
 
 from sinkexp.config.typed import typed
@@ -22,12 +23,19 @@ from sinkexp.errors import ConfigError, choices_error
 DTYPE_CHOICES = ("float32", "bfloat16", "float16")
 BOS_CHOICES = ("auto", "true", "false")  # or a token of the model's tokenizer (hf/sources.py bos_prefix)
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N")
+FORMATS = ("png", "pdf", "svg")  # what report's --format takes (report/save.py)
+DPI = 120  # report's default: a 4-panel figure is about 2,000 pixels wide
+HYDRA_CFG = ("job", "hydra", "all")  # what train's --cfg prints, as Hydra's app names them
+HYDRA_INFO = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
 
 
 def about(help: str, default: Any = MISSING, **more) -> Any:
-    """A field with its default and what --help and completion say of it (`choices`, `metavar`,
-    `positional`: an argument rather than a --flag, and `instead_of`: another command's keys for it,
-    which an unknown-key error points from)."""
+    """A field with its default and what --help and completion say of it (config/arguments.py reads
+    them): `choices`, `metavar`, `positional` (an argument rather than a --flag or a key, or, for a
+    key, either), `short` (a flag's other spellings: ("-c",)), `const` (a flag's value when it is
+    given without one), `negatable` (--X and --no-X), `hidden` (parsed, never shown), `usage`
+    (False: in --help's flags, left off the usage line), and
+    `instead_of` (another command's keys for it, which an unknown-key error points from)."""
     return field(default=default, metadata={"help": help, **more})
 
 
@@ -35,7 +43,12 @@ def about(help: str, default: Any = MISSING, **more) -> Any:
 class MeasureConfig:
     """`sinkexp measure`'s settings (docs/measure.md); their hash names the run (hf/identity.py)."""
 
-    model: Optional[str] = about("a model folder, a hub id, a .gguf file or a shipped name (smollm2-135m)", None)
+    model: Optional[str] = about(
+        "a model folder, a hub id, a .gguf file or a shipped name (smollm2-135m)",
+        None,
+        positional=True,
+        metavar="MODEL",
+    )
     revision: Optional[str] = about("a hub revision: branch, tag or commit (Pythia: step1000)", None)
     text: str = about("kjv (task=lm's built-in corpus) or a text file (.xz, .gz decompressed)", "kjv")
     n: int = about("sequences (Gu et al. 2025's eval_sink_open_source.py: 100 x 64)", 100)
@@ -106,6 +119,61 @@ class ExportConfig:
     out: Optional[str] = about(
         "the new folder (default: outputs/export/<the run's folder name>)", None, metavar="OUT", positional=True
     )
+
+
+@dataclass
+class ReportConfig:
+    """`sinkexp report`'s settings (docs/sweeps.md)."""
+
+    dir: Path = about("a sweep directory, or a single run directory", positional=True, metavar="DIR")
+    out: Optional[Path] = about("where to write (default DIR/report)", None, metavar="DIR")
+    list: bool = about("only list the runs, one line each (status, task, ..., hash); write nothing", False)
+    format: str = about(f"the figures' formats, comma-separated: {', '.join(FORMATS)}", "png", metavar="FORMATS")
+    dpi: int = about("the figures' pixels per inch", DPI, metavar="N")
+    heads: Optional[str] = about(
+        "a sinkexp measure run's attention maps (default: the heads of the largest, the median and the "
+        "smallest sink score)",
+        None,
+        metavar="LAYER.HEAD,...",
+    )
+
+
+@dataclass
+class ReproduceFlags:
+    """`sinkexp reproduce`'s paper and flags (docs/reproduce.md); its KEY=VALUE words are decided into
+    ReproduceSettings (reproduce/command.py)."""
+
+    paper: Optional[str] = about("a paper, or all of them", None, positional=True, metavar="PAPER|all")
+    estimate: bool = about("the cost estimate: the jobs, FLOPs and predicted wall time; nothing trains", False)
+    recalibrate: bool = about("with --estimate: time the planned jobs again", False)
+    pack: Optional[bool] = about("pack runs into shared processes (default: on a GPU only)", None, negatable=True)
+    docs: Optional[Path] = about(
+        "write DIR/results.md and the README headline (without PAPER: again, from DIR/claims.csv)", None, metavar="DIR"
+    )
+    list: bool = about("every claim and its last verdict", False)
+    wide: bool = about("with --list: whole lines, not cut to the terminal's width", False)
+    plan: bool = about("--estimate's old name, refused naming it", False, hidden=True)
+
+
+@dataclass
+class TrainFlags:
+    """`sinkexp train`'s flags: Hydra's app flags (`hydra.main`'s), spelled as it spells them. The
+    command decides on -m and on whether Hydra prints rather than trains, then hands the line to
+    Hydra; its keys are the config's. Those of Hydra's own uses are left off the usage line."""
+
+    cfg: Optional[str] = about("print the composed config instead of training", None, short=("-c",), choices=HYDRA_CFG)
+    info: Optional[str] = about("print Hydra's information", None, short=("-i",), choices=HYDRA_INFO, const="all")
+    resolve: bool = about("with --cfg: resolve the interpolations", False, usage=False)
+    package: Optional[str] = about("with --cfg: the config package to print", None, short=("-p",), usage=False)
+    run: bool = about("a single run (the default without -m)", False, short=("-r",), usage=False)
+    hydra_help: bool = about("Hydra's own help", False, usage=False)
+    shell_completion: bool = about("a completion script: -sc install=bash|zsh|fish", False, short=("-sc",), usage=False)
+    config_path: Optional[str] = about("Hydra's config path", None, short=("-cp",), usage=False)
+    config_name: Optional[str] = about("Hydra's config name", None, short=("-cn",), usage=False)
+    config_dir: Optional[str] = about(
+        "a config directory added to Hydra's search path", None, short=("-cd",), usage=False
+    )
+    experimental_rerun: Optional[str] = about("Hydra's rerun of a pickled config", None, metavar="FILE", usage=False)
 
 
 @dataclass(frozen=True)

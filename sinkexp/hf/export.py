@@ -24,9 +24,10 @@ from pathlib import Path
 import torch
 
 from sinkexp.analysis.load import load_run
-from sinkexp.config.arguments import flags_of, settings
+from sinkexp.commands import COMMANDS
+from sinkexp.config.arguments import read
+from sinkexp.config.helptext import help_text
 from sinkexp.config.schema import value_of
-from sinkexp.config.settings import ExportConfig
 from sinkexp.config.validate import from_dictconfig
 from sinkexp.errors import ConfigError
 from sinkexp.rundir.files import CONFIG, META, read_json
@@ -183,9 +184,12 @@ def export(run_dir: Path, out: Path) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    parser = flags_of(ExportConfig, "sinkexp export", "A finished model=llama run as a LlamaForCausalLM folder.")
     try:
-        cfg = settings(parser, ExportConfig, argv)
+        given = read(COMMANDS["export"], argv)
+        if given.help:
+            print(help_text(COMMANDS["export"]))
+            return 0
+        cfg = given.flags
         run_dir = Path(cfg.run)
         out = Path(cfg.out or Path("outputs/export") / run_dir.resolve().name)
         print(f"exported {run_dir} to {export(run_dir, out)}")

@@ -28,7 +28,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from sinkexp.config.arguments import OneLine
+from sinkexp.commands import COMMANDS
+from sinkexp.config.arguments import read
+from sinkexp.config.helptext import help_text
 from sinkexp.config.schema import UNHASHED_KEYS, group_options, preset_keys, task_of
 from sinkexp.errors import ConfigError
 from sinkexp.evaluate.tables import FINAL_COLUMNS
@@ -46,7 +48,7 @@ from sinkexp.report.figures import (
 from sinkexp.report.listing import listing
 from sinkexp.report.maps import plot_heatmaps
 from sinkexp.report.model_figures import BadHeads, draw_measured, parse_heads
-from sinkexp.report.save import DPI, FORMATS, Saver, saver
+from sinkexp.report.save import Saver, saver
 from sinkexp.report.steps import measured_checkpoints, plot_checkpoints
 from sinkexp.rundir import files as rundir_files
 from sinkexp.rundir.faults import RunFileError
@@ -217,32 +219,17 @@ def headline(summary: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def parser() -> OneLine:
-    parser = OneLine(prog="sinkexp report", description=__doc__.split("\n\n")[0])
-    parser.add_argument("dir", type=Path, help="a sweep directory, or a single run directory")
-    parser.add_argument("--out", type=Path, default=None, help="where to write (default DIR/report)")
-    parser.add_argument(
-        "--list", action="store_true", help="only list the runs, one line each (status, task, ..., hash); write nothing"
-    )
-    parser.add_argument(
-        "--format", default="png", help=f"the figures' formats, comma-separated: {', '.join(FORMATS)} (default png)"
-    )
-    parser.add_argument("--dpi", type=int, default=DPI, help=f"the figures' pixels per inch (default {DPI})")
-    parser.add_argument(
-        "--heads",
-        default=None,
-        help="a sinkexp measure run's attention maps: LAYER.HEAD,... (default: the heads of the largest, the "
-        "median and the smallest sink score)",
-    )
-    return parser
-
-
 def main(argv: list[str]) -> int:
+    """`sinkexp report`, as COMMANDS declares it (sinkexp/commands/), its settings a ReportConfig."""
     try:
-        args = parser().parse_args(argv)
+        given = read(COMMANDS["report"], argv)
     except ConfigError as err:
         print(f"sinkexp: error: {err}", file=sys.stderr)
         return 2
+    if given.help:
+        print(help_text(COMMANDS["report"]))
+        return 0
+    args = given.flags
     if not args.dir.is_dir():
         print(f"sinkexp: error: {args.dir} is not a directory", file=sys.stderr)
         return 2

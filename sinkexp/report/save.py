@@ -16,11 +16,9 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
+from sinkexp.config.settings import DPI, FORMATS
 from sinkexp.errors import ConfigError
 from sinkexp.rundir.files import write_bytes
-
-FORMATS = ("png", "pdf", "svg")  # what --format takes
-DPI = 120  # the default: a 4-panel figure is about 2,000 pixels wide
 
 
 @dataclass(frozen=True)

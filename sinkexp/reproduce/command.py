@@ -1,5 +1,6 @@
-"""`sinkexp reproduce`'s command line: one argument parser for the flags, the paper and the
-overrides, and every input error as one line with exit code 2 (docs/reproduce.md).
+"""`sinkexp reproduce`'s command line, as COMMANDS declares it (sinkexp/commands/: its paper and
+flags a ReproduceFlags, its KEY=VALUE words the overrides every run gets), and every input error as
+one line with exit code 2 (docs/reproduce.md).
 
     sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--docs DIR] [--pack|--no-pack]
     sinkexp reproduce PAPER|all [KEY=VALUE ...] --estimate [--recalibrate]
@@ -9,7 +10,6 @@ overrides, and every input error as one line with exit code 2 (docs/reproduce.md
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import time
@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from sinkexp.config.arguments import OneLine
+from sinkexp.commands import COMMANDS
+from sinkexp.config.arguments import read
 from sinkexp.config.compose import parse
-from sinkexp.config.settings import ReproduceSettings
+from sinkexp.config.helptext import help_text
+from sinkexp.config.settings import ReproduceFlags, ReproduceSettings
 from sinkexp.errors import ConfigError
 from sinkexp.reproduce.declare import DeclarationError, Paper
 from sinkexp.reproduce.run import OUTPUT_ROOT, estimate_papers, exit_code, reproduce
@@ -27,15 +29,8 @@ from sinkexp.reproduce.scales import with_scale
 from sinkexp.reproduce.verdicts import VERDICTS
 from sinkexp.reproduce.write import CLAIMS, passing, read_claims, write_docs
 
-USAGE = """usage: sinkexp reproduce PAPER|all [KEY=VALUE ...] [weights=DIR] [--docs DIR] [--pack|--no-pack]
-           (overrides apply to every run)
-       sinkexp reproduce PAPER|all [KEY=VALUE ...] --estimate [--recalibrate]
-           (the jobs, FLOPs and predicted wall time; nothing trains)
-       sinkexp reproduce --list [--wide]  (every claim; --wide: whole lines on a terminal)
-       sinkexp reproduce --docs DIR       (DIR/results.md and the README headline again, from DIR/claims.csv)"""
-
-
 N_JOBS = "hydra.launcher.n_jobs"
+REPRODUCE = COMMANDS["reproduce"]  # its usage, --help and completion: from ReproduceFlags (config/settings.py)
 STARTED = time.perf_counter()  # imported as the command starts: --estimate says how long it took
 
 
@@ -53,22 +48,6 @@ def decided(overrides: list[str]) -> ReproduceSettings:
         workers=int(said[N_JOBS]) if int(said.get(N_JOBS, "0")) > 0 else None,
         launcher=launcher,
     )
-
-
-def parser() -> OneLine:
-    parse = OneLine(prog="sinkexp reproduce", add_help=False, allow_abbrev=False)
-    parse.add_argument("words", nargs="*", help="PAPER|all, then KEY=VALUE overrides and weights=DIR")
-    parse.add_argument("--estimate", action="store_true", help="the cost estimate: jobs, FLOPs, predicted time")
-    parse.add_argument("--recalibrate", action="store_true", help="with --estimate: time the planned jobs again")
-    parse.add_argument("--plan", action="store_true", help=argparse.SUPPRESS)  # the old name: refused, naming the new
-    packing = parse.add_mutually_exclusive_group()  # default (None): pack on a GPU only
-    packing.add_argument("--pack", dest="pack", action="store_const", const=True, default=None)
-    packing.add_argument("--no-pack", dest="pack", action="store_const", const=False)
-    parse.add_argument("--docs", type=Path, metavar="DIR", help="write DIR/results.md and the README headline")
-    parse.add_argument("--list", action="store_true", help="every claim and its last verdict")
-    parse.add_argument("--wide", action="store_true", help="with --list: whole lines, not cut to the terminal's width")
-    parse.add_argument("-h", "--help", action="store_true")
-    return parse
 
 
 def fail(message: str) -> int:
@@ -139,38 +118,43 @@ def list_papers(
 
 def main(argv: list[str]) -> int:
     try:
-        args = parser().parse_intermixed_args(argv)
+        given = read(REPRODUCE, argv)
     except ConfigError as err:
         return fail(str(err))
+    args = given.flags or ReproduceFlags()  # --help: nothing else read
     if args.plan:  # docs/glossary.md: a plan is the checked list of jobs; the flag prints a cost estimate
         return fail("--plan is now --estimate (the cost estimate: jobs, FLOPs, predicted time; nothing trains)")
     try:  # a paper file's declaration mistake is found on import, told in one line
         from sinkexp.reproduce.papers import PAPERS  # lazy: to catch that mistake here
     except DeclarationError as err:
         return fail(str(err))
-    if args.docs is not None and not args.words and not args.list:
+    if args.docs is not None and not given.words and not args.list:
         print(f"written: {write_docs(args.docs)}")
         return 0
-    if args.help or not (args.words or args.list):
-        print(f"{USAGE}\npapers: {', '.join(PAPERS)}")
-        return 0 if args.help else 2
+    if given.help or not (given.words or args.list):
+        print(help_text(REPRODUCE))
+        return 0 if given.help else 2
     if args.list:  # on a terminal, fitted to its width as `report --list` is; whole into a pipe or file
         fitted = sys.stdout.isatty() and not args.wide
         print(list_papers(PAPERS, columns=shutil.get_terminal_size((120, 24)).columns if fitted else None))
         return 0
-    name, rest = args.words[0], args.words[1:]
+    name, rest = args.paper, given.keys
     overrides = [a for a in rest if not a.startswith("weights=")]
     weights = next((Path(a.split("=", 1)[1]) for a in reversed(rest) if a.startswith("weights=")), None)
+    if name is None:  # KEY=VALUE words without a paper
+        return fail(
+            f"which paper? sinkexp reproduce PAPER|all [KEY=VALUE ...]; choose one of: all, {', '.join(PAPERS)}"
+        )
     if name != "all" and name not in PAPERS:
         return fail(f"unknown paper {name!r}; choose one of: all, {', '.join(PAPERS)}")
     papers = list(PAPERS.values()) if name == "all" else [PAPERS[name]]
     if args.recalibrate and not args.estimate:
         return fail("--recalibrate goes with --estimate (it times the planned jobs again)")
-    return estimate_or_reproduce(args, papers, overrides, weights)
+    return estimate_or_reproduce(args, papers, overrides, weights, command=" ".join(given.words))
 
 
 def estimate_or_reproduce(
-    args: argparse.Namespace, papers: list[Paper], overrides: list[str], weights: Path | None
+    args: ReproduceFlags, papers: list[Paper], overrides: list[str], weights: Path | None, command: str
 ) -> int:
     """--estimate's cost estimate, or the papers reproduced (and with --docs the results page written)."""
     try:
@@ -185,7 +169,7 @@ def estimate_or_reproduce(
         rows = reproduce(
             papers,
             settings,
-            command="sinkexp reproduce " + " ".join(args.words),
+            command=f"sinkexp reproduce {command}",
             pack=args.pack,
             weights=weights,
             docs=args.docs,  # the findings pages' generated tables, from the tables reproduce makes

@@ -16,18 +16,12 @@ import math
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from sinkexp.config.arguments import override_value
 from sinkexp.hf.shipped import SHIPPED
 from sinkexp.reproduce.keys import DEFAULT_TASK, GRID_GROUPS
 
 INIT = "init"  # a Checkpoint's `untrained`: its architecture at random initialisation (measure's init=)
 TRAINED, UNTRAINED = "trained", "untrained"  # below a checkpoint's folder: its measurements and the untrained ones
-
-
-def override_value(value) -> str:
-    """A Python value as a Hydra override writes it (True -> true, None -> null)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "null" if value is None else str(value)
 
 
 @dataclass(frozen=True, kw_only=True)

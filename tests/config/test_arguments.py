@@ -1,6 +1,6 @@
 """The command line every command shares (config/arguments.py and cli.py): --help, completion and a
-key or flag given twice, for each of the six commands; settings read from a dataclass; Hydra's
-public API only."""
+key or flag given twice, for each of the six commands; a hand-built declaration read as declared;
+Hydra's public API only. What --help and completion show of a declaration: test_helptext.py."""
 
 import ast
 import re
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 from helpers import sinkexp
+from toy import TOY, Flags
 
 from sinkexp.cli import COMMANDS
-from sinkexp.config.arguments import flags_of, repeated, settings
+from sinkexp.config.arguments import Given, read, repeated, usage
 from sinkexp.config.settings import InterveneConfig
 from sinkexp.errors import ConfigError
 
@@ -27,7 +28,7 @@ COMPLETED = {  # the line as typed -> what completion offers
     "sinkexp tr": ["train"],
     "sinkexp ": list(COMMANDS),
     "sinkexp measure se": ["seq_len="],
-    "sinkexp measure -": ["-m"],
+    "sinkexp measure -": ["--help", "-m"],
     "sinkexp report --d": ["--dpi"],
     "sinkexp reproduce gu": ["guo2024", "gu2025"],
     "sinkexp reproduce --es": ["--estimate"],
@@ -67,15 +68,46 @@ def test_completion_offers_the_commands_and_each_ones_keys(line, tmp_path, monke
 
 
 def test_settings_come_from_the_dataclass_typed_once():
-    parser = flags_of(InterveneConfig, "sinkexp intervene", "")
-    cfg = settings(parser, InterveneConfig, ["R", "--layer", "0", "2", "--unfinished"])
+    cfg = read(COMMANDS["intervene"], ["R", "--layer", "0", "2", "--unfinished"]).flags
     assert cfg == InterveneConfig(run="R", layer=[0, 2], seed=0, unfinished=True, sequences=None)
     with pytest.raises(ConfigError, match=re.escape("argument --seed: invalid int value: 'x' (sinkexp intervene")):
-        settings(parser, InterveneConfig, ["R", "--seed", "x"])
+        read(COMMANDS["intervene"], ["R", "--seed", "x"])
     assert repeated(["-m", "-m", "a=1", "b=1", "--x", "1"]) is None  # a switch twice is no conflict
     assert (
         repeated(["a=1", "~a"]) is None and repeated(["+a=1", "a=2"]) == "a is given twice (+a=1 and a=2); give it once"
     )
+
+
+def test_a_hand_built_declaration_is_read_as_declared():
+    """Toy (tests/config/toy.py): RUN, then MODEL (a key as well), keys, and flags of every kind."""
+    given = read(TOY, ["-m", "R", "M", "n=3,4", "--layer", "0", "2", "--dpi", "7", "--no-pack", "-i"])
+    assert given == Given(
+        Flags(run="R", layer=[0, 2], dpi=7, pack=False, info="all"), ["model=M", "n=3,4"], ["R", "M", "n=3,4"], True
+    )
+    assert (
+        read(TOY, ["n=3,4", "--dpi", "7", "R", "-m", "M"]).flags
+        == read(TOY, ["R", "M", "-m", "n=3,4", "--dpi=7"]).flags
+    )
+    assert read(TOY, ["R", "--info", "config", "--old"]).flags == Flags(run="R", info="config", old=True)
+    assert read(TOY, ["R"]).flags == Flags(run="R") and read(TOY, ["--help"]) == Given(None, [], [], help=True)
+
+
+@pytest.mark.parametrize(
+    "argv,line",
+    [
+        (["R", "M", "model=N"], "model is given twice (model=M and model=N); give it once"),
+        (["R", "--pack", "--no-pack"], "--pack is given twice (--pack and --no-pack); give it once"),
+        (["R", "M", "X"], "one MODEL at a time (M, X); sweep several with -m model=A,B"),
+        (["n=2"], f"RUN is missing: {usage(TOY)} (sinkexp toy --help)"),
+        (["R", "--dpi", "x"], "argument --dpi: invalid int value: 'x' (sinkexp toy --help)"),
+        (["R", "--info", "nope"], "argument --info/-i: invalid choice: 'nope' (choose from 'all', 'config')"),
+        (["R", "--nope"], "unrecognized arguments: --nope (sinkexp toy --help)"),
+    ],
+)
+def test_a_hand_built_declaration_refuses_in_one_line(argv, line):
+    with pytest.raises(ConfigError) as refused:
+        read(TOY, argv)
+    assert str(refused.value).startswith(line), refused.value
 
 
 PRIVATE = re.compile(r"^\s*(from|import)\s+hydra\._internal\b", re.MULTILINE)
