@@ -50,7 +50,7 @@ def decided(
     only to a launcher the user chose."""
     overrides = [word for word in words if not word.startswith("weights=")]
     weights = next((Path(w.split("=", 1)[1]) for w in reversed(words) if w.startswith("weights=")), None)
-    settings = replace(said(overrides), papers=tuple(papers), docs=docs, weights=weights, root=root)
+    settings = replace(read_overrides(overrides), papers=tuple(papers), docs=docs, weights=weights, root=root)
     if not papers:
         return settings
     from sinkexp.reproduce.sweeps import with_sweeps  # lazy: imports torch (2.4 s); --list and --help answer without
@@ -58,18 +58,18 @@ def decided(
     return with_sweeps(settings, pack)
 
 
-def said(overrides: list[str]) -> ReproduceSettings:
+def read_overrides(overrides: list[str]) -> ReproduceSettings:
     """What reproduce itself reads of the overrides (scale, device, hydra.launcher.n_jobs, a launcher
     of the user's), each override kept with its key for every run."""
     parsed = [(override.key_or_group, override) for override in parse(overrides)]
     read = ("scale", "device", N_JOBS)  # what reproduce itself reads; any other key is the runs' alone
-    said = {key: o.get_value_element_as_str() for key, o in parsed if key in read and not o.is_delete()}
+    given = {key: o.get_value_element_as_str() for key, o in parsed if key in read and not o.is_delete()}
     launcher = any(key.startswith(("hydra/launcher", "hydra.launcher.")) and key != N_JOBS for key, _ in parsed)
     return ReproduceSettings(
         overrides=tuple((key, o.input_line) for key, o in parsed if launcher or key != N_JOBS),
-        scale=said.get("scale", "cpu"),
-        device=said.get("device", "auto"),
-        workers=int(said[N_JOBS]) if int(said.get(N_JOBS, "0")) > 0 else None,
+        scale=given.get("scale", "cpu"),
+        device=given.get("device", "auto"),
+        workers=int(given[N_JOBS]) if int(given.get(N_JOBS, "0")) > 0 else None,
         launcher=launcher,
     )
 

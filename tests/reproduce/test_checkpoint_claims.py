@@ -97,4 +97,4 @@ def test_a_scale_that_judges_no_claim_of_the_papers_is_refused(tmp_path):
     from sinkexp.reproduce.papers import PAPERS
 
     with pytest.raises(ConfigError, match="scale=pretrained: ladder judge no claim at this scale"):
-        reproduce([PAPERS["ladder"]], decided(["scale=pretrained"]), root=tmp_path)
+        reproduce(decided(["scale=pretrained"], [PAPERS["ladder"]], root=tmp_path))
