@@ -45,14 +45,15 @@ def main() -> None:
     overrides = [f"train.steps={args.steps}", "train.warmup=0", f"hydra.launcher.n_jobs={args.workers}"]
     loads = [load()]
     with tempfile.TemporaryDirectory() as tmp:
-        planned = plan_papers([PAPERS[args.paper]], decided(overrides), Path(tmp), pack=False)
+        settings = decided(overrides, [PAPERS[args.paper]], root=Path(tmp), pack=False)
+        planned = plan_papers(settings)
         jobs = [job for plan in planned.plans.values() for job in plan.jobs]
         torch.set_num_threads(1)  # as each pool worker trains
         calibrations = Calibrations(torch.device("cpu"), Path(tmp) / "calibration.json", fresh=True)
         training = [args.steps * calibrations.timings(job.config)[0] for job in jobs]
         started = time.perf_counter()
         with contextlib.redirect_stderr(io.StringIO()):  # the progress line
-            job_seconds = run_pool(planned.plans, Path(tmp), decided(overrides))
+            job_seconds = run_pool(planned.plans, Path(tmp), settings)
         wall = time.perf_counter() - started
     loads.append(load())
     per_job = wall * args.workers / len(jobs)

@@ -88,7 +88,8 @@ def main() -> None:
     papers = list(PAPERS.values()) if args.papers == ["all"] else [PAPERS[name] for name in args.papers]
     rows = []
     # the experiments reproduce trains (checkpoint experiments are measured by `sinkexp measure`, not trained)
-    for name, planned in plan_experiments(papers, decided([]), Path(tempfile.mkdtemp()), pack=False).items():
+    settings = decided([], papers, root=Path(tempfile.mkdtemp()), pack=False)
+    for name, planned in plan_experiments(settings).items():
         rows.append(experiment_row(name, planned, timings, peak, args))
         row = rows[-1]
         print(f"  {row['experiment']}: {row['runs']} runs, predicted {row['predicted_s']:.0f} job-s", flush=True)

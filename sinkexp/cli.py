@@ -69,6 +69,7 @@ def help_choices() -> str:
 def train(argv: list[str]) -> int:
     """`sinkexp train`: plan (every job checked: one line and exit 2 on a bad value), then launch."""
     # lazy: launch and plan import torch
+    from sinkexp.commands.overrides import read_sweep
     from sinkexp.config.compose import as_hydra_override
     from sinkexp.jobs.launch import hydra_main, launch
     from sinkexp.jobs.plan import plan
@@ -96,7 +97,7 @@ def train(argv: list[str]) -> int:
         hydra_main(argv, prog="sinkexp" if args.shell_completion else "sinkexp train")
         return 0
     try:
-        planned = plan(given.keys, given.multirun)
+        planned = plan(read_sweep(given.keys, given.multirun))  # read once, here; plan composes and checks
     except ConfigError as err:
         print(f"sinkexp: error: {err}", file=sys.stderr)
         return 2

@@ -88,5 +88,5 @@ def plumbed(tmp_path_factory):
     root = tmp_path_factory.mktemp("reproduce")
     console = io.StringIO()
     with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):  # through the pool
-        rows = reproduce([plumbing_paper()], decided(["hydra.launcher.n_jobs=2"]), root=root, command="test")
+        rows = reproduce(decided(["hydra.launcher.n_jobs=2"], [plumbing_paper()], root=root), command="test")
     return root, rows.set_index("claim"), console.getvalue()

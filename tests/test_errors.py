@@ -5,6 +5,7 @@ are never an empty list."""
 import pytest
 from helpers import sinkexp
 
+from sinkexp.commands.overrides import read_sweep
 from sinkexp.errors import ConfigError, choices_error, closest
 from sinkexp.jobs.plan import plan
 
@@ -31,13 +32,13 @@ def test_the_closest_choice_is_offered_only_when_it_is_close():
 )
 def test_an_unknown_key_or_choice_names_the_closest_valid_one(override, says):
     with pytest.raises(ConfigError) as err:
-        plan([override], multirun=False)
+        plan(read_sweep([override], multirun=False))
     assert str(err.value).startswith(says) and "\n" not in str(err.value)
 
 
 def test_a_sweeps_bad_job_is_named_by_its_values():
     with pytest.raises(ConfigError) as err:
-        plan(["task=trigger,damping", "task.p_trigger=0.3"], multirun=True)
+        plan(read_sweep(["task=trigger,damping", "task.p_trigger=0.3"], multirun=True))
     said = str(err.value)
     assert said.startswith("task.p_trigger: unknown key; valid keys under 'task': centred,")
     assert said.endswith("(the job task=damping task.p_trigger=0.3)")

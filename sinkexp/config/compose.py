@@ -5,16 +5,17 @@ one line naming the key.
     with initialized():
         jobs = expand(overrides, multirun=True, params={})      # [["attn=softmax", "seed=0"], ...]
         full = compose(jobs[0])                                  # Hydra's config, its hydra node included
+        grid = sweeper_choices(full)                             # an experiment file's hydra.sweeper.params
     cfg = compose_config("task=damping", "seed=1")               # a validated Config, for tests and scripts
 
-Nothing here runs a job: sinkexp/jobs/plan.py composes every job of a command once and checks it.
+Only the command layer reads a command's override strings (commands/overrides.py, `sinkexp measure`'s
+expand); a composed config's sweeper params are read here (sweeper_choices). Nothing here runs a
+job: sinkexp/jobs/plan.py composes every job of a command once and checks it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
-from collections import OrderedDict
 
 from hydra import compose as hydra_compose
 from hydra import initialize_config_module
@@ -25,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sinkexp.config.compositions import cached
 from sinkexp.config.schema import CONFIG_MODULE, Config, register_schema
+from sinkexp.config.sweep import Choices, combinations
 from sinkexp.config.typed import train_integer_keys, whole_number
 from sinkexp.errors import ConfigError, choices_error, omegaconf_message, unknown_key
 
@@ -72,31 +74,50 @@ def expand(overrides: list[str], multirun: bool, params: dict, command: str = "s
     of Hydra's basic sweeper: the config's own hydra.sweeper.params (an experiment's grid) first,
     the command line after, a key given in both taking the command line's values in its place.
     `command` names the command in the error for a sweep without -m (`sinkexp measure` too)."""
-    parsed = parse([f"{key}={value}" for key, value in params.items()] * multirun + list(overrides))
-    choices: OrderedDict[str, list[str]] = OrderedDict()
+    grid = params_choices(params) if multirun else ()
+    return combinations(grid, choices_of(parse(list(overrides)), multirun, command))
+
+
+def choices_of(parsed: list[Override], multirun: bool, command: str = "sinkexp train") -> Choices:
+    """Each override's key with the KEY=VALUE line of each of its values (a sweep's, or its one),
+    whole numbers as integers (whole_numbers); ConfigError for a sweep without -m (`command -m`)."""
+    choices: dict[str, tuple[str, ...]] = {}
     for override in parsed:
         key = override.get_key_element()
         if override.is_sweep_override():
             if not multirun:
                 raise ConfigError(f"{override.input_line}: a sweep needs -m ({command} -m ...)")
-            choices[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+            choices[key] = tuple(whole_numbers([f"{key}={value}" for value in override.sweep_string_iterator()]))
         else:
-            choices[key] = [override.input_line]
-    return [whole_numbers(list(combination)) for combination in itertools.product(*choices.values())]
+            choices[key] = (integral(override, override.input_line),)
+    return tuple(choices.items())
+
+
+def sweeper_choices(master: DictConfig) -> Choices:
+    """The composed config's own hydra.sweeper.params (an experiment file's grid) as choices: config,
+    read where the config is composed, as Hydra's basic sweeper reads them once it has composed."""
+    return params_choices(master.hydra.sweeper.params or {})
+
+
+def params_choices(params) -> Choices:
+    """Sweeper params ({key: "a,b"}) as choices."""
+    return choices_of(parse([f"{key}={value}" for key, value in params.items()]), multirun=True)
 
 
 def whole_numbers(overrides: list[str]) -> list[str]:
     """The overrides with a whole number written as a float (`train.steps=1e3`, which Hydra reads as
     1000.0) given as the integer it is, for the keys the schema types as integers (config/typed.py);
     ConfigError for one that is not whole (`train.steps=2.5`). A sweep's values are each a job's:
-    `expand` calls this per job."""
-    out = []
-    for override, line in zip(parse(overrides), overrides):
-        value, key = override.value(), override.key_or_group
-        if key in train_integer_keys() and isinstance(value, float) and not override.is_sweep_override():
-            line = f"{override.get_key_element()}={whole_number(key, value, line.partition('=')[2])}"
-        out.append(line)
-    return out
+    `choices_of` reads each as its own override."""
+    return [line if o.is_sweep_override() else integral(o, line) for o, line in zip(parse(overrides), overrides)]
+
+
+def integral(override: Override, line: str) -> str:
+    """`line`, the override of one value, with its whole number as an integer (whole_numbers)."""
+    value, key = override.value(), override.key_or_group
+    if key in train_integer_keys() and isinstance(value, float):
+        return f"{override.get_key_element()}={whole_number(key, value, line.partition('=')[2])}"
+    return line
 
 
 def compose(overrides: list[str]) -> DictConfig:

@@ -13,10 +13,12 @@ needs the model (the text long enough for it, a token of its tokenizer) is check
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, replace
 from pathlib import Path
 from typing import Any, List, Optional
 
+from sinkexp.config.sweep import Sweep
 from sinkexp.config.typed import typed
 from sinkexp.errors import ConfigError, choices_error
 
@@ -176,17 +178,30 @@ class TrainFlags:
     experimental_rerun: Optional[str] = about("Hydra's rerun of a pickled config", None, metavar="FILE", usage=False)
 
 
+OUTPUT_ROOT = Path("outputs/reproduce")  # reproduce's runs, claims and reports (one paper's: <paper>/)
+
+
 @dataclass(frozen=True)
 class ReproduceSettings:
-    """What `sinkexp reproduce`'s KEY=VALUE words decided, once (reproduce/command.py's `decided`
-    reads them): the overrides every run gets, each with its key, and what reproduce itself reads of
-    them. Nothing below the command reads an override's text again."""
+    """What `sinkexp reproduce`'s command line decided, once (reproduce/command.py's `decided`): the
+    papers, the overrides every run gets, each with its key, what reproduce itself reads of them,
+    its folders, and each experiment's overrides read (reproduce/sweeps.py). Nothing below the
+    command reads an override's text again."""
 
     overrides: tuple[tuple[str, str], ...] = ()  # (key or group, KEY=VALUE) as given, for every run
     scale: str = "cpu"  # the experiments' sizes too (reproduce/scales.py)
-    device: str = "auto"  # where the pool's jobs run; packing pays on a GPU only (execute.packs_pay)
+    device: str = "auto"  # where the pool's jobs run; packing pays on a GPU only (sweeps.packs_pay)
     workers: Optional[int] = None  # hydra.launcher.n_jobs=N: reproduce's own pool size (None: one per core)
     launcher: bool = False  # a Hydra launcher of the user's (hydra/launcher=slurm, ...): one sweep per experiment
+    papers: tuple[Any, ...] = ()  # the papers named (reproduce/declare.py's Paper: config/ imports no reproduce/)
+    docs: Optional[Path] = None  # --docs DIR: the findings tables into DIR's findings pages too (write_findings)
+    weights: Optional[Path] = None  # weights=DIR: a folder of the checkpoints' weights (checkpoints.py)
+    root: Path = OUTPUT_ROOT
+    pack: bool = False  # a job trains its grid's packable keys together (sweeps.packs_pay: the default)
+    # Each experiment trained at `scale`, by (paper, experiment), its overrides read once; and the same
+    # experiments at the CPU sizes, whose jobs the cost estimate times for a larger scale's (None: `sweeps`).
+    sweeps: Mapping[tuple[str, str], Sweep] = field(default_factory=dict)
+    sweeps_at_cpu: Optional[Mapping[tuple[str, str], Sweep]] = None
 
     @property
     def keys(self) -> set[str]:
@@ -198,4 +213,6 @@ class ReproduceSettings:
 
     def at_cpu(self) -> ReproduceSettings:
         """The same settings at scale=cpu (the CPU-size jobs the cost estimate times for a larger scale's)."""
-        return replace(self, overrides=tuple(o for o in self.overrides if o[0] != "scale"), scale="cpu")
+        cpu = self.sweeps if self.sweeps_at_cpu is None else self.sweeps_at_cpu
+        overrides = tuple(o for o in self.overrides if o[0] != "scale")
+        return replace(self, overrides=overrides, scale="cpu", sweeps=cpu, sweeps_at_cpu=None)

@@ -1,7 +1,7 @@
 """The plan of a command: every job its overrides describe, composed and checked once, before
 anything runs.
 
-    planned = plan(["task=trigger", "attn=softmax,relu"], multirun=True)
+    planned = plan(read_sweep(["task=trigger", "attn=softmax,relu"], multirun=True))   # commands/overrides.py
     planned.jobs[1].configs, planned.jobs[1].run_dirs, planned.jobs[1].flops
     code = launch(planned)                   # sinkexp/jobs/launch.py runs the planned jobs
 
@@ -16,29 +16,20 @@ Everything downstream reads the plan: the launchers, `sinkexp reproduce`'s pool 
 from __future__ import annotations
 
 import copy
-import math
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from hydra.core.override_parser.types import Override
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from sinkexp.config.compose import (
-    as_hydra_override,
-    compose,
-    expand,
-    initialized,
-    pack_first_values,
-    parse,
-    whole_numbers,
-)
+from sinkexp.config.compose import compose, initialized, sweeper_choices
 from sinkexp.config.compositions import is_kept
 from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import Config, run_configs, value_of
+from sinkexp.config.sweep import Sweep
 from sinkexp.config.validate import check_hydra_keys, from_dictconfig
 from sinkexp.errors import ConfigError
 from sinkexp.jobs.cost import training_flops
@@ -87,27 +78,21 @@ class Plan:
         return tuple(run for job in self.jobs for run in job.runs)
 
 
-def is_hydra_override(key: str) -> bool:
-    return key.startswith(("hydra.", "hydra/"))
-
-
-def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Plan:
-    """Compose and check every job `overrides` describe (ConfigError: one line naming the key);
-    `check_memory` False leaves out whether each job fits its device (`reproduce --estimate` states it)."""
-    overrides = normalized(overrides)
-    parsed = parse(overrides)
-    own = [o.input_line for o in parsed if not is_hydra_override(o.key_or_group)]
-    hydra_own = [o.input_line for o in parsed if is_hydra_override(o.key_or_group)]
-    hydra_keys = [o.key_or_group for o in parsed if o.key_or_group.startswith("hydra.")]  # values, not groups
+def plan(sweep: Sweep, check_memory: bool = True) -> Plan:
+    """Compose and check every job of `sweep` (the command layer's reading of its overrides,
+    commands/overrides.py); ConfigError, one line naming the key. `check_memory` False leaves out
+    whether each job fits its device (`reproduce --estimate` states it)."""
+    multirun, own = sweep.multirun, list(sweep.own)
     with initialized():
-        master = compose(master_overrides(parsed))
-        check_hydra_keys(
-            master, [o.key_or_group for o in parsed if o.key_or_group in hydra_keys and not o.is_sweep_override()]
-        )
-        params = dict(master.hydra.sweeper.params or {}) if multirun else {}
+        master = compose(list(sweep.master))
+        check_hydra_keys(master, list(sweep.master_hydra_keys))
+        # An experiment file's hydra.sweeper.params are config, not the command line's: they are known
+        # only once the master is composed, so they are read here (compose.sweeper_choices), where each
+        # sweep's configs are composed (plan_sweeps composes new sweeps in processes at once).
+        grid = sweeper_choices(master) if multirun else ()
         launcher = Launcher.of(master)
+        jobs = sweep.jobs(grid)
         composed = []
-        jobs = expand(own, multirun, params)
         for job in jobs:
             try:
                 # a job of the master's own overrides is the master: composed once (a copy in a sweep,
@@ -115,8 +100,8 @@ def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Pla
                 if job == own:
                     full = copy.deepcopy(master) if multirun else master
                 else:
-                    full = compose(job + hydra_own)
-                check_hydra_keys(full, hydra_keys)
+                    full = compose(job + list(sweep.hydra))
+                check_hydra_keys(full, list(sweep.hydra_keys))
                 cfg = from_dictconfig(full)  # config/validate.py: one line naming the key
                 if check_memory:
                     check_plan(cfg, launcher, multirun)  # fits the device it will train on (jobs/memory.py)
@@ -127,41 +112,15 @@ def plan(overrides: list[str], multirun: bool, check_memory: bool = True) -> Pla
             check_shared_dirs([(full, cfg) for _, full, cfg in composed], multirun)
         # Directories after every job has validated: a bad value is reported first, whichever job has it.
         jobs = tuple(planned_job(number, job, full, cfg, multirun) for number, (job, full, cfg) in enumerate(composed))
-    return Plan(tuple(overrides), multirun, jobs, master, launcher)
+    return Plan(sweep.overrides, multirun, jobs, master, launcher)
 
 
-def normalized(overrides: list[str]) -> list[str]:
-    """The overrides as plan() composes them: `experiment=` as Hydra spells it, a whole number as an
-    integer (`train.steps=1e3`: compose.whole_numbers), a pack's first values as the job's own (pack_first_values)."""
-    overrides = whole_numbers([as_hydra_override(o) for o in overrides])
-    return overrides + pack_first_values(overrides)
+def composed_before(sweep: Sweep) -> bool:
+    """Whether a sweep's first composition (its master) is kept, inside an initialised Hydra."""
+    return is_kept(list(sweep.master))
 
 
-def master_overrides(parsed: list[Override]) -> list[str]:
-    """The overrides of a plan's config without sweeps, composed first."""
-    return [o.input_line for o in parsed if not o.is_sweep_override()]
-
-
-def jobs_in(sweep: list[str]) -> int:
-    """How many jobs a sweep's own overrides make (a config's sweeper params left out); 1 for one
-    plan() will refuse."""
-    try:
-        parsed = parse(sweep)
-    except ConfigError:
-        return 1
-    return math.prod(len(list(o.sweep_string_iterator())) for o in parsed if o.is_sweep_override())
-
-
-def composed_before(sweep: list[str]) -> bool:
-    """Whether a sweep's first composition is kept (inside an initialised Hydra); a sweep plan() will
-    refuse counts as composed."""
-    try:
-        return is_kept(master_overrides(parse(normalized(sweep))))
-    except ConfigError:
-        return True
-
-
-def plan_sweeps(sweeps: list[list[str]], check_memory: bool = True) -> list[Plan]:
+def plan_sweeps(sweeps: list[Sweep], check_memory: bool = True) -> list[Plan]:
     """plan() of each sweep (multirun), in order. Where COMPOSE_AHEAD or more of them are composed for
     the first time (a first command after an edit of sinkexp or a config file: 0.07-0.2 s a job),
     those are planned in a process per free core at once (none where other processes keep the cores
@@ -171,13 +130,13 @@ def plan_sweeps(sweeps: list[list[str]], check_memory: bool = True) -> list[Plan
         cold = [number for number, sweep in enumerate(sweeps) if not composed_before(sweep)]
     workers = min(free_cores(), len(cold)) if len(cold) >= COMPOSE_AHEAD else 1
     if workers < 2:
-        return [plan(sweep, multirun=True, check_memory=check_memory) for sweep in sweeps]
+        return [plan(sweep, check_memory) for sweep in sweeps]
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked OpenMP state
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        largest_first = sorted(cold, key=lambda number: jobs_in(sweeps[number]), reverse=True)
-        ahead = {number: pool.submit(plan, sweeps[number], True, check_memory) for number in largest_first}
+        largest_first = sorted(cold, key=lambda number: sweeps[number].size, reverse=True)
+        ahead = {number: pool.submit(plan, sweeps[number], check_memory) for number in largest_first}
         return [
-            ahead[number].result() if number in ahead else plan(sweep, multirun=True, check_memory=check_memory)
+            ahead[number].result() if number in ahead else plan(sweep, check_memory)
             for number, sweep in enumerate(sweeps)
         ]
 

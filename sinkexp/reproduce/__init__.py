@@ -4,7 +4,8 @@ check its claims.
 A paper is one file in papers/ holding a `Paper` in the vocabulary of declare.py (experiments,
 claims of three kinds, criteria) and measures.py. The command works in these rooms, one module each:
 
-    command.py   the command line (one argument parser)
+    command.py   the command line (one argument parser), decided once into ReproduceSettings
+    sweeps.py    each experiment's overrides read once into its Sweep (the command layer's reading)
     run.py       `reproduce()`: plan, run, judge, write
     declare.py   what a paper may say (claims.py: claims and criteria); references are checked on import
     execute.py   every job planned (checked) once, first; with a launcher, each experiment's sweep run through it
@@ -16,7 +17,8 @@ claims of three kinds, criteria) and measures.py. The command works in these roo
 docs/reproduce.md describes the files and the verdict.
 """
 
+from sinkexp.config.settings import OUTPUT_ROOT
 from sinkexp.reproduce.command import last_verdicts, list_papers, main
-from sinkexp.reproduce.run import OUTPUT_ROOT, estimate_papers, exit_code, reproduce
+from sinkexp.reproduce.run import estimate_papers, exit_code, reproduce
 
 __all__ = ["OUTPUT_ROOT", "estimate_papers", "exit_code", "last_verdicts", "list_papers", "main", "reproduce"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -21,10 +22,10 @@ from sinkexp.commands import COMMANDS
 from sinkexp.config.arguments import read
 from sinkexp.config.compose import parse
 from sinkexp.config.helptext import help_text
-from sinkexp.config.settings import ReproduceFlags, ReproduceSettings
+from sinkexp.config.settings import OUTPUT_ROOT, ReproduceFlags, ReproduceSettings
 from sinkexp.errors import ConfigError
 from sinkexp.reproduce.declare import DeclarationError, Paper
-from sinkexp.reproduce.run import OUTPUT_ROOT, estimate_papers, exit_code, reproduce
+from sinkexp.reproduce.run import estimate_papers, exit_code, reproduce
 from sinkexp.reproduce.scales import with_scale
 from sinkexp.reproduce.verdicts import VERDICTS
 from sinkexp.reproduce.write import CLAIMS, passing, read_claims, write_docs
@@ -34,18 +35,36 @@ REPRODUCE = COMMANDS["reproduce"]  # its usage, --help and completion: from Repr
 STARTED = time.perf_counter()  # imported as the command starts: --estimate says how long it took
 
 
-def decided(overrides: list[str]) -> ReproduceSettings:
-    """The KEY=VALUE words read once, with Hydra's parser, into what reproduce decides by them.
-    hydra.launcher.n_jobs is reproduce's own pool size, passed on only to a launcher the user chose."""
+def decided(
+    words: list[str], papers=(), docs: Path | None = None, root: Path = OUTPUT_ROOT, pack: bool | None = None
+) -> ReproduceSettings:
+    """The KEY=VALUE words (weights=DIR among them) read once, with Hydra's parser, into what
+    reproduce decides by them, with the papers (declare.Paper), the --docs folder and the output
+    folder; each experiment of the papers read into its Sweep and the packing decided (`pack` None:
+    where it pays; sweeps.with_sweeps). hydra.launcher.n_jobs is reproduce's own pool size, passed on
+    only to a launcher the user chose."""
+    overrides = [word for word in words if not word.startswith("weights=")]
+    weights = next((Path(w.split("=", 1)[1]) for w in reversed(words) if w.startswith("weights=")), None)
+    settings = replace(read_overrides(overrides), papers=tuple(papers), docs=docs, weights=weights, root=root)
+    if not papers:
+        return settings
+    from sinkexp.reproduce.sweeps import with_sweeps  # lazy: imports torch (2.4 s); --list and --help answer without
+
+    return with_sweeps(settings, pack)
+
+
+def read_overrides(overrides: list[str]) -> ReproduceSettings:
+    """What reproduce itself reads of the overrides (scale, device, hydra.launcher.n_jobs, a launcher
+    of the user's), each override kept with its key for every run."""
     parsed = [(override.key_or_group, override) for override in parse(overrides)]
     read = ("scale", "device", N_JOBS)  # what reproduce itself reads; any other key is the runs' alone
-    said = {key: o.get_value_element_as_str() for key, o in parsed if key in read and not o.is_delete()}
+    given = {key: o.get_value_element_as_str() for key, o in parsed if key in read and not o.is_delete()}
     launcher = any(key.startswith(("hydra/launcher", "hydra.launcher.")) and key != N_JOBS for key, _ in parsed)
     return ReproduceSettings(
         overrides=tuple((key, o.input_line) for key, o in parsed if launcher or key != N_JOBS),
-        scale=said.get("scale", "cpu"),
-        device=said.get("device", "auto"),
-        workers=int(said[N_JOBS]) if int(said.get(N_JOBS, "0")) > 0 else None,
+        scale=given.get("scale", "cpu"),
+        device=given.get("device", "auto"),
+        workers=int(given[N_JOBS]) if int(given.get(N_JOBS, "0")) > 0 else None,
         launcher=launcher,
     )
 
@@ -138,9 +157,7 @@ def main(argv: list[str]) -> int:
         fitted = sys.stdout.isatty() and not args.wide
         print(list_papers(PAPERS, columns=shutil.get_terminal_size((120, 24)).columns if fitted else None))
         return 0
-    name, rest = args.paper, given.keys
-    overrides = [a for a in rest if not a.startswith("weights=")]
-    weights = next((Path(a.split("=", 1)[1]) for a in reversed(rest) if a.startswith("weights=")), None)
+    name = args.paper
     if name is None:  # KEY=VALUE words without a paper
         return fail(
             f"which paper? sinkexp reproduce PAPER|all [KEY=VALUE ...]; choose one of: all, {', '.join(PAPERS)}"
@@ -150,30 +167,23 @@ def main(argv: list[str]) -> int:
     papers = list(PAPERS.values()) if name == "all" else [PAPERS[name]]
     if args.recalibrate and not args.estimate:
         return fail("--recalibrate goes with --estimate (it times the planned jobs again)")
-    return estimate_or_reproduce(args, papers, overrides, weights, command=" ".join(given.words))
+    return estimate_or_reproduce(args, papers, given.keys, command=" ".join(given.words))
 
 
-def estimate_or_reproduce(
-    args: ReproduceFlags, papers: list[Paper], overrides: list[str], weights: Path | None, command: str
-) -> int:
+def estimate_or_reproduce(args: ReproduceFlags, papers: list[Paper], words: list[str], command: str) -> int:
     """--estimate's cost estimate, or the papers reproduced (and with --docs the results page written)."""
     try:
-        settings = decided(overrides)
+        # decided once, here: everything below reads these settings (the docs folder: the findings
+        # pages' generated tables, from the tables reproduce makes)
+        settings = decided(words, papers, docs=args.docs, pack=args.pack)
         if args.estimate:
             # lazy: estimate.py pulls in torch (~2.4 s); --list, --help and input errors answer without it
             from sinkexp.reproduce.estimate import format_estimate
 
-            estimated = estimate_papers(papers, settings, args.pack, args.recalibrate)
+            estimated = estimate_papers(settings, args.recalibrate)
             print(format_estimate(*estimated, took=time.perf_counter() - STARTED))
             return 0
-        rows = reproduce(
-            papers,
-            settings,
-            command=f"sinkexp reproduce {command}",
-            pack=args.pack,
-            weights=weights,
-            docs=args.docs,  # the findings pages' generated tables, from the tables reproduce makes
-        )
+        rows = reproduce(settings, command=f"sinkexp reproduce {command}")
     except ConfigError as err:
         return fail(str(err))
     if args.docs is not None:

@@ -16,91 +16,45 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from sinkexp.config.schema import packable_keys, task_of
 from sinkexp.config.settings import ReproduceSettings
-from sinkexp.evaluate.penalties import PENALTIES
 from sinkexp.jobs.launch import launch
 from sinkexp.jobs.plan import Plan, plan_sweeps
-from sinkexp.machine.devices import device_kind
 from sinkexp.reproduce.declare import Experiment, Paper
-from sinkexp.reproduce.experiment import Checkpoint
-from sinkexp.reproduce.scales import trained_at
 from sinkexp.rundir.files import DONE, copy_finished, finished
 
 
-def packed_keys(exp: Experiment, given: set[str]) -> tuple[str, ...]:
-    """The grid keys a job of `exp` can train together (schema.packable_keys), unless the user set
-    them; none where a penalty is on (penalties are not per replica)."""
-    if any(f"train.{key}" in {**exp.overrides, **exp.grid} for key in PENALTIES):
-        return ()
-    return tuple(key for key in exp.grid if key in packable_keys(task_of(exp.task)) and key not in given)
-
-
-def packs_pay(settings: ReproduceSettings) -> bool:
-    """Whether reproduce packs its grids by default: on a GPU, where a step over many small models
-    costs about what one does. On the CPU it does not pay (docs/performance.md: 0.67-0.72x the
-    model-steps/s of one run at a time, measured on reproduce's own grids)."""
-    return device_kind(settings.device) == "cuda"
-
-
-def experiment_overrides(exp: Experiment, folder: Path, settings: ReproduceSettings, pack: bool = False) -> list[str]:
-    """One experiment's sweep overrides: the user's win over its own, key by key; with `pack`, the
-    grid keys a job can train together go into one `pack=` (the same run directories)."""
-    keys = packed_keys(exp, settings.keys) if pack else ()
-    # exp.argv writes KEY=VALUE from the paper's own dicts (experiment.py): its key is what precedes `=`
-    own = [line for line in exp.argv(settings.scale, keys) if line.partition("=")[0] not in settings.keys]
-    return [f"hydra.sweep.dir={folder}", *own, *settings.lines()]
-
-
-def plan_experiments(
-    papers: list[Paper],
-    settings: ReproduceSettings,
-    root: Path,
-    pack: bool = False,
-    check_memory: bool = True,
-    scale: str | None = None,
-) -> dict[tuple[str, str], Plan]:
-    """The checked plan of every experiment trained at `scale` (default: the settings' scale;
-    scales.trained_at), by (paper, experiment); ConfigError on the first bad job (with `check_memory`
-    False, a job too large for its device is planned: --estimate says so)."""
-    trained = {paper.name: trained_at(paper, scale or settings.scale) for paper in papers}
-    sweeps = {
-        (paper.name, exp.name): experiment_overrides(exp, root / paper.name / exp.name, settings, pack)
-        for paper in papers
-        for exp in paper.experiments
-        if not isinstance(exp, Checkpoint) and exp.name in trained[paper.name]
-    }
-    return dict(zip(sweeps, plan_sweeps(list(sweeps.values()), check_memory)))
+def plan_experiments(settings: ReproduceSettings, check_memory: bool = True) -> dict[tuple[str, str], Plan]:
+    """The checked plan of every experiment the settings read into a Sweep (reproduce/sweeps.py: those
+    trained at its scale), by (paper, experiment); ConfigError on the first bad job (with
+    `check_memory` False, a job too large for its device is planned: --estimate says so)."""
+    return dict(zip(settings.sweeps, plan_sweeps(list(settings.sweeps.values()), check_memory)))
 
 
 @dataclass
 class Planned:
     """A command's plans, made once and handed down: every experiment's checked plan by (paper,
-    experiment), with the packing decided once; `at_cpu`: the same experiments' plans at scale=cpu,
-    whose jobs the cost estimate times for a larger scale's (estimate.py): the plans themselves at
-    scale=cpu, and at another scale planned when first asked for (a launcher of the user's never does)."""
+    experiment), with the settings that decided them (its papers, folder and packing); `at_cpu`: the
+    same experiments' plans at scale=cpu, whose jobs the cost estimate times for a larger scale's
+    (estimate.py): the plans themselves at scale=cpu, and at another scale planned when first asked
+    for (a launcher of the user's never does)."""
 
-    papers: list[Paper]
     settings: ReproduceSettings
-    root: Path
-    pack: bool
     plans: dict[tuple[str, str], Plan]
+
+    @property
+    def root(self) -> Path:
+        return self.settings.root
 
     @cached_property
     def at_cpu(self) -> dict[tuple[str, str], Plan]:
         if self.settings.scale == "cpu":
             return self.plans
-        at_cpu = self.settings.at_cpu()  # the same experiments, at the CPU sizes
-        return plan_experiments(self.papers, at_cpu, self.root, self.pack, scale=self.settings.scale)
+        return plan_experiments(self.settings.at_cpu())  # the same experiments, at the CPU sizes
 
 
-def plan_papers(
-    papers: list[Paper], settings: ReproduceSettings, root: Path, pack: bool | None = None, check_memory: bool = True
-) -> Planned:
-    """Every experiment of `papers` planned (plan_experiments), packed where `pack` says (None: where
-    packs_pay)."""
-    pack = packs_pay(settings) if pack is None else pack
-    return Planned(papers, settings, root, pack, plan_experiments(papers, settings, root, pack, check_memory))
+def plan_papers(settings: ReproduceSettings, check_memory: bool = True) -> Planned:
+    """Every experiment of the settings' papers planned (plan_experiments)."""
+    return Planned(settings, plan_experiments(settings, check_memory))
 
 
 def planned_dirs(planned: Plan) -> set[Path]:

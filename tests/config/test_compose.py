@@ -4,6 +4,7 @@ is the integer it is, and an unknown key added with `+` names the valid keys and
 import pytest
 from helpers import sinkexp
 
+from sinkexp.commands.overrides import read_sweep
 from sinkexp.config.compose import whole_numbers
 from sinkexp.config.typed import train_integer_keys
 from sinkexp.errors import ConfigError
@@ -19,7 +20,9 @@ def test_a_whole_number_written_as_a_float_is_the_integer(make_config):
     ]
     cfg = make_config("train.steps=1e3", "task.seq_len=2e1")
     assert (cfg.train.steps, cfg.task.seq_len) == (1000, 20) and type(cfg.train.steps) is int
-    jobs = plan(["train.steps=1e3,2e3"], multirun=True).jobs  # each job of a sweep too, as its launcher reads it
+    jobs = plan(
+        read_sweep(["train.steps=1e3,2e3"], multirun=True)
+    ).jobs  # each job of a sweep too, as its launcher reads it
     assert [job.overrides for job in jobs] == [("train.steps=1000",), ("train.steps=2000",)]
     assert {"train.steps", "seed", "task.seq_len", "task.structure_seed", "threads"} <= train_integer_keys()
     assert not {"train.lr", "model.qk_norm", "name"} & train_integer_keys()
@@ -38,7 +41,7 @@ def test_a_whole_number_written_as_a_float_is_the_integer(make_config):
 )
 def test_a_value_its_type_cannot_take_is_one_line_saying_what_it_must_be(overrides, message):
     with pytest.raises(ConfigError) as err:
-        plan(overrides, multirun=len(overrides[0].split(",")) > 1)
+        plan(read_sweep(overrides, multirun=len(overrides[0].split(",")) > 1))
     assert str(err.value).startswith(message)
 
 
@@ -54,7 +57,7 @@ def test_a_value_its_type_cannot_take_is_one_line_saying_what_it_must_be(overrid
 )
 def test_an_unknown_key_added_with_plus_lists_the_valid_keys_and_the_closest(override, start):
     with pytest.raises(ConfigError) as err:
-        plan([override], multirun=False)
+        plan(read_sweep([override], multirun=False))
     said = str(err.value)
     assert said.startswith(start) and "\n" not in said
 

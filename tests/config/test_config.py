@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from sinkexp.commands.overrides import read_sweep
 from sinkexp.config import schema as config_schema
 from sinkexp.config.schema import group_options
 from sinkexp.errors import ConfigError
@@ -138,7 +139,7 @@ def test_paper_scale_composes_for_every_task(make_config, task):
 )
 def test_bad_input_is_one_line_naming_the_key(make_config, overrides, needles):
     with pytest.raises(ConfigError) as err:
-        plan(overrides, multirun=False)
+        plan(read_sweep(overrides, multirun=False))
     message = str(err.value)
     assert "\n" not in message
     for needle in needles:
@@ -155,7 +156,7 @@ def test_an_override_may_refer_to_another_key(make_config):
 
 def test_a_sweep_into_a_folder_that_cannot_be_written_names_the_key_the_user_set():
     with pytest.raises(ConfigError, match="^/proc/sinkexp/.* cannot be created .*; choose another hydra.sweep.dir$"):
-        plan(["hydra.sweep.dir=/proc/sinkexp", "seed=0,1"], multirun=True)
+        plan(read_sweep(["hydra.sweep.dir=/proc/sinkexp", "seed=0,1"], multirun=True))
 
 
 # Config hashes name existing run directories (docs/rundir.md): these defaults' must never change,
@@ -212,17 +213,17 @@ def test_a_preset_value_follows_the_one_key_the_user_changed(make_config):
 
 
 def test_every_job_of_a_sweep_is_checked_before_any_runs(make_config):
-    plan(["attn=softmax,relu", "seed=0,1"], multirun=True)
+    plan(read_sweep(["attn=softmax,relu", "seed=0,1"], multirun=True))
     with pytest.raises(ConfigError, match="model.n_heads=3"):
-        plan(["attn=softmax,relu", "model.n_heads=1,3"], multirun=True)
+        plan(read_sweep(["attn=softmax,relu", "model.n_heads=1,3"], multirun=True))
     with pytest.raises(ConfigError, match="-m"):
-        plan(["seed=0,1"], multirun=False)
+        plan(read_sweep(["seed=0,1"], multirun=False))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 def test_cuda_without_a_gpu_is_refused(make_config):
     with pytest.raises(ConfigError, match="device=cuda"):
-        plan(["device=cuda"], multirun=False)
+        plan(read_sweep(["device=cuda"], multirun=False))
 
 
 @pytest.mark.parametrize("task", sorted(TASKS))

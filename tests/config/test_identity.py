@@ -6,6 +6,7 @@ import pytest
 from conftest import QUICK
 
 from sinkexp import load_run
+from sinkexp.commands.overrides import read_sweep
 from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import run_configs
 from sinkexp.errors import ConfigError
@@ -78,7 +79,9 @@ def test_a_cuda_run_is_not_continued_on_the_cpu(cpu_run, make_config, tmp_path):
 def test_the_plan_refuses_another_kinds_directory_in_one_line(cpu_run):
     """On a login node (the jobs run on GPU nodes), a plan for CUDA into the CPU run's directory."""
     with pytest.raises(ConfigError, match="trained on cpu, this one trains on cuda"):
-        plan([*QUICK[:-1], "device=cuda", "hydra/launcher=slurm", f"hydra.run.dir={cpu_run}"], multirun=False)
+        plan(
+            read_sweep([*QUICK[:-1], "device=cuda", "hydra/launcher=slurm", f"hydra.run.dir={cpu_run}"], multirun=False)
+        )
 
 
 def test_load_run_loads_on_the_kind_the_run_trained_on(cpu_run, tmp_path):

@@ -6,6 +6,7 @@ from conftest import QUICK
 from omegaconf import OmegaConf
 
 from sinkexp import cli
+from sinkexp.commands.overrides import read_sweep
 from sinkexp.config import compose as compose_module
 from sinkexp.config import validate as validate_module
 from sinkexp.config.compose import compose, initialized
@@ -52,7 +53,7 @@ def test_a_single_run_is_composed_once_as_its_job_would_be(tmp_path, monkeypatch
     """Its job is the master composition: the same config as composing the job on its own."""
     monkeypatch.chdir(tmp_path)
     overrides = ["task=damping", "hydra.job.name=alone", "seed=4", "train.lr=1e-3", *QUICK]
-    (job,) = plan(overrides, multirun=multirun).jobs
+    (job,) = plan(read_sweep(overrides, multirun=multirun)).jobs
     assert counted["composed"] == 1
     own = [o for o in overrides if not o.startswith("hydra.")]
     with initialized():
@@ -64,7 +65,7 @@ def test_a_single_run_is_composed_once_as_its_job_would_be(tmp_path, monkeypatch
 
 def test_a_planned_job_runs_without_composing_again(tmp_path, monkeypatch):
     """What reproduce's pool workers do: run the planned job as it is."""
-    planned = plan([f"hydra.sweep.dir={tmp_path}", "seed=3", *QUICK], multirun=True)
+    planned = plan(read_sweep([f"hydra.sweep.dir={tmp_path}", "seed=3", *QUICK], multirun=True))
 
     def refuse(*args, **kwargs):
         raise AssertionError("composed again")
@@ -80,7 +81,7 @@ def test_a_planned_job_runs_without_composing_again(tmp_path, monkeypatch):
 @pytest.mark.parametrize("overrides", [["task=trigger"], ["task=lm", "attn=sink_kv", "train.optim=sgd"]])
 def test_hydra_files_are_omegaconfs_yaml(tmp_path, overrides):
     """.hydra/config.yaml and hydra.yaml: the text OmegaConf.to_yaml writes of the job's config."""
-    (job,) = plan([f"hydra.run.dir={tmp_path}", *overrides], multirun=False).jobs
+    (job,) = plan(read_sweep([f"hydra.run.dir={tmp_path}", *overrides], multirun=False)).jobs
     task_cfg = OmegaConf.create({key: value for key, value in job.composed.items() if key != "hydra"})
     files = hydra_files(job, job.composed.hydra)
     assert files["config.yaml"] == OmegaConf.to_yaml(task_cfg)
@@ -96,7 +97,7 @@ def test_a_pool_worker_returns_once_a_run_another_process_trains_has_ended(tmp_p
 
     from sinkexp.reproduce.pool import _in_worker
 
-    (job,) = plan([f"hydra.sweep.dir={tmp_path}", *QUICK], multirun=True).jobs
+    (job,) = plan(read_sweep([f"hydra.sweep.dir={tmp_path}", *QUICK], multirun=True)).jobs
     ((run_dir, digest),) = job.runs
     execute(job, sweep=True)
     done = (run_dir / "DONE").read_text()
@@ -143,7 +144,7 @@ def test_a_run_written_before_later_keys_existed_loads_and_is_skipped(tmp_path, 
     from sinkexp.config.schema import LATER_KEYS
 
     overrides = [f"hydra.sweep.dir={tmp_path}", *QUICK]
-    (job,) = plan(overrides, multirun=True).jobs
+    (job,) = plan(read_sweep(overrides, multirun=True)).jobs
     execute(job, sweep=True)
     run_dir = job.run_dirs[0]
     old = OmegaConf.load(run_dir / CONFIG)
@@ -155,7 +156,7 @@ def test_a_run_written_before_later_keys_existed_loads_and_is_skipped(tmp_path, 
     OmegaConf.save(old, run_dir / CONFIG)
     (run_dir / "DONE").write_text("2026-11-20T10:00:00+00:00\n")  # and DONE: a time, before manifests
     assert load_run(run_dir).cfg == make_config(*QUICK)
-    (again,) = plan(overrides, multirun=True).jobs
+    (again,) = plan(read_sweep(overrides, multirun=True)).jobs
     assert (
         again.run_dirs == job.run_dirs
         and run_status(run_dir).status == "unverified"
@@ -166,7 +167,7 @@ def test_a_run_written_before_later_keys_existed_loads_and_is_skipped(tmp_path, 
 def test_a_job_prints_the_table_of_a_run_it_trained_only(tmp_path, capsys, monkeypatch):
     """A run another process finishes while this job starts (after the job looked, before it claimed
     the directory) is left untouched, and its table is not printed as this job's."""
-    (job,) = plan([f"hydra.sweep.dir={tmp_path}", *QUICK], multirun=True).jobs
+    (job,) = plan(read_sweep([f"hydra.sweep.dir={tmp_path}", *QUICK], multirun=True)).jobs
     opening, others = RunDir.open, []
 
     def finished_meanwhile(self):

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from conftest import QUICK
 
+from sinkexp.commands.overrides import read_sweep
 from sinkexp.config.schema import run_configs
 from sinkexp.errors import ConfigError
 from sinkexp.jobs import memory
@@ -126,7 +127,7 @@ def test_jobs_that_run_here_are_checked_against_this_machine(no_gpu_here, make_c
 def test_the_plan_reads_the_launcher_from_the_composed_config(overrides, target, n_jobs):
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
-    launcher = plan(["device=cpu", *overrides], multirun=True).launcher
+    launcher = plan(read_sweep(["device=cpu", *overrides], multirun=True)).launcher
     assert launcher == Launcher(target, n_jobs)
     assert (launcher.basic, launcher.parallel, launcher.elsewhere) == (
         target == BASIC,
@@ -136,9 +137,9 @@ def test_the_plan_reads_the_launcher_from_the_composed_config(overrides, target,
 
 
 def test_the_plan_passes_the_launcher_to_the_check(make_config, monkeypatch, no_gpu_here):
-    plan(["device=cuda", "hydra/launcher=slurm"], multirun=True)
+    plan(read_sweep(["device=cuda", "hydra/launcher=slurm"], multirun=True))
     with pytest.raises(ConfigError, match="device=auto"):
-        plan(["hydra/launcher=slurm"], multirun=True)
+        plan(read_sweep(["hydra/launcher=slurm"], multirun=True))
 
 
 def test_gpu_jobs_share_a_gpus_free_memory(make_config, monkeypatch):

@@ -8,9 +8,11 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from sinkexp.commands.overrides import read_sweep
 from sinkexp.config.compose import compose_config, initialized
 from sinkexp.config.identity import config_hash
 from sinkexp.config.schema import run_configs
+from sinkexp.config.sweep import Sweep
 from sinkexp.errors import ConfigError
 from sinkexp.jobs import plan as plan_module
 from sinkexp.jobs.cost import training_flops
@@ -85,16 +87,16 @@ def test_timings_taken_on_a_busy_machine_serve_the_plan_are_said_to_be_long_and_
         ],
     )
     monkeypatch.setattr(calibration, "busy_cores", lambda seconds=0.3: 1.5)
-    table, totals = estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False)
+    table, totals = estimate_papers(decided(["hydra.launcher.n_jobs=2"], [paper], pack=False))
     assert totals["busy"] == 1.5 and totals["measured"] == 1 and not calibrations.exists()
     assert (
         "timed while other processes kept 1.5 cores busy (so the times are likely long, and not kept"
         in format_estimate(table, totals)
     )
     monkeypatch.setattr(calibration, "busy_cores", lambda seconds=0.3: 0.0)
-    table, totals = estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False)
+    table, totals = estimate_papers(decided(["hydra.launcher.n_jobs=2"], [paper], pack=False))
     assert totals["measured"] == 1 and calibrations.exists() and "cores busy" not in format_estimate(table, totals)
-    assert estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False)[1]["measured"] == 0  # kept now
+    assert estimate_papers(decided(["hydra.launcher.n_jobs=2"], [paper], pack=False))[1]["measured"] == 0  # kept now
     printed = format_estimate(table.assign(**{"GFLOP/run": [15.0]}), totals, took=12.3).splitlines()
     assert printed[1].split()[-4] == "1.50e+01" and "job_s: the experiment's jobs' seconds together" in printed[2]
     assert "estimated in 12 s: every job composed, 1 distinct jobs timed, the others'" in printed[3]
@@ -115,7 +117,7 @@ def test_the_estimate_predicts_from_the_calibration(monkeypatch, calibrations):
     twice = SimpleNamespace(
         name="q", experiments=[Experiment(name="again", overrides=exp.overrides, grid=exp.grid, cpu=exp.cpu)]
     )
-    table, totals = estimate_papers([paper, twice], decided(["hydra.launcher.n_jobs=2"]), pack=False)
+    table, totals = estimate_papers(decided(["hydra.launcher.n_jobs=2"], [paper, twice], pack=False))
     row = table.iloc[0]
     # A run: 100 steps x 0.01 s + 3 evaluations (0, 50, 100) x 0.5 s = 2.5 s; 6 runs on 2 workers.
     assert (row["runs"], row["copied"], row["jobs"], row["s/job"], row["job_s"]) == (6, 0, 6, 2.5, 15)
@@ -134,22 +136,22 @@ def test_the_estimate_predicts_from_the_calibration(monkeypatch, calibrations):
             )
         ],
     )
-    table, totals = estimate_papers([paper, decay], decided(["hydra.launcher.n_jobs=2"]), pack=False)
+    table, totals = estimate_papers(decided(["hydra.launcher.n_jobs=2"], [paper, decay], pack=False))
     assert tuple(table.iloc[1][["runs", "copied", "jobs"]]) == (6, 3, 3)
     assert calibrated == [1, 1]  # softmax and relu: the seeds cost the same
-    estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False)
+    estimate_papers(decided(["hydra.launcher.n_jobs=2"], [paper], pack=False))
     assert calibrated == [1, 1]  # the timings kept: nothing timed again
-    estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False, recalibrate=True)
+    estimate_papers(decided(["hydra.launcher.n_jobs=2"], [paper], pack=False), recalibrate=True)
     assert calibrated == [1, 1] * 2
     monkeypatch.setattr(calibration, "source_digest", lambda: "edited")
-    estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False)
+    estimate_papers(decided(["hydra.launcher.n_jobs=2"], [paper], pack=False))
     assert calibrated == [1, 1] * 3  # other code: its own timings, and only those kept
     assert len(json.loads(calibrations.read_text())) == 2
     calibrated.clear()
-    table, totals = estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=True)
+    table, totals = estimate_papers(decided(["hydra.launcher.n_jobs=2"], [paper], pack=True))
     assert (table.iloc[0]["runs"], table.iloc[0]["jobs"], calibrated) == (6, 2, [3, 3])  # a pack of 3 seeds
     # scale=paper: the CPU-size timing times the ratio of FLOPs (trigger's paper sizes, 20k steps)
-    table, totals = estimate_papers([paper], decided(["hydra.launcher.n_jobs=2", "scale=paper"]), pack=False)
+    table, totals = estimate_papers(decided(["hydra.launcher.n_jobs=2", "scale=paper"], [paper], pack=False))
     big, small = (compose_config("task=trigger", *extra) for extra in (("scale=paper",), ("train.steps=100",)))
     ratio = training_flops(big) / training_flops(small)
     assert estimate.evaluations(big) == len(range(0, big.train.steps, big.eval.every)) + 1
@@ -189,14 +191,16 @@ def test_a_resumed_command_prices_only_what_is_left(monkeypatch, tmp_path, calib
     run_dir = tmp_path / "root" / "p" / "e" / "somewhere" / f"s1-{config_hash(finished)}"
     run_dir.mkdir(parents=True)
     (run_dir / "DONE").touch()
-    table, totals = estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False, root=tmp_path / "root")
+    table, totals = estimate_papers(decided(["hydra.launcher.n_jobs=2"], [paper], root=tmp_path / "root", pack=False))
     assert tuple(table.iloc[0][["runs", "done", "jobs", "job_s"]]) == (6, 1, 5, 12.5) and totals["done"] == 1
     # A run stopped at step 50 of 100 (its checkpoint in its planned directory) costs the other half.
-    planned = plan_experiments([paper], decided(["hydra.launcher.n_jobs=2"]), tmp_path / "root")[("p", "e")]
+    planned = plan_experiments(decided(["hydra.launcher.n_jobs=2"], [paper], root=tmp_path / "root", pack=False))[
+        ("p", "e")
+    ]
     stopped = next(job.run_dirs[0] for job in planned.jobs if job.run_dirs[0].name != run_dir.name)
     stopped.mkdir(parents=True)
     torch.save({"trainer": {"step": 50}}, stopped / "checkpoint.pt")
-    table, totals = estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False, root=tmp_path / "root")
+    table, totals = estimate_papers(decided(["hydra.launcher.n_jobs=2"], [paper], root=tmp_path / "root", pack=False))
     assert tuple(table.iloc[0][["done", "jobs", "job_s"]]) == (1, 5, 11.25)
 
 
@@ -234,8 +238,8 @@ def test_a_plan_states_what_does_not_fit_the_device_instead_of_refusing(monkeypa
     monkeypatch.setattr(memory, "available", lambda device: floor - 1)  # a device one byte too small
     monkeypatch.setattr(estimate, "available", lambda device: floor - 1)
     with pytest.raises(ConfigError, match="need at least"):
-        plan_experiments([paper], decided([]), tmp_path)  # training it is refused
-    table, totals = estimate_papers([paper], decided(["hydra.launcher.n_jobs=2"]), pack=False)
+        plan_experiments(decided([], [paper], root=tmp_path, pack=False))  # training it is refused
+    table, totals = estimate_papers(decided(["hydra.launcher.n_jobs=2"], [paper], pack=False))
     assert table.iloc[0]["GiB/job"] == pytest.approx(floor / 2**30) and table.iloc[0]["jobs"] == 2
     too_large = f"Too large for cpu ({(floor - 1) / 2**30:.3g} GiB), refused when run: p/e ("
     assert too_large in format_estimate(table, totals)
@@ -255,7 +259,7 @@ def test_a_larger_scales_job_is_timed_as_its_own_cpu_twin(monkeypatch, calibrati
         calibration, "calibrate", lambda cfg, device: (0.01 if cfg.attn.name == "softmax" else 0.03, 0.5)
     )
     paper = SimpleNamespace(name="p", experiments=[exp], claims=[])
-    table, totals = estimate_papers([paper], decided(["scale=reach"]), pack=False)
+    table, totals = estimate_papers(decided(["scale=reach"], [paper], pack=False))
     # softmax 200 x 0.01 + 5 evaluations x 0.5 = 4.5 s; relu 200 x 0.03 + 2.5 = 8.5 s (the FLOPs of a step alike)
     assert (table.iloc[0]["jobs"], table.iloc[0]["job_s"]) == (2, pytest.approx(13.0))
 
@@ -267,8 +271,9 @@ def test_sweeps_composed_for_the_first_time_are_planned_in_processes_as_here(mon
     monkeypatch.setattr(plan_module, "COMPOSE_AHEAD", 2)
     monkeypatch.setattr(plan_module, "free_cores", lambda: 2)
 
-    def sweep(name: str, *extra: str) -> list[str]:
-        return [f"hydra.sweep.dir={tmp_path / name}", "task=trigger", "attn=softmax,relu", "seed=0,1", *extra]
+    def sweep(name: str, *extra: str) -> Sweep:
+        overrides = [f"hydra.sweep.dir={tmp_path / name}", "task=trigger", "attn=softmax,relu", "seed=0,1", *extra]
+        return read_sweep(overrides, multirun=True)
 
     sweeps = [sweep("a"), sweep("b", "model.n_layers=2")]
     with initialized():
@@ -276,11 +281,11 @@ def test_sweeps_composed_for_the_first_time_are_planned_in_processes_as_here(mon
     ahead = plan_module.plan_sweeps(sweeps)
     with initialized():
         assert all(map(plan_module.composed_before, sweeps))
-    here = [plan_module.plan(s, multirun=True) for s in sweeps]
+    here = [plan_module.plan(s) for s in sweeps]
     assert [[(j.overrides, j.run_dirs, j.digests, j.flops) for j in p.jobs] for p in ahead] == [
         [(j.overrides, j.run_dirs, j.digests, j.flops) for j in p.jobs] for p in here
     ]
-    assert [len(p.jobs) for p in ahead] == [4, 4] and plan_module.jobs_in(sweeps[0]) == 4
+    assert [len(p.jobs) for p in ahead] == [4, 4] and sweeps[0].size == 4
     bad = [sweep("c"), sweep("d", "attn=sofmax"), sweep("e", "model.n_layrs=2")]
     with pytest.raises(ConfigError, match=r"^attn='sofmax' is not valid") as raised:
         plan_module.plan_sweeps(bad)

@@ -35,7 +35,7 @@ def test_a_checkpoint_on_this_machine_is_measured_and_judged_beside_its_untraine
     weights = tmp_path / "weights"
     tiny("gpt2", weights / "org" / "tiny", edit=sink_at_position_zero)  # every head on position 0
     tiny("gpt2", weights / "org" / "tiny@step0", seed=1)  # untrained: no sink
-    rows = reproduce([paper()], decided([]), root=tmp_path / "out", weights=weights).set_index("claim")
+    rows = reproduce(decided([f"weights={weights}"], [paper()], root=tmp_path / "out")).set_index("claim")
     assert rows.loc["sinks", "values"] == "run=1" and rows.loc["sinks", "verdict"] == "holds"
     assert float(rows.loc["sinks", "untrained"].removeprefix("run=")) < 0.5  # the untrained revision's
     # a criterion the untrained revision meets too tests nothing
@@ -44,7 +44,7 @@ def test_a_checkpoint_on_this_machine_is_measured_and_judged_beside_its_untraine
 
 
 def test_a_checkpoint_whose_weights_are_not_here_is_not_run_and_says_why(tmp_path):
-    rows = reproduce([paper()], decided([]), root=tmp_path / "out", weights=tmp_path / "nowhere")
+    rows = reproduce(decided([f"weights={tmp_path / 'nowhere'}"], [paper()], root=tmp_path / "out"))
     assert set(rows["verdict"]) == {"not run"}
     assert rows["why"].str.startswith("needs the weights of org/tiny").all()
     assert rows.set_index("claim").loc["on_its_premise", "why"].endswith("(for its premise sinks)")
@@ -76,7 +76,7 @@ def test_a_checkpoint_with_draws_is_measured_per_draw_beside_its_random_initiali
         )
         for name in ("first", "second")
     ]
-    rows = reproduce(papers[:1], decided([]), root=tmp_path / "out", weights=weights).set_index("claim")
+    rows = reproduce(decided([f"weights={weights}"], papers[:1], root=tmp_path / "out")).set_index("claim")
     labels = ["kjv@0", "kjv@200", "argparse@0", "argparse@200"]
     assert rows.loc["sinks", "values"] == " ".join(f"{label}=1" for label in sorted(labels))
     assert rows.loc["sinks", "verdict"] == "holds" and rows.loc["sinks", "model"] == "org/tiny"
@@ -86,7 +86,7 @@ def test_a_checkpoint_with_draws_is_measured_per_draw_beside_its_random_initiali
     config = RunFiles(folder / "untrained" / "argparse@200").config
     assert (config["init"], config["skip"], config["text"]) == (3, 200, "argparse")
     capsys.readouterr()
-    again = reproduce(papers[1:], decided([]), root=tmp_path / "out", weights=weights).set_index("claim")
+    again = reproduce(decided([f"weights={weights}"], papers[1:], root=tmp_path / "out")).set_index("claim")
     assert again.loc["sinks", "values"] == rows.loc["sinks", "values"]
     assert capsys.readouterr().out.count("copied, not measured again") == 2 * len(labels)
     assert pd.read_csv(tmp_path / "out" / "second" / "claims.csv")["model"].tolist() == ["org/tiny"]
@@ -97,4 +97,4 @@ def test_a_scale_that_judges_no_claim_of_the_papers_is_refused(tmp_path):
     from sinkexp.reproduce.papers import PAPERS
 
     with pytest.raises(ConfigError, match="scale=pretrained: ladder judge no claim at this scale"):
-        reproduce([PAPERS["ladder"]], decided(["scale=pretrained"]), root=tmp_path)
+        reproduce(decided(["scale=pretrained"], [PAPERS["ladder"]], root=tmp_path))

@@ -49,7 +49,7 @@ def moved(rerun: pd.Series, committed: pd.Series) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("paper", PAPERS.values(), ids=list(PAPERS))
 def test_a_rerun_gives_the_committed_verdicts(paper, tmp_path):
-    rows = reproduce([paper], decided([]), root=tmp_path, command=f"pytest: reproduce {paper.name}").set_index("claim")
+    rows = reproduce(decided([], [paper], root=tmp_path), command=f"pytest: reproduce {paper.name}").set_index("claim")
     committed = pd.read_csv(COMMITTED)
     committed = committed[(committed["paper"] == paper.name) & (committed["scale"] == "cpu")].set_index("claim")
     assert set(rows.index) == set(committed.index), "docs/claims.csv does not hold this declaration's claims"

@@ -9,21 +9,22 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 from plumbing import QUICK_SIZES, claim, plumbing_paper
 
+from sinkexp.commands.overrides import read_sweep
 from sinkexp.jobs.plan import plan
 from sinkexp.reproduce import reproduce
 from sinkexp.reproduce.command import decided
 from sinkexp.reproduce.declare import Checkpoint, Experiment, Paper, Value, at_least, at_most, between
-from sinkexp.reproduce.execute import experiment_overrides, plan_experiments
+from sinkexp.reproduce.execute import plan_experiments
 from sinkexp.reproduce.judge import Result
 from sinkexp.reproduce.measures import final
 from sinkexp.reproduce.papers import PAPERS
+from sinkexp.reproduce.sweeps import experiment_overrides
 from sinkexp.rundir.claim import resumes
 
 
@@ -71,7 +72,9 @@ def test_every_claim_has_its_experiment_three_seeds_and_two_structure_draws(pape
 
 
 def test_every_job_of_every_paper_composes_and_validates(tmp_path):
-    plans = plan_experiments(list(PAPERS.values()), decided([]), tmp_path)  # raises ConfigError on the first bad job
+    plans = plan_experiments(
+        decided([], list(PAPERS.values()), root=tmp_path, pack=False)
+    )  # raises ConfigError on the first bad job
     assert all(plan.multirun for plan in plans.values())  # each experiment is one sweep
 
 
@@ -88,8 +91,10 @@ def test_the_lms_reach_size_is_the_ladder_rung_that_sank_on_every_seed_on_other_
     ]
     plans = [
         plan(
-            experiment_overrides(PAPERS[paper].experiment(name), tmp_path / paper / name, decided(extra), False),
-            multirun=True,
+            read_sweep(
+                experiment_overrides(PAPERS[paper].experiment(name), tmp_path / paper / name, decided(extra), False),
+                multirun=True,
+            )
         )
         for paper, name, extra in chosen
     ]
@@ -114,7 +119,7 @@ def test_packed_plans_train_the_same_runs_in_fewer_jobs(tmp_path):
         SimpleNamespace(name=name, experiments=[PAPERS[name].experiment(e) for e in exps])
         for name, exps in chosen.items()
     ]
-    plain, packed = (plan_experiments(papers, decided([]), tmp_path, pack=pack) for pack in (False, True))
+    plain, packed = (plan_experiments(decided([], papers, root=tmp_path, pack=pack)) for pack in (False, True))
     for key, planned in plain.items():
         assert sorted(packed[key].runs) == sorted(planned.runs), key
     wd = next(o for o in packed["sun2026", "weight_decay"].overrides if o.startswith("pack="))
@@ -169,8 +174,8 @@ from sinkexp.reproduce import reproduce
 from sinkexp.reproduce.command import decided
 from sinkexp.reproduce.declare import Experiment, Paper
 exp = Experiment(name="e", overrides={"task": "trigger", "train.steps": 100000}, grid={"seed": (0, 1, 2)})
-reproduce([Paper(name="long", title="-", experiments=(exp,), claims=())], decided(["hydra.launcher.n_jobs=2"]),
-          root=Path(sys.argv[1]))
+reproduce(decided(["hydra.launcher.n_jobs=2"], [Paper(name="long", title="-", experiments=(exp,), claims=())],
+                  root=Path(sys.argv[1])))
 """
 
 
@@ -214,7 +219,7 @@ def test_runs_another_experiment_finished_are_copied_not_trained(plumbed, tmp_pa
         experiments=(again,),
         claims=(claim(experiment="again", measure=bos, criterion=between(0, 1)),),
     )
-    rows = reproduce([paper], decided(["hydra/launcher=basic"]), root=tmp_path)
+    rows = reproduce(decided(["hydra/launcher=basic"], [paper], root=tmp_path))
     copies = sorted((tmp_path / "repeat" / "again").rglob("DONE"))
     assert len(copies) == 2 and rows["verdict"].tolist() == ["cannot fail"]
     for copy in copies:
@@ -238,7 +243,7 @@ def test_the_plan_predicts_a_time_for_every_run_reproduce_trained(plumbed):
     from sinkexp.reproduce import estimate_papers
 
     trained = {done.parent.name for done in plumbed[0].rglob("DONE")}
-    predicted = estimate_papers([plumbing_paper()], decided(["hydra.launcher.n_jobs=2"]), pack=False)[1]["job_seconds"]
+    predicted = estimate_papers(decided(["hydra.launcher.n_jobs=2"], [plumbing_paper()], pack=False))[1]["job_seconds"]
     assert len(trained) == 4 and trained == set(predicted) and all(seconds > 0 for seconds in predicted.values())
 
 
@@ -255,7 +260,7 @@ def test_runs_two_experiments_plan_train_once_in_the_pool(tmp_path, capsys):
         experiments=(tiny, again),
         claims=(claim(experiment="again", measure=bos, criterion=between(0, 1)),),
     )
-    rows = reproduce([paper], decided(["hydra.launcher.n_jobs=2"]), root=tmp_path)
+    rows = reproduce(decided(["hydra.launcher.n_jobs=2"], [paper], root=tmp_path))
     assert rows["verdict"].tolist() == ["cannot fail"]
     copies = sorted((tmp_path / "twins" / "again").rglob("DONE"))
     assert len(copies) == 2
@@ -267,7 +272,7 @@ def test_runs_two_experiments_plan_train_once_in_the_pool(tmp_path, capsys):
     # Interrupted in both experiments (DONE gone): each resumes its own, none is left waiting for a copy.
     for folder in ("tiny", "again"):
         next((tmp_path / "twins" / folder).rglob("DONE")).unlink()
-    reproduce([paper], decided(["hydra.launcher.n_jobs=2"]), root=tmp_path)
+    reproduce(decided(["hydra.launcher.n_jobs=2"], [paper], root=tmp_path))
     assert len(list((tmp_path / "twins").rglob("DONE"))) == 4
 
 
@@ -281,17 +286,7 @@ def test_a_pool_worker_resolves_the_presets_that_follow_another_key(tmp_path):
         experiments=(lm,),
         claims=(claim(experiment="lm", measure=final("sink_attn", 0, "text"), criterion=between(0, 1)),),
     )
-    rows = reproduce([paper], decided(["hydra.launcher.n_jobs=2"]), root=tmp_path)
+    rows = reproduce(decided(["hydra.launcher.n_jobs=2"], [paper], root=tmp_path))
     assert rows["verdict"].tolist() == ["cannot fail"]
     metas = [json.loads(path.read_text()) for path in sorted((tmp_path / "lm").rglob("meta.json"))]
     assert [meta["followed"] for meta in metas] == [["train.warmup=30 (the preset's 100, at most train.steps)"]] * 2
-
-
-def test_scale_paper_drops_the_cpu_sizes_and_user_overrides_win():
-    exp = Experiment(name="e", overrides={"task": "damping"}, grid={"seed": (0, 1, 2)}, cpu={"train.steps": 500})
-    cpu = experiment_overrides(exp, Path("out"), decided(["hydra/launcher=basic"]))
-    paper = experiment_overrides(exp, Path("out"), decided(["hydra/launcher=basic", "scale=paper"]))
-    mine = experiment_overrides(exp, Path("out"), decided(["hydra/launcher=basic", "seed=7"]))
-    assert "train.steps=500" in cpu and "train.steps=500" not in paper and "scale=paper" in paper
-    assert "seed=0,1,2" in cpu and "seed=0,1,2" not in mine and "seed=7" in mine
-    assert "hydra.sweep.dir=out" in cpu

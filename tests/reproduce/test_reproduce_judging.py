@@ -99,7 +99,7 @@ def test_a_paired_ratio_divides_run_for_run(plumbed):
 def test_claims_read_only_the_runs_the_declaration_plans(plumbed, tmp_path):
     """Runs of an earlier declaration (here: 30 steps) stay in the folder but are not read."""
     shutil.copytree(plumbed[0], tmp_path, dirs_exist_ok=True)
-    rows = reproduce([plumbing_paper()], decided(["hydra/launcher=basic", "train.steps=20"]), root=tmp_path).set_index(
+    rows = reproduce(decided(["hydra/launcher=basic", "train.steps=20"], [plumbing_paper()], root=tmp_path)).set_index(
         "claim"
     )
     assert len(list((tmp_path / "plumbing" / "tiny").rglob("DONE"))) == 8

@@ -109,12 +109,14 @@ def test_a_reach_run_trains_the_experiments_its_judged_claims_name_through_premi
     unsized = replace(unused, reach={})
     lone = replace(both, experiments=(tiny, sized, other, unsized), claims=(premise, contrast, judged))
     assert trained_at(lone, "reach") == {"tiny", "sized", "other"}  # unused: no reach size, read by no judged claim
-    assert set(plan_experiments([lone], decided(["scale=reach"]), tmp_path)) == {
+    assert set(plan_experiments(decided(["scale=reach"], [lone], root=tmp_path, pack=False))) == {
         ("p", "tiny"),
         ("p", "sized"),
         ("p", "other"),
     }
-    assert len(plan_experiments([lone], decided([]), tmp_path)) == 4  # at the CPU sizes every experiment trains
+    assert (
+        len(plan_experiments(decided([], [lone], root=tmp_path, pack=False))) == 4
+    )  # at the CPU sizes every experiment trains
     assert trained_at(PAPERS["sun2026"], "reach") == {"lm_norms", "lm_gated"}  # docs/reproduce.md, Scales
 
 

@@ -230,13 +230,14 @@ def test_a_stop_line_says_what_the_folder_holds_and_where_the_rerun_starts(tmp_p
 @pytest.mark.parametrize("where", ["before the lock", "at the lock"])
 def test_a_stop_while_a_run_claims_its_folder_says_what_it_left(tmp_path, monkeypatch, where):
     """Ctrl-C between the folder's mkdir and the lock, or once .lock is written: not 'nothing written'."""
+    from sinkexp.commands.overrides import read_sweep
     from sinkexp.jobs.launch import launch
     from sinkexp.jobs.plan import plan
     from sinkexp.machine.preemption import Interrupted
     from sinkexp.rundir import claim as rundir_claim
 
     run_dir = tmp_path / "run"
-    planned = plan([*QUICK, f"hydra.run.dir={run_dir}"], multirun=False)
+    planned = plan(read_sweep([*QUICK, f"hydra.run.dir={run_dir}"], multirun=False))
     real = rundir_claim.take_lock
 
     def stopped(path):

@@ -18,6 +18,7 @@ import pytest
 import torch
 from helpers import sinkexp
 
+from sinkexp.commands.overrides import read_sweep
 from sinkexp.jobs.launch import launch
 from sinkexp.jobs.plan import Plan, plan
 from sinkexp.rundir import faults
@@ -103,7 +104,7 @@ def inject(monkeypatch, run_dir: Path, name: str, code: int) -> None:
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory) -> Plan:
     """`sinkexp train TINY hydra.run.dir=<folder>/run`'s plan."""
-    return plan([*TINY, f"hydra.run.dir={tmp_path_factory.mktemp('faults') / 'run'}"], multirun=False)
+    return plan(read_sweep([*TINY, f"hydra.run.dir={tmp_path_factory.mktemp('faults') / 'run'}"], multirun=False))
 
 
 def launched(planned: Plan) -> tuple[int, str]:
