@@ -42,9 +42,10 @@ def default(value) -> str:
 
 
 def entry(name: str, meaning: str) -> str:
-    """`    n=100               sequences ...`: a name and its meaning in two columns."""
+    """`    n=100               sequences ...`: a name and its meaning in two columns; a name too long
+    for its column has its meaning on the next line, in the column (as argparse lays it out)."""
     head = f"    {name}"
-    return f"{head.ljust(COLUMN)}{meaning}" if len(head) < COLUMN else f"{head}  {meaning}"
+    return f"{head.ljust(COLUMN)}{meaning}" if len(head) < COLUMN else f"{head}\n{' ' * COLUMN}{meaning}"
 
 
 def words(command: Command) -> list[str]:

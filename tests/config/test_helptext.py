@@ -32,7 +32,8 @@ def test_help_is_each_argument_flag_and_key_with_its_meaning():
         "    --layer L ...       layers",
         "    --dpi N             pixels (default 120)",
         "    --pack|--no-pack    pack",
-        "    --info [all|config], -i  print",
+        "    --info [all|config], -i",  # too long for its column: the meaning on the next line
+        "                        print",
         "    --rare              in --help only",
         "keys (KEY=DEFAULT):",
         "    model=null          a model",
