@@ -1,6 +1,6 @@
 """Running a plan's jobs (sinkexp/jobs/plan.py): the boundary between a command and a training process.
 
-    code = launch(plan(["task=trigger", "attn=softmax,relu"], multirun=True))
+    code = launch(plan(read_sweep(["task=trigger", "attn=softmax,relu"], multirun=True)))   # commands/overrides.py
 
 A single run, and a sweep with Hydra's basic launcher, run each planned job in this process
 (`execute`); a sweep with another launcher (hydra/launcher=parallel, slurm, submitit_local) hands the
