@@ -226,8 +226,10 @@ def is_key(word: str) -> bool:
 
 
 def too_many(command: Command, bare: list[str], positional: list[Argument]) -> str:
-    if not positional:
-        return f"unexpected argument {bare[0]!r}: {usage(command)}"
+    if not positional:  # a command of KEY=VALUE words only (train): a bare word is likely a key without its name
+        keys = [word for example in command.examples for word in example.split() if is_key(word)]
+        shape = f" (a setting is KEY=VALUE, e.g. {keys[0]})" if command.takes_keys and keys else ""
+        return f"unexpected argument {bare[0]!r}{shape}: {usage(command)}"
     last = positional[-1]
     several = f"; sweep several with -m {last.name}=A,B" if last.key and command.sweeps else ""
     return f"one {last.metavar} at a time ({', '.join(bare[len(positional) - 1 :])}){several}"

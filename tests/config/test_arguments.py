@@ -110,6 +110,13 @@ def test_a_hand_built_declaration_refuses_in_one_line(argv, line):
     assert str(refused.value).startswith(line), refused.value
 
 
+def test_a_bare_word_where_only_keys_go_says_what_a_key_looks_like():
+    with pytest.raises(
+        ConfigError, match=re.escape("unexpected argument 'relu' (a setting is KEY=VALUE, e.g. task=trigger)")
+    ):
+        read(COMMANDS["train"], ["task=trigger", "relu"])
+
+
 PRIVATE = re.compile(r"^\s*(from|import)\s+hydra\._internal\b", re.MULTILINE)
 
 
