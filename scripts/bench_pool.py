@@ -53,7 +53,7 @@ def main() -> None:
         training = [args.steps * calibrations.timings(job.config)[0] for job in jobs]
         started = time.perf_counter()
         with contextlib.redirect_stderr(io.StringIO()):  # the progress line
-            job_seconds = run_pool(planned.plans, Path(tmp), settings)
+            job_seconds = run_pool(planned.plans, settings)
         wall = time.perf_counter() - started
     loads.append(load())
     per_job = wall * args.workers / len(jobs)

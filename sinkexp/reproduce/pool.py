@@ -15,7 +15,6 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from pathlib import Path
 
 from sinkexp.config.settings import ReproduceSettings
 from sinkexp.jobs.launch import execute
@@ -130,10 +129,7 @@ def _jobs_to_run(jobs: dict[tuple[str, str], Plan]) -> tuple[list[tuple[tuple[st
 
 
 def run_pool(
-    jobs: dict[tuple[str, str], Plan],
-    root: Path,
-    settings: ReproduceSettings,
-    predicted: dict[str, float] | None = None,
+    jobs: dict[tuple[str, str], Plan], settings: ReproduceSettings, predicted: dict[str, float] | None = None
 ) -> dict[tuple[str, str], float]:
     """Every job of every experiment's plan through one pool of `workers_for(settings)` processes,
     longest first (by `predicted`, else by FLOPs), with one progress line (`predicted`: run
@@ -143,7 +139,7 @@ def run_pool(
     config and seed) copies them after it, unless it has started them itself (an interrupted
     command), which it then resumes."""
     for planned in jobs.values():
-        copy_finished_runs(planned_dirs(planned), root)
+        copy_finished_runs(planned_dirs(planned), settings.root)
     todo, twins, done_runs = _jobs_to_run(jobs)
     predicted = predicted or {}
 
@@ -162,7 +158,7 @@ def run_pool(
     seconds = {key: 0.0 for key in jobs}
     _train(todo, gpus, workers, progress, prediction, seconds)
     for planned in jobs.values():
-        copy_finished_runs(planned_dirs(planned), root)
+        copy_finished_runs(planned_dirs(planned), settings.root)
     progress.done += sum(len(job.runs) for job in twins)
     progress.failed += sum(not finished(run_dir, digest) for job in twins for run_dir, digest in job.runs)
     progress.show(final=True)

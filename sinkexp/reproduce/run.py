@@ -47,7 +47,7 @@ def reproduce(settings: ReproduceSettings, command: str = "") -> pd.DataFrame:
                     seconds[paper.name, exp.name] = run_experiment(paper, exp, plans[paper.name, exp.name], root)
     elif plans:  # every job through one pool, one progress line (none: checkpoints only, nothing to train)
         predicted = estimate(planned)
-        seconds = run_pool(plans, root, settings, predicted[1]["job_seconds"])  # for the time left
+        seconds = run_pool(plans, settings, predicted[1]["job_seconds"])  # for the time left
     missing = measure_checkpoints(papers, root, settings.weights, settings.scale)
     for paper in papers:
         for name, path in figures(paper, root).items():

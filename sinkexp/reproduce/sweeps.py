@@ -20,7 +20,7 @@ from sinkexp.config.settings import ReproduceSettings
 from sinkexp.config.sweep import Sweep
 from sinkexp.evaluate.penalties import PENALTIES
 from sinkexp.machine.devices import device_kind
-from sinkexp.reproduce.declare import Experiment, Paper
+from sinkexp.reproduce.declare import Experiment
 from sinkexp.reproduce.experiment import Checkpoint
 from sinkexp.reproduce.scales import trained_at
 
@@ -49,17 +49,15 @@ def experiment_overrides(exp: Experiment, folder: Path, settings: ReproduceSetti
     return [f"hydra.sweep.dir={folder}", *own, *settings.lines()]
 
 
-def experiment_sweeps(
-    papers: list[Paper], settings: ReproduceSettings, root: Path, pack: bool, scale: str
-) -> dict[tuple[str, str], Sweep]:
-    """The Sweep of every experiment trained at `scale` (scales.trained_at), by (paper, experiment),
-    at the settings' sizes (a checkpoint is measured, not trained)."""
-    trained = {paper.name: trained_at(paper, scale) for paper in papers}
+def experiment_sweeps(settings: ReproduceSettings, pack: bool, scale: str) -> dict[tuple[str, str], Sweep]:
+    """The Sweep of every experiment of the settings' papers trained at `scale` (scales.trained_at),
+    by (paper, experiment), at the settings' sizes (a checkpoint is measured, not trained)."""
+    trained = {paper.name: trained_at(paper, scale) for paper in settings.papers}
     return {
         (paper.name, exp.name): read_sweep(
-            experiment_overrides(exp, root / paper.name / exp.name, settings, pack), multirun=True
+            experiment_overrides(exp, settings.root / paper.name / exp.name, settings, pack), multirun=True
         )
-        for paper in papers
+        for paper in settings.papers
         for exp in paper.experiments
         if not isinstance(exp, Checkpoint) and exp.name in trained[paper.name]
     }
@@ -69,9 +67,8 @@ def with_sweeps(settings: ReproduceSettings, pack: bool | None) -> ReproduceSett
     """`settings` with the packing decided (None: where packs_pay) and each experiment of its papers
     read into its Sweep, at its scale, and at scale=cpu for a larger scale's cost estimate."""
     pack = packs_pay(settings) if pack is None else pack
-    papers, root = list(settings.papers), settings.root
-    sweeps = experiment_sweeps(papers, settings, root, pack, settings.scale)
+    sweeps = experiment_sweeps(settings, pack, settings.scale)
     at_cpu = None
     if settings.scale != "cpu":  # the same experiments (those trained at the scale), at the CPU sizes
-        at_cpu = experiment_sweeps(papers, settings.at_cpu(), root, pack, settings.scale)
+        at_cpu = experiment_sweeps(settings.at_cpu(), pack, settings.scale)
     return replace(settings, pack=pack, sweeps=sweeps, sweeps_at_cpu=at_cpu)
