@@ -81,6 +81,23 @@ def at_largest(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rank == rank.groupby([rows["paper"], rows["claim"]]).transform("max")]
 
 
+def declarations(rows: pd.DataFrame) -> str:
+    """Each paper's declaration digest (declare.Paper.digest), or, where its rows were judged against
+    several (one scale regenerated after the declaration changed), each digest with the scales whose
+    rows answer it: "p 1a2b3c4d" or "p 1a2b3c4d (cpu), 5e6f7a8b (reach, pretrained)"."""
+    rows = with_scale(rows)
+    listed = []
+    for paper, at in rows.groupby("paper", sort=False):
+        scales = (
+            at.assign(declaration=at["declaration"].fillna("")).groupby("declaration", sort=False)["scale"].unique()
+        )
+        if len(scales) == 1:
+            listed.append(f"{paper} {scales.index[0]}")
+        else:
+            listed.append(f"{paper} " + ", ".join(f"{digest} ({', '.join(at)})" for digest, at in scales.items()))
+    return "; ".join(listed)
+
+
 def side_by_side(claims: pd.DataFrame) -> list[str]:
     """One paper's claims with their verdict at each scale run (a markdown table; -: not run there)."""
     claims = with_scale(claims)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from sinkexp.report.runs import write_report as report_folder
 from sinkexp.reproduce.declare import Paper
-from sinkexp.reproduce.scales import CLAIM_SCALES, PRETRAINED, at_largest, side_by_side, with_scale
+from sinkexp.reproduce.scales import CLAIM_SCALES, PRETRAINED, at_largest, declarations, side_by_side, with_scale
 from sinkexp.reproduce.verdicts import VERDICTS
 from sinkexp.rundir.files import write_csv, write_text
 
@@ -183,12 +183,7 @@ def results_page(rows: pd.DataFrame) -> str:
         "How claims are declared and judged: [reproduce.md](reproduce.md); why effects do not form at the "
         "CPU sizes: [findings](findings/README.md).",
         "",
-        "Declarations: "
-        + ", ".join(
-            f"{paper} {text(digest)}"
-            for paper, digest in rows.groupby("paper", sort=False)["declaration"].first().items()
-        )
-        + ". Runs read:",
+        f"Declarations: {declarations(rows)}. Runs read:",
         "",
         *provenance_lines(rows),
         "",

@@ -7,7 +7,7 @@ import pandas as pd
 from plumbing import plumbing_paper
 
 from sinkexp.reproduce.command import decided, list_papers, recorded_verdicts
-from sinkexp.reproduce.scales import at_largest, judged_at, trained_at, with_scale
+from sinkexp.reproduce.scales import at_largest, declarations, judged_at, trained_at, with_scale
 from sinkexp.reproduce.write import CLAIMS, headline, results_page, write_docs
 
 
@@ -31,6 +31,17 @@ def test_the_largest_scale_run_counts_and_the_cpu_counts_stand_beside(plumbed):
     assert "| claim | kind | at cpu | at reach |" in page and "### scale=reach" in page
     reach_verdict = rows["verdict"].iloc[-1]
     assert f"| {first} | {rows['kind'].iloc[0]} | {rows['verdict'].iloc[0]} | {reach_verdict} |" in page
+
+
+def test_results_name_each_declaration_with_the_scales_whose_rows_answer_it(plumbed):
+    rows = two_scales(plumbed)
+    paper, digest = rows["paper"].iloc[0], rows["declaration"].iloc[0]
+    assert declarations(rows) == f"{paper} {digest}"
+    later = rows.assign(declaration=rows["declaration"].where(rows["scale"] == "cpu", "0000beef"))
+    other = later.iloc[:1].assign(paper="other", scale="pretrained")
+    both = pd.concat([later, other], ignore_index=True)
+    assert declarations(both) == f"{paper} {digest} (cpu), 0000beef (reach); other {digest}"
+    assert f"Declarations: {paper} {digest} (cpu), 0000beef (reach); other {digest}. Runs read:" in results_page(both)
 
 
 def test_docs_replace_only_the_same_papers_rows_at_the_same_scale(plumbed, tmp_path):
