@@ -32,7 +32,7 @@ from sinkexp.config.helptext import help_text, words
 from sinkexp.config.schedule import SCHEDULES
 from sinkexp.config.schema import OPTIMIZERS, group_options
 from sinkexp.config.settings import TrainFlags
-from sinkexp.errors import ConfigError
+from sinkexp.errors import ConfigError, refuse
 from sinkexp.hf import require_transformers
 from sinkexp.machine import preemption
 from sinkexp.rundir.faults import marked
@@ -80,15 +80,10 @@ def train(argv: list[str]) -> int:
     try:
         given = read(COMMANDS["train"], argv)
     except ConfigError as err:
-        print(f"sinkexp: error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     args = given.flags or TrainFlags()  # --help: Hydra's, nothing else read
     if given.multirun and (args.cfg or args.info):
-        print(
-            "sinkexp: error: -m cannot be combined with --cfg/--info; drop -m to print the composed config",
-            file=sys.stderr,
-        )
-        return 2
+        return refuse("-m cannot be combined with --cfg/--info; drop -m to print the composed config")
     if given.help or args.hydra_help or args.info or args.shell_completion or args.cfg:
         resolvers = (help_header, help_groups, help_choices)  # what train's help template (configs/config.yaml) asks
         for name, text in ((f"sinkexp_{resolver.__name__}", resolver) for resolver in resolvers):
@@ -99,8 +94,7 @@ def train(argv: list[str]) -> int:
     try:
         planned = plan(read_sweep(given.keys, given.multirun))  # read once, here; plan composes and checks
     except ConfigError as err:
-        print(f"sinkexp: error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     return launch(planned)
 
 
@@ -136,8 +130,7 @@ def run_command(command: Command, argv: list[str]) -> int:
         try:
             require_transformers()
         except ConfigError as err:
-            print(f"sinkexp: error: {err}", file=sys.stderr)
-            return 2
+            return refuse(err)
     module = importlib.import_module(command.module)
     if not command.loads_torch_later:
         preemption.stop_on_signals()  # its modules are loaded: a signal now raises, for its own boundary
@@ -156,8 +149,7 @@ def invoke(argv: list[str]) -> int:
         return complete(argv)
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
-        print(f"sinkexp: error: unknown command {command!r}; choose one of: {', '.join(COMMANDS)}", file=sys.stderr)
-        return 2
+        return refuse(f"unknown command {command!r}; choose one of: {', '.join(COMMANDS)}")
     return train(rest) if command == "train" else run_command(COMMANDS[command], rest)
 
 

@@ -1,12 +1,21 @@
-"""The one error type a user sees for a bad setting: a single line naming the key."""
+"""The one error type a user sees for a bad setting (a single line naming the key), and the one line a
+command's main prints when it refuses (`refuse`)."""
 
 import difflib
 import re
+import sys
 from typing import Any, Iterable
 
 
 class ConfigError(ValueError):
     """A value the user chose cannot run; the message is one line naming the key."""
+
+
+def refuse(message: Any, code: int = 2) -> int:
+    """Print `sinkexp: error: MESSAGE` on stderr and return the exit code a command's main returns
+    with it: 2 for bad input (the default), 1 for a run or a file that failed."""
+    print(f"sinkexp: error: {message}", file=sys.stderr)
+    return code
 
 
 def choices_error(key: str, value: Any, choices: Iterable) -> ConfigError:

@@ -6,7 +6,7 @@ import pytest
 from helpers import sinkexp
 
 from sinkexp.commands.overrides import read_sweep
-from sinkexp.errors import ConfigError, choices_error, closest
+from sinkexp.errors import ConfigError, choices_error, closest, refuse
 from sinkexp.jobs.plan import plan
 
 
@@ -16,6 +16,12 @@ def test_the_closest_choice_is_offered_only_when_it_is_close():
     assert str(choices_error("attn", "sofmax", ["relu", "softmax"])) == (
         "attn='sofmax' is not valid (did you mean softmax?); choose one of: relu, softmax"
     )
+
+
+def test_a_refusal_is_one_line_on_stderr_and_its_exit_code(capsys):
+    assert refuse(ConfigError("n is given twice")) == 2 and refuse("no run finished", 1) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err == "sinkexp: error: n is given twice\nsinkexp: error: no run finished\n"
 
 
 @pytest.mark.parametrize(

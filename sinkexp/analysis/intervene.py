@@ -6,8 +6,6 @@ interventions of analysis/interventions.py on a trained run, or of analysis/lm_i
 
 from __future__ import annotations
 
-import sys
-
 import pandas as pd
 
 from sinkexp.analysis import interventions, lm_interventions
@@ -17,7 +15,7 @@ from sinkexp.analysis.measured import MeasuredRun
 from sinkexp.commands import COMMANDS
 from sinkexp.config.arguments import read
 from sinkexp.config.helptext import help_text
-from sinkexp.errors import ConfigError
+from sinkexp.errors import ConfigError, refuse
 from sinkexp.hf import quantization
 from sinkexp.rundir.faults import run_file_error
 from sinkexp.rundir.reading import FINISHED, RunFiles, run_status
@@ -29,8 +27,7 @@ def main(argv: list[str]) -> int:
     try:
         given = read(COMMANDS["intervene"], argv)
     except ConfigError as err:
-        print(f"sinkexp: error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     if given.help:
         print(help_page())
         return 0
@@ -41,26 +38,22 @@ def main(argv: list[str]) -> int:
         why = f"{state}: {reason}" if reason else state
     except (OSError, RuntimeError, ConfigError) as err:
         reason = run_file_error(err, doing="read") if isinstance(err, OSError) and err.errno else err
-        print(f"sinkexp: error: {reason}", file=sys.stderr)
-        return 2
+        return refuse(reason)
     if isinstance(run, MeasuredRun) or args.sequences is not None:
         return intervene_measured(run, args)
     if state not in FINISHED:
         reading = f"its last checkpoint, step {run.step} of train.steps={run.cfg.train.steps}"
         if not args.unfinished:
-            print(
-                f"sinkexp: error: {run.path} has not finished ({why}); finish it with the sinkexp train command "
-                f"that started it, or pass --unfinished to read {reading}",
-                file=sys.stderr,
+            return refuse(
+                f"{run.path} has not finished ({why}); finish it with the sinkexp train command "
+                f"that started it, or pass --unfinished to read {reading}"
             )
-            return 2
         print(f"{run.path} has not finished ({why}): reading {reading}")
     n_layers = len(run.model.blocks)
     layers = range(n_layers) if args.layer is None else args.layer
     bad = [layer for layer in layers if not 0 <= layer < n_layers]
     if bad:
-        print(f"sinkexp: error: --layer {bad[0]} is not valid; the run has layers 0..{n_layers - 1}", file=sys.stderr)
-        return 2
+        return refuse(f"--layer {bad[0]} is not valid; the run has layers 0..{n_layers - 1}")
     print_interventions(run, layers, args.seed)
     return 0
 
@@ -164,8 +157,7 @@ def intervene_measured(run, args) -> int:
         bad = [layer for layer in args.layer or () if not 0 <= layer < run.n_layers]
         problem = f"--layer {bad[0]} is not valid; the run has layers 0..{run.n_layers - 1}" if bad else None
     if problem:
-        print(f"sinkexp: error: {problem}", file=sys.stderr)
-        return 2
+        return refuse(problem)
     run.inputs = run.inputs[: args.sequences]
     print_measured(run, list(range(run.n_layers)) if args.layer is None else args.layer, args.seed)
     return 0

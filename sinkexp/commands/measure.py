@@ -8,7 +8,6 @@ there) is one line and exit code 2, with nothing written.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from sinkexp.commands import COMMANDS
@@ -17,7 +16,7 @@ from sinkexp.config.compose import expand
 from sinkexp.config.compose import parse as parse_overrides
 from sinkexp.config.helptext import help_text
 from sinkexp.config.settings import measure_config
-from sinkexp.errors import ConfigError
+from sinkexp.errors import ConfigError, refuse
 from sinkexp.hf.identity import sweep_folder
 from sinkexp.hf.runner import Measurement, plan_measurement, run_measurement, utc_stamp
 from sinkexp.jobs.launch import job_header, sweep_ended
@@ -69,8 +68,7 @@ def main(argv: list[str]) -> int:
         started = utc_stamp()
         multirun, jobs = planned(given, started)
     except ConfigError as err:
-        print(f"sinkexp: error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     unfinished = []
     for number, (overrides, job) in enumerate(jobs):
         if multirun:

@@ -17,7 +17,6 @@ The conversion is exact because the two models compute the same function (docs/m
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from sinkexp.config.arguments import read
 from sinkexp.config.helptext import help_text
 from sinkexp.config.schema import value_of
 from sinkexp.config.validate import from_dictconfig
-from sinkexp.errors import ConfigError
+from sinkexp.errors import ConfigError, refuse
 from sinkexp.rundir.files import CONFIG, META, read_json
 from sinkexp.rundir.reading import FINISHED, RunFiles, measured_run, run_status
 
@@ -194,6 +193,5 @@ def main(argv: list[str]) -> int:
         out = Path(cfg.out or Path("outputs/export") / run_dir.resolve().name)
         print(f"exported {run_dir} to {export(run_dir, out)}")
     except ConfigError as err:
-        print(f"sinkexp: error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     return 0

@@ -23,7 +23,6 @@ Each figure goes through one Saver (report/save.py): PNG, or the formats and dpi
 from __future__ import annotations
 
 import hashlib
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -32,7 +31,7 @@ from sinkexp.commands import COMMANDS
 from sinkexp.config.arguments import read
 from sinkexp.config.helptext import help_text
 from sinkexp.config.schema import UNHASHED_KEYS, group_options, preset_keys, task_of
-from sinkexp.errors import ConfigError
+from sinkexp.errors import ConfigError, refuse
 from sinkexp.evaluate.tables import FINAL_COLUMNS
 from sinkexp.hf import quantization
 from sinkexp.report.figures import (
@@ -224,43 +223,35 @@ def main(argv: list[str]) -> int:
     try:
         given = read(COMMANDS["report"], argv)
     except ConfigError as err:
-        print(f"sinkexp: error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     if given.help:
         print(help_text(COMMANDS["report"]))
         return 0
     args = given.flags
     if not args.dir.is_dir():
-        print(f"sinkexp: error: {args.dir} is not a directory", file=sys.stderr)
-        return 2
+        return refuse(f"{args.dir} is not a directory")
     try:
         save = saver(args.format, args.dpi)
         head_maps = parse_heads(args.heads) if args.heads else None
     except (ConfigError, BadHeads) as err:
-        print(f"sinkexp: error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     if args.list:
         lines = listing(args.dir)
         if len(lines) == 1:  # the header alone: as report says it
-            print(f"sinkexp: error: {no_runs(args.dir)}", file=sys.stderr)
-            return 2
+            return refuse(no_runs(args.dir))
         print("\n".join(lines))
         return 0
     out = args.out or args.dir / "report"
     try:
         report(args.dir, out, save, head_maps)
     except FileNotFoundError as err:
-        print(f"sinkexp: error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     except BadHeads as err:  # --heads naming a head a measured run does not have
-        print(f"sinkexp: error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     except NothingFinished as err:  # runs.csv is written: it says each run's status
-        print(f"sinkexp: error: {err}", file=sys.stderr)
-        return 1
+        return refuse(err, 1)
     except OSError as err:  # a read-only or unwritable folder, a full disk, an unreadable run
-        print(f"sinkexp: error: {report_fault(err, out)}", file=sys.stderr)
-        return 1
+        return refuse(report_fault(err, out), 1)
     return 0
 
 

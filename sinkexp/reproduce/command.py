@@ -23,7 +23,7 @@ from sinkexp.config.arguments import read
 from sinkexp.config.compose import parse
 from sinkexp.config.helptext import help_text
 from sinkexp.config.settings import OUTPUT_ROOT, ReproduceFlags, ReproduceSettings
-from sinkexp.errors import ConfigError
+from sinkexp.errors import ConfigError, refuse
 from sinkexp.reproduce.declare import DeclarationError, Paper
 from sinkexp.reproduce.run import estimate_papers, exit_code, reproduce
 from sinkexp.reproduce.scales import with_scale
@@ -67,11 +67,6 @@ def read_overrides(overrides: list[str]) -> ReproduceSettings:
         workers=int(given[N_JOBS]) if int(given.get(N_JOBS, "0")) > 0 else None,
         launcher=launcher,
     )
-
-
-def fail(message: str) -> int:
-    print(f"sinkexp: error: {message}", file=sys.stderr)
-    return 2
 
 
 def last_verdicts(names, root: Path = OUTPUT_ROOT) -> pd.DataFrame:
@@ -139,14 +134,14 @@ def main(argv: list[str]) -> int:
     try:
         given = read(REPRODUCE, argv)
     except ConfigError as err:
-        return fail(str(err))
+        return refuse(str(err))
     args = given.flags or ReproduceFlags()  # --help: nothing else read
     if args.plan:  # docs/glossary.md: a plan is the checked list of jobs; the flag prints a cost estimate
-        return fail("--plan is now --estimate (the cost estimate: jobs, FLOPs, predicted time; nothing trains)")
+        return refuse("--plan is now --estimate (the cost estimate: jobs, FLOPs, predicted time; nothing trains)")
     try:  # a paper file's declaration mistake is found on import, told in one line
         from sinkexp.reproduce.papers import PAPERS  # lazy: to catch that mistake here
     except DeclarationError as err:
-        return fail(str(err))
+        return refuse(str(err))
     if args.docs is not None and not given.words and not args.list:
         print(f"written: {write_docs(args.docs)}")
         return 0
@@ -159,14 +154,14 @@ def main(argv: list[str]) -> int:
         return 0
     name = args.paper
     if name is None:  # KEY=VALUE words without a paper
-        return fail(
+        return refuse(
             f"which paper? sinkexp reproduce PAPER|all [KEY=VALUE ...]; choose one of: all, {', '.join(PAPERS)}"
         )
     if name != "all" and name not in PAPERS:
-        return fail(f"unknown paper {name!r}; choose one of: all, {', '.join(PAPERS)}")
+        return refuse(f"unknown paper {name!r}; choose one of: all, {', '.join(PAPERS)}")
     papers = list(PAPERS.values()) if name == "all" else [PAPERS[name]]
     if args.recalibrate and not args.estimate:
-        return fail("--recalibrate goes with --estimate (it times the planned jobs again)")
+        return refuse("--recalibrate goes with --estimate (it times the planned jobs again)")
     return estimate_or_reproduce(args, papers, given.keys, command=" ".join(given.words))
 
 
@@ -185,7 +180,7 @@ def estimate_or_reproduce(args: ReproduceFlags, papers: list[Paper], words: list
             return 0
         rows = reproduce(settings, command=f"sinkexp reproduce {command}")
     except ConfigError as err:
-        return fail(str(err))
+        return refuse(str(err))
     if args.docs is not None:
         print(f"written: {write_docs(args.docs, rows)}")
     return exit_code(rows)
