@@ -64,11 +64,13 @@ def _in_worker(job: Job) -> tuple[float, str]:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         try:
             execute(job, sweep=True, parallel=True)
-        except SystemExit:  # Ctrl-C or SIGTERM: the job wrote FAILED and said so
-            _stopped = True
-        else:
             for run_dir, _ in job.runs:  # one another process trains (skipped here): it holds a core meanwhile
                 wait_for_lock(run_dir)
+        # Ctrl-C or SIGTERM: the job wrote FAILED and said so (SystemExit), or it came while this worker
+        # waited for another process's run (Interrupted). Escaping, it would reach concurrent.futures,
+        # which reports it and hands the worker its next queued job: the stopped pool would train on.
+        except (SystemExit, KeyboardInterrupt):
+            _stopped = True
     return time.perf_counter() - started, err.getvalue()
 
 

@@ -1,11 +1,14 @@
 """reproduce's pool (sinkexp/reproduce/pool.py): what its stop line says of the runs it was running is
 what their folders hold: how many were stopped, how many marked FAILED, and where each resumes (a
 checkpoint, or step 0 where none was written; the probe of issue 72 saw a resume promised for a run
-that had none)."""
+that had none); a worker stopped while it waits for another process's run starts no further job."""
 
+import signal
 from pathlib import Path
 from types import SimpleNamespace
 
+from sinkexp.machine.preemption import Interrupted
+from sinkexp.reproduce import pool
 from sinkexp.reproduce.pool import stopped_runs
 from sinkexp.rundir import files
 from sinkexp.rundir.manifest import seal
@@ -36,3 +39,17 @@ def test_the_stop_line_counts_what_the_running_runs_left(tmp_path):
         "or from step 0 where none was written yet"
     )
     assert stopped_runs([job(done)]) == "no run was stopped before it finished"
+
+
+def test_a_worker_stopped_while_it_waits_for_another_process_starts_no_further_job(tmp_path, monkeypatch):
+    started = []
+    monkeypatch.setattr(pool, "_stopped", False)
+    monkeypatch.setattr(pool, "execute", lambda job, **_: started.append(job))
+
+    def stopped_while_waiting(run_dir):  # SIGTERM arrives while another process trains the run
+        raise Interrupted(signal.SIGTERM)
+
+    monkeypatch.setattr(pool, "wait_for_lock", stopped_while_waiting)
+    held, queued = job(tmp_path / "held"), job(tmp_path / "queued")
+    assert pool._in_worker(held)[1] == ""  # the stop ends this job, not the worker's loop over its queue
+    assert pool._in_worker(queued) == (0.0, "") and started == [held]
