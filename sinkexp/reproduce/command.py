@@ -134,14 +134,14 @@ def main(argv: list[str]) -> int:
     try:
         given = read(REPRODUCE, argv)
     except ConfigError as err:
-        return refuse(str(err))
+        return refuse(err)
     args = given.flags or ReproduceFlags()  # --help: nothing else read
     if args.plan:  # docs/glossary.md: a plan is the checked list of jobs; the flag prints a cost estimate
         return refuse("--plan is now --estimate (the cost estimate: jobs, FLOPs, predicted time; nothing trains)")
     try:  # a paper file's declaration mistake is found on import, told in one line
         from sinkexp.reproduce.papers import PAPERS  # lazy: to catch that mistake here
     except DeclarationError as err:
-        return refuse(str(err))
+        return refuse(err)
     if args.docs is not None and not given.words and not args.list:
         print(f"written: {write_docs(args.docs)}")
         return 0
@@ -180,7 +180,7 @@ def estimate_or_reproduce(args: ReproduceFlags, papers: list[Paper], words: list
             return 0
         rows = reproduce(settings, command=f"sinkexp reproduce {command}")
     except ConfigError as err:
-        return refuse(str(err))
+        return refuse(err)
     if args.docs is not None:
         print(f"written: {write_docs(args.docs, rows)}")
     return exit_code(rows)

@@ -88,13 +88,11 @@ def declarations(rows: pd.DataFrame) -> str:
     rows = with_scale(rows)
     listed = []
     for paper, at in rows.groupby("paper", sort=False):
-        scales = (
-            at.assign(declaration=at["declaration"].fillna("")).groupby("declaration", sort=False)["scale"].unique()
-        )
+        scales = at.groupby(at["declaration"].fillna(""), sort=False)["scale"].unique()
         if len(scales) == 1:
             listed.append(f"{paper} {scales.index[0]}")
         else:
-            listed.append(f"{paper} " + ", ".join(f"{digest} ({', '.join(at)})" for digest, at in scales.items()))
+            listed.append(f"{paper} " + ", ".join(f"{digest} ({', '.join(named)})" for digest, named in scales.items()))
     return "; ".join(listed)
 
 
