@@ -6,6 +6,8 @@ import re
 import sys
 from typing import Any, Iterable
 
+from sinkexp.machine import preemption
+
 
 class ConfigError(ValueError):
     """A value the user chose cannot run; the message is one line naming the key."""
@@ -13,7 +15,12 @@ class ConfigError(ValueError):
 
 def refuse(message: Any, code: int = 2) -> int:
     """Print `sinkexp: error: MESSAGE` on stderr and return the exit code a command's main returns
-    with it: 2 for bad input (the default), 1 for a run or a file that failed."""
+    with it: 2 for bad input (the default), 1 for a run or a file that failed.
+
+    A refusal after Ctrl-C or SIGTERM is that stop's doing (its exception lost in a finaliser, the
+    state it cut short failing later: Hydra's composition, say), so the stop is raised instead, for
+    cli.main's one line and exit status 128 + the signal (machine/preemption.py)."""
+    preemption.check()
     print(f"sinkexp: error: {message}", file=sys.stderr)
     return code
 

@@ -2,12 +2,15 @@
 closest valid one, a key given twice is refused, a sweep's bad job is named, and the valid keys
 are never an empty list."""
 
+import signal
+
 import pytest
 from helpers import sinkexp
 
 from sinkexp.commands.overrides import read_sweep
 from sinkexp.errors import ConfigError, choices_error, closest, refuse
 from sinkexp.jobs.plan import plan
+from sinkexp.machine import preemption
 
 
 def test_the_closest_choice_is_offered_only_when_it_is_close():
@@ -22,6 +25,15 @@ def test_a_refusal_is_one_line_on_stderr_and_its_exit_code(capsys):
     assert refuse(ConfigError("n is given twice")) == 2 and refuse("no run finished", 1) == 1
     out, err = capsys.readouterr()
     assert out == "" and err == "sinkexp: error: n is given twice\nsinkexp: error: no run finished\n"
+
+
+def test_a_refusal_after_a_stopping_signal_is_that_stop(monkeypatch, capsys):
+    """CI saw Ctrl-C during plan() lose its exception and Hydra fail later on the state it cut short:
+    the refusal of that failure must not be a second line beside the stop's."""
+    monkeypatch.setattr(preemption, "_stopping", signal.SIGINT)
+    with pytest.raises(preemption.Interrupted) as stop:
+        refuse(ConfigError("defaults: 'NoneType' object has no attribute '_invalidate_flags_cache'"))
+    assert stop.value.signum == signal.SIGINT and capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize(
