@@ -118,13 +118,16 @@ def execute(job: Job, sweep: bool, parallel: bool = False) -> None:
     register_resolvers()
     JobRuntime.instance().set("name", str(job.composed.hydra.job.name))
     keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if sweep else ("hydra.run.dir", None)
-    returned = hydra_run_job(
-        task_function=partial(_body, job, parallel),
-        config=copy.deepcopy(job.composed),
-        job_dir_key=keys[0],
-        job_subdir_key=keys[1],
-        hydra_context=HydraContext(config_loader=None, callbacks=NO_CALLBACKS),
-    )
+    try:
+        returned = hydra_run_job(
+            task_function=partial(_body, job, parallel),
+            config=copy.deepcopy(job.composed),
+            job_dir_key=keys[0],
+            job_subdir_key=keys[1],
+            hydra_context=HydraContext(config_loader=None, callbacks=NO_CALLBACKS),
+        )
+    except KeyboardInterrupt as err:  # a stop in Hydra's own steps around the job: its folder may be made
+        _stop(err, list(job.run_dirs), sweep)
     returned.return_value  # raises the job's exception (run_job keeps it)
 
 

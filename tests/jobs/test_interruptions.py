@@ -191,3 +191,30 @@ def test_a_submitit_job_signalled_before_its_timeout_requeues_and_resumes_to_the
     assert not (run_dir / "FAILED").exists()
     for name in ("metrics.csv", "losses.csv", "summary.json"):
         assert (run_dir / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
+
+
+def test_ctrl_c_after_hydra_made_the_folder_says_the_folder_is_left_empty(tmp_path, monkeypatch):
+    """A stop between Hydra's run_job making the run's folder and calling the job (once seen in CI as a
+    "nothing written" line beside an empty folder): one line that says what the folder holds, exit 130,
+    and the same command trains the run."""
+    import signal
+
+    import hydra.core.utils
+
+    from sinkexp.machine import preemption
+
+    def stopped(*args, **kwargs):
+        monkeypatch.setattr(preemption, "_stopping", signal.SIGINT)
+        raise preemption.Interrupted(signal.SIGINT)
+
+    monkeypatch.setattr(hydra.core.utils, "configure_log", stopped)
+    result = sinkexp("train", *QUICK, "hydra.run.dir=run", cwd=tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 130 and len(lines) == 1, result.stderr
+    assert lines[0] == (
+        f"sinkexp: {tmp_path / 'run'} stopped by Ctrl-C ({tmp_path / 'run'} left empty; "
+        "the same command trains it from step 0, as no checkpoint was written yet)"
+    )
+    assert list((tmp_path / "run").iterdir()) == []
+    monkeypatch.undo()
+    assert sinkexp("train", *QUICK, "hydra.run.dir=run", cwd=tmp_path).returncode == 0
