@@ -117,7 +117,8 @@ def signalled_at(delay: float, signum: int, cwd: Path) -> tuple[str, str]:
     starts with the two signals held (blocked, inherited), so that one sent before the entry's first
     instruction (the interpreter's own start-up, not sinkexp's) arrives at it, as the entry holds them
     itself from there. How: `one line` (128 + signum, one `sinkexp: ... stopped by` line, true to the
-    run directory), `traceback`, `ignored` (it went on to exit 0) or `died silently` (the default action)."""
+    run directory), `traceback`, `ignored` (it went on to exit 0), `died silently` (the default action), or
+    `ended first` (the command ended before the moment: no signal sent)."""
     run_dir = cwd / "run"
     held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
@@ -132,6 +133,8 @@ def signalled_at(delay: float, signum: int, cwd: Path) -> tuple[str, str]:
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
     time.sleep(delay)
+    if process.poll() is not None:
+        return "ended first", process.communicate()[1]
     process.send_signal(signum)
     err = process.communicate(timeout=120)[1]
     lines = err.strip().splitlines()
@@ -166,7 +169,8 @@ def sampled_start_up(moments: list[float], tmp_path: Path) -> collections.Counte
         how, err = signalled_at(delay, signum, tmp_path / f"s{n}")
         outcomes[how] += 1
         said.setdefault(how, f"{signum.name} at {delay:.3f} s: {err}")
-    assert outcomes == {"one line": len(moments)}, said
+    landed = len(moments) - outcomes.pop("ended first", 0)
+    assert outcomes == {"one line": landed} and landed >= len(moments) // 2, said
     return outcomes
 
 
@@ -180,8 +184,14 @@ def test_a_signal_at_sampled_moments_of_start_up_is_one_true_line(tmp_path):
 
 @pytest.mark.slow
 def test_a_signal_at_many_moments_of_start_up_is_one_true_line(tmp_path):
-    """60 moments drawn over the first 2.5 s (start-up, the plan, the job's first steps on 2 cores)."""
-    moments = sorted(random.Random(72).uniform(0, 2.5) for _ in range(60))
+    """60 moments drawn over an uninterrupted command's wall time (start-up, the plan, the job, its
+    tables and the process's end, which cli.main ends without the interpreter's teardown)."""
+    started = time.monotonic()
+    whole = subprocess.run(
+        [*console(), "train", *QUICK, "hydra.run.dir=whole"], cwd=tmp_path, env=ENV, capture_output=True
+    )
+    assert whole.returncode == 0, whole.stderr
+    moments = sorted(random.Random(72).uniform(0, time.monotonic() - started) for _ in range(60))
     for n in range(len(moments)):
         (tmp_path / f"s{n}").mkdir()
     sampled_start_up(moments, tmp_path)
