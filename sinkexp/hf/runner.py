@@ -27,6 +27,7 @@ from sinkexp.hf import identity as hf_identity
 from sinkexp.hf.measure import NextToken, load_checkpoint, measure, perturbation_rows
 from sinkexp.hf.record import Recorder
 from sinkexp.jobs.plan import check_run_dir
+from sinkexp.machine import preemption
 from sinkexp.machine.allocator import keep_freed_memory
 from sinkexp.machine.devices import resolve_device
 from sinkexp.rundir import files as rundir_files
@@ -180,6 +181,7 @@ def claim_and_measure(job: Measurement, run: RunClaim, quiet: bool) -> bool:
     try:
         result = measure_into(job, run)
     except Exception as err:
+        preemption.check()  # after Ctrl-C or SIGTERM, an error is that stop's doing (machine/preemption.py)
         run.fail(err)
         why = f"{err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         then = f"; then {resumes([job.run_dir], measured=True)}"

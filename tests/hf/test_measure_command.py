@@ -4,6 +4,7 @@ finished runs, named checkpoints are measured for the claims, and every bad inpu
 
 import json
 import re
+import signal
 import sys
 
 import numpy as np
@@ -186,6 +187,22 @@ BAD = {  # input -> (arguments, the words the one line must hold)
 def short_text(path):
     (path / "short.txt").write_text("too short")
     return path / "short.txt"
+
+
+def test_an_error_after_a_stop_is_that_stop(tmp_path, monkeypatch, capsys):
+    """A stop whose exception a finaliser lost, and an error from the state it cut short: FAILED and
+    the stop's exception say the stop, not the error (as errors.refuse and jobs/launch.py read it)."""
+    from sinkexp.machine import preemption
+
+    def cut_short(*args):
+        monkeypatch.setattr(preemption, "_stopping", signal.SIGTERM)
+        raise AttributeError("'NoneType' object has no attribute 'weight'")
+
+    monkeypatch.setattr(runner, "load_checkpoint", cut_short)
+    with pytest.raises(preemption.Interrupted) as stop:
+        runner.measure_checkpoint(str(tiny("gpt2", tmp_path / "g")), tmp_path / "run", n=3, seq_len=8)
+    assert stop.value.signum == signal.SIGTERM and "error" not in capsys.readouterr().err
+    assert "stopped by SIGTERM" in (tmp_path / "run/FAILED").read_text()
 
 
 @pytest.mark.parametrize("case", BAD)
