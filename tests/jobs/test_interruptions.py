@@ -194,9 +194,9 @@ def test_a_submitit_job_signalled_before_its_timeout_requeues_and_resumes_to_the
 
 
 def test_ctrl_c_after_hydra_made_the_folder_says_the_folder_is_left_empty(tmp_path, monkeypatch):
-    """A stop between Hydra's run_job making the run's folder and calling the job (once seen in CI as a
-    "nothing written" line beside an empty folder): one line that says what the folder holds, exit 130,
-    and the same command trains the run."""
+    """A stop between Hydra's run_job making the run's folder and calling the job (a stress test of
+    start-up signals once saw "nothing written" said beside that folder): one line that says what
+    the folder holds, exit 130, and the same command trains the run."""
     import signal
 
     import hydra.core.utils
