@@ -22,6 +22,7 @@ import atexit
 import importlib
 import os
 import re
+import signal
 import sys
 
 from omegaconf import OmegaConf
@@ -161,6 +162,8 @@ def main() -> None:
     preemption.stop_on_signals(at_once=True)  # until the command's modules are loaded: nothing is written
     try:
         code = invoke(sys.argv[1:])
+    except BrokenPipeError:  # stdout's reader closed the pipe: `sinkexp reproduce --list | head -3`
+        code = reader_gone()
     except BaseException as err:  # a stop outside a run's own boundary: planning, measure, report, ...
         if isinstance(err, SystemExit) or preemption.stopping() is None:
             raise
@@ -189,9 +192,20 @@ def exit_now(code: int) -> None:
     loaded that takes 0.3 s, and Python restores the signals' default actions before it, so a
     Ctrl-C there would end the finished command silently instead of in cli.main's one line."""
     atexit._run_exitfuncs()
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = reader_gone()
     sys.stderr.flush()
     os._exit(code)
+
+
+def reader_gone() -> int:
+    """stdout's reader closed the pipe: what is left to print goes to os.devnull, so that no later
+    flush fails, and the exit status is 141 (128 + SIGPIPE), as for a tool that SIGPIPE ends, with
+    no traceback."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":
