@@ -22,8 +22,8 @@ import atexit
 import importlib
 import os
 import re
-import signal
 import sys
+import threading
 
 from omegaconf import OmegaConf
 
@@ -37,6 +37,7 @@ from sinkexp.config.settings import TrainFlags
 from sinkexp.errors import ConfigError, refuse
 from sinkexp.hf import require_transformers
 from sinkexp.machine import preemption
+from sinkexp.machine.console import READER_GONE, Console, guard_stdout
 from sinkexp.rundir.faults import marked
 
 # torch (2.4 s to import), and the modules that import it (the model, launch, plan), are imported
@@ -160,10 +161,9 @@ def main() -> None:
     signal (machine/preemption.py; a run's own stop says more: jobs/launch.py); the console script
     (sinkexp/__main__.py) has had them handled since its first instruction."""
     preemption.stop_on_signals(at_once=True)  # until the command's modules are loaded: nothing is written
+    console = guard_stdout()  # its reader may go: `sinkexp reproduce --list | head -3`
     try:
         code = invoke(sys.argv[1:])
-    except BrokenPipeError:  # stdout's reader closed the pipe: `sinkexp reproduce --list | head -3`
-        code = reader_gone()
     except BaseException as err:  # a stop outside a run's own boundary: planning, measure, report, ...
         if isinstance(err, SystemExit) or preemption.stopping() is None:
             raise
@@ -182,30 +182,23 @@ def main() -> None:
             code = 128 + preemption.stopping()
     if preemption.stopping() is None:  # its work done: a signal from here on ends the process at once
         preemption.stop_on_signals(at_once="as the command ended (its work was done)")
-        exit_now(code)
+        exit_now(code, console)
     sys.exit(code)
 
 
-def exit_now(code: int) -> None:
-    """End the process with `code` once the atexit functions have run (logging's, a pool's) and the
-    standard streams are flushed, without the interpreter's teardown of its modules: with torch
-    loaded that takes 0.3 s, and Python restores the signals' default actions before it, so a
-    Ctrl-C there would end the finished command silently instead of in cli.main's one line."""
+def exit_now(code: int, console: Console) -> None:
+    """End the process with `code` (141 where it was 0 and stdout's reader went away: machine/console.py)
+    as Python would end it, up to its teardown of its modules: non-daemon threads joined and the
+    callbacks registered with threading (loky's and concurrent.futures' pools shut down), then the
+    atexit functions (logging's; multiprocessing's, which joins the pools' workers), the standard
+    streams flushed. The teardown, skipped, takes 0.3 s with torch loaded, and Python restores the
+    signals' default actions before it, so a Ctrl-C there would end the finished command silently
+    instead of in cli.main's one line."""
+    threading._shutdown()  # as Python ends: its non-daemon threads joined, then a pool's own shutdown (loky's)
     atexit._run_exitfuncs()
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        code = reader_gone()
+    console.flush()
     sys.stderr.flush()
-    os._exit(code)
-
-
-def reader_gone() -> int:
-    """stdout's reader closed the pipe: what is left to print goes to os.devnull, so that no later
-    flush fails, and the exit status is 141 (128 + SIGPIPE), as for a tool that SIGPIPE ends, with
-    no traceback."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 128 + signal.SIGPIPE
+    os._exit(READER_GONE if console.gone and code == 0 else code)
 
 
 if __name__ == "__main__":

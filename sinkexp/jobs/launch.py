@@ -44,6 +44,7 @@ from sinkexp.jobs.plan import Job, Plan, dir_overrides
 from sinkexp.jobs.runner import Finished, train_together
 from sinkexp.machine import preemption
 from sinkexp.machine.allocator import keep_freed_memory
+from sinkexp.machine.console import guard_stdout
 from sinkexp.machine.denormals import flush_denormals
 from sinkexp.machine.devices import job_device, usable_gpus
 from sinkexp.machine.threads import choose_threads
@@ -144,6 +145,7 @@ class PlannedJobs:
     parallel: bool
 
     def __call__(self, _task_cfg: DictConfig) -> None:
+        guard_stdout()  # a worker prints to the command's stdout, whose reader may be gone
         run_job(self.jobs[HydraConfig.get().job.num], self.parallel)
 
 
