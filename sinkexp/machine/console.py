@@ -48,6 +48,8 @@ class Console:
         self.stream.flush()
 
     def __getattr__(self, name: str):  # isatty, fileno, encoding, ...: the stream's own
+        if name == "stream":  # not set yet (a copy being made): no recursion through this method
+            raise AttributeError(name)
         return getattr(self.stream, name)
 
 

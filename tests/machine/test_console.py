@@ -22,6 +22,15 @@ def test_a_write_to_a_closed_pipe_sends_the_rest_to_devnull():
     console.close()
 
 
+def test_a_copy_of_the_console_writes_to_the_same_stream():
+    import copy
+    import io
+
+    stream = io.StringIO()
+    copy.copy(Console(stream)).write("kept")
+    assert stream.getvalue() == "kept"
+
+
 def test_stdout_is_guarded_once(monkeypatch):
     monkeypatch.setattr(sys, "stdout", sys.stdout)
     console = guard_stdout()
