@@ -20,7 +20,6 @@ from sinkexp.config.settings import ReproduceSettings
 from sinkexp.jobs.launch import execute
 from sinkexp.jobs.memory import pool_gpus
 from sinkexp.jobs.plan import Job, Plan
-from sinkexp.machine.console import guard_stdout
 from sinkexp.machine.devices import pin_worker
 from sinkexp.machine.preemption import Interrupted, sigterm_stops_children
 from sinkexp.machine.threads import usable_cores
@@ -35,10 +34,9 @@ def workers_for(settings: ReproduceSettings) -> int:
 
 
 def _quiet_worker(gpus: list[str], counter) -> None:
-    """A pool worker's start: no progress bars (tqdm reads TQDM_DISABLE when imported), its stdout
-    a Console, and on GPUs the next GPU of `gpus` as the only one it sees (devices.pin_worker)."""
+    """A pool worker's start: no progress bars (tqdm reads TQDM_DISABLE when imported), and on GPUs
+    the next GPU of `gpus` as the only one it sees (devices.pin_worker)."""
     os.environ["TQDM_DISABLE"] = "1"
-    guard_stdout()  # it prints to the command's stdout, whose reader may be gone
     pin_worker(gpus, counter)
 
 
