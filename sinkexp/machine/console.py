@@ -5,10 +5,9 @@ Python ignores SIGPIPE and raises BrokenPipeError at the write that finds the pi
 that write is: in a listing, or between a run's steps, where the run's boundary would read it as a
 fault on its files. `Console` takes the place of sys.stdout for the command (cli.main, and the
 workers of a Hydra launcher, which print to the same pipe; reproduce's pool workers print into a
-buffer of their own): the write
-that finds the reader gone sends the rest of the output to os.devnull, and the command goes on, its
-runs written as they would be; cli.main then ends with exit status 141 (128 + SIGPIPE, the status
-of a tool that SIGPIPE ends) instead of 0. docs/rundir.md ("What may happen to it").
+buffer of their own): the write that finds the reader gone sends the rest of the output to
+os.devnull, and the command goes on, its runs written as they would be; cli.main then ends with
+exit status 141 (128 + SIGPIPE, the status of a tool that SIGPIPE ends) instead of 0. docs/rundir.md ("What may happen to it").
 """
 
 from __future__ import annotations
