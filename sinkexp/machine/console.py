@@ -7,7 +7,8 @@ fault on its files. `Console` takes the place of sys.stdout for the command (cli
 workers of a Hydra launcher, which print to the same pipe; reproduce's pool workers print into a
 buffer of their own): the write that finds the reader gone sends the rest of the output to
 os.devnull, and the command goes on, its runs written as they would be; cli.main then ends with
-exit status 141 (128 + SIGPIPE, the status of a tool that SIGPIPE ends) instead of 0. docs/rundir.md ("What may happen to it").
+exit status 141 (128 + SIGPIPE, the status of a tool that SIGPIPE ends) instead of 0.
+docs/rundir.md ("What may happen to it").
 """
 
 from __future__ import annotations
